@@ -1,0 +1,30 @@
+# rvfedprs workflow: simulate (or read) a cohort -> prepare per-client inputs -> report.
+#   snakemake --cores 2                                     # the embedded default (demo cohort)
+#   snakemake --cores 2 --configfile config/cineca.yaml     # the CINECA synthetic excerpt
+from snakemake.utils import min_version
+
+from rvfedprs.config import validate_config
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+# Fill every default in place and stop early, naming the key, on a bad configuration.
+config.update(validate_config(config))
+
+# Final targets; each stage's .smk appends its own (train.smk / evaluate.smk add theirs).
+FINAL_TARGETS = []
+
+
+include: "snakemake/common.smk"
+include: "snakemake/simulate.smk"
+include: "snakemake/prepare.smk"
+include: "snakemake/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        FINAL_TARGETS,

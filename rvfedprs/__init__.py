@@ -1,0 +1,7 @@
+"""rvfedprs: federated polygenic risk scores that keep rare-variant signals alive."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

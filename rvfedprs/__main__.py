@@ -1,0 +1,5 @@
+import sys
+
+from rvfedprs.cli import main
+
+sys.exit(main())

@@ -1,0 +1,503 @@
+"""The cohort around the genotypes: samples sheet, phenotype table and per-client sample sets.
+
+Pure table logic the preparation pipeline builds on: read and check the samples sheet
+(``sample_id, client, ...``) and a UK-Biobank-style phenotype table, reconcile their sample IDs
+with the genotype files, drop clients that cannot be trained on, and split each client's
+samples into train and test sets stratified by phenotype. Nothing is dropped silently: every
+function that removes something returns the removals as an exclusion table
+(:data:`EXCLUSION_COLUMNS`), which the pipeline writes to ``results/logs/exclusions.tsv``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rvfedprs.exceptions import InputDataError
+
+__all__ = [
+    "EXCLUSION_COLUMNS",
+    "exclusions",
+    "check_line_endings",
+    "read_tsv",
+    "load_samples_sheet",
+    "samples_sheet_from_psam",
+    "load_phenotypes",
+    "reconcile_samples",
+    "check_clients",
+    "stratified_split",
+    "assign_splits",
+]
+
+EXCLUSION_COLUMNS = ("kind", "id", "reason", "step")
+"""Columns of an exclusion table: ``kind`` is ``sample``, ``client`` or ``variant``."""
+
+_MAX_NAMED = 20  # how many offending values an error message lists by name
+
+
+def exclusions(
+    kind: str, ids: Iterable[str], reason: str | Iterable[str], step: str
+) -> pd.DataFrame:
+    """Build an exclusion table.
+
+    Parameters
+    ----------
+    kind : str
+        ``"sample"``, ``"client"`` or ``"variant"``.
+    ids : iterable of str
+        The excluded identifiers.
+    reason : str or iterable of str
+        One reason for all, or one per identifier.
+    step : str
+        The pipeline step that excluded them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`EXCLUSION_COLUMNS`, one row per identifier.
+    """
+    ids = [str(i) for i in ids]
+    reasons = [reason] * len(ids) if isinstance(reason, str) else [str(r) for r in reason]
+    if len(reasons) != len(ids):
+        raise ValueError(f"{len(ids)} ids but {len(reasons)} reasons")
+    return pd.DataFrame(
+        {"kind": kind, "id": ids, "reason": reasons, "step": step},
+        columns=list(EXCLUSION_COLUMNS),
+    )
+
+
+def _name_some(values: Sequence[str]) -> str:
+    values = sorted(map(str, values))
+    shown = ", ".join(values[:_MAX_NAMED])
+    if len(values) > _MAX_NAMED:
+        shown += f", ... ({len(values) - _MAX_NAMED} more)"
+    return shown
+
+
+def check_line_endings(path: str | Path, *, max_bytes: int = 1 << 16) -> None:
+    """Raise when a text table uses Windows (CRLF) line endings.
+
+    Only the first ``max_bytes`` are read; gzip-compressed files are decompressed.
+
+    Raises
+    ------
+    InputDataError
+        Naming the file and the first line that ends in CRLF.
+    """
+    path = Path(path)
+    if path.suffix == ".gz":
+        import gzip
+
+        with gzip.open(path, "rb") as handle:
+            head = handle.read(max_bytes)
+    else:
+        with open(path, "rb") as handle:
+            head = handle.read(max_bytes)
+    position = head.find(b"\r\n")
+    if position >= 0:
+        line = head[:position].count(b"\n") + 1
+        raise InputDataError(
+            f"{path} has Windows (CRLF) line endings (first at line {line}); "
+            "convert it with `dos2unix` or `sed -i 's/\\r$//'`"
+        )
+
+
+def read_tsv(path: str | Path, *, required: Sequence[str] = (), what: str = "table") -> pd.DataFrame:
+    """Read a tab-separated table as strings, after checking line endings and columns.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    required : sequence of str
+        Columns that must be present.
+    what : str
+        What the table is, for messages (``"samples sheet"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        All columns as ``str`` (missing cells as empty strings).
+
+    Raises
+    ------
+    InputDataError
+        The file is absent, has CRLF endings, or lacks a required column (naming the columns
+        it has).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputDataError(f"{what} not found: {path}")
+    check_line_endings(path)
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, comment=None)
+    table.columns = [str(c).lstrip("#") if i == 0 else str(c) for i, c in enumerate(table.columns)]
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        raise InputDataError(
+            f"{what} {path} lacks column(s) {missing}; it has {list(table.columns)}"
+        )
+    return table
+
+
+def _check_unique(values: pd.Series, *, what: str, path: str | Path) -> None:
+    counts = values.value_counts()
+    duplicated = counts[counts > 1]
+    if len(duplicated):
+        raise InputDataError(
+            f"{len(duplicated)} duplicate ID(s) in {what} {path}: "
+            + _name_some([f"{k} (x{v})" for k, v in duplicated.items()])
+        )
+
+
+def load_samples_sheet(path: str | Path) -> pd.DataFrame:
+    """Read and check a samples sheet (``sample_id``, ``client`` and any other columns).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The sheet in file order, all columns as ``str``.
+
+    Raises
+    ------
+    InputDataError
+        CRLF endings, missing columns, duplicate or empty sample IDs, or empty client names
+        (each naming the offending IDs).
+    """
+    sheet = read_tsv(path, required=("sample_id", "client"), what="samples sheet")
+    if (sheet["sample_id"].str.strip() == "").any():
+        rows = (np.flatnonzero(sheet["sample_id"].str.strip() == "") + 2).tolist()
+        raise InputDataError(f"samples sheet {path} has empty sample_id on line(s) {rows}")
+    _check_unique(sheet["sample_id"], what="samples sheet", path=path)
+    empty = sheet.loc[sheet["client"].str.strip() == "", "sample_id"]
+    if len(empty):
+        raise InputDataError(
+            f"{len(empty)} sample(s) in samples sheet {path} have no client: "
+            + _name_some(empty.tolist())
+        )
+    return sheet
+
+
+def samples_sheet_from_psam(path: str | Path, *, column: str = "Population") -> pd.DataFrame:
+    """Build a samples sheet from a PLINK2 ``.psam``: one client per value of ``column``.
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.psam`` file whose header starts with ``#IID`` or ``#FID``.
+    column : str
+        The column naming each sample's client (1000 Genomes: ``Population`` or ``SuperPop``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``sample_id, client, population`` (``population`` = the ``column`` value).
+    """
+    table = read_tsv(path, required=("IID", column), what="psam")
+    _check_unique(table["IID"], what="psam", path=path)
+    return pd.DataFrame(
+        {"sample_id": table["IID"], "client": table[column], "population": table[column]}
+    )
+
+
+def load_phenotypes(
+    path: str | Path,
+    *,
+    column: str,
+    id_column: str = "Subject id",
+    cases: Sequence[str] = ("1",),
+    controls: Sequence[str] = ("0",),
+    step: str = "validate_inputs",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read a binary phenotype from a (UK-Biobank-style) phenotype table.
+
+    Values are compared as strings after stripping blanks; numeric codings such as ``1.0``
+    also match ``1``.
+
+    Parameters
+    ----------
+    path : str or Path
+        Tab-separated table with one row per individual.
+    column : str
+        The phenotype column (``"disease"``, ``"Ever smoked-0.0"``).
+    id_column : str
+        The column holding the genotype sample ID.
+    cases, controls : sequence of str
+        Values coding a case (1) and a control (0).
+    step : str
+        Step name recorded in the exclusion table.
+
+    Returns
+    -------
+    phenotypes : pandas.DataFrame
+        Columns ``sample_id`` (str), ``phenotype`` (int8 0/1), in file order.
+    excluded : pandas.DataFrame
+        One ``sample`` exclusion per individual whose value is neither a case nor a control.
+
+    Raises
+    ------
+    InputDataError
+        Missing columns (listing those present), duplicate IDs, overlapping case/control codes.
+    """
+    table = read_tsv(path, required=(id_column, column), what="phenotype table")
+    _check_unique(table[id_column], what="phenotype table", path=path)
+    cases = {_normalise_code(v) for v in cases}
+    controls = {_normalise_code(v) for v in controls}
+    if cases & controls:
+        raise InputDataError(f"values {sorted(cases & controls)} code both cases and controls")
+    values = table[column].map(_normalise_code)
+    is_case = values.isin(cases)
+    is_control = values.isin(controls)
+    usable = is_case | is_control
+    excluded = exclusions(
+        "sample",
+        table.loc[~usable, id_column],
+        [
+            f"phenotype {column!r} = {v!r} is neither a case {sorted(cases)} "
+            f"nor a control {sorted(controls)}"
+            for v in table.loc[~usable, column]
+        ],
+        step,
+    )
+    phenotypes = pd.DataFrame(
+        {
+            "sample_id": table.loc[usable, id_column].to_numpy(dtype=str),
+            "phenotype": is_case[usable].to_numpy().astype(np.int8),
+        }
+    )
+    return phenotypes, excluded
+
+
+def _normalise_code(value: object) -> str:
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else text
+
+
+def reconcile_samples(
+    genotype_ids: Sequence[str],
+    sheet: pd.DataFrame,
+    phenotypes: pd.DataFrame,
+    *,
+    on_mismatch: str = "error",
+    sources: tuple[str, str, str] = ("genotypes", "samples sheet", "phenotype table"),
+    step: str = "validate_inputs",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Join genotype sample IDs, the samples sheet and phenotypes into one cohort table.
+
+    Parameters
+    ----------
+    genotype_ids : sequence of str, shape (n_genotyped,)
+        Sample IDs in the genotype files, in file order.
+    sheet : pandas.DataFrame
+        Samples sheet with ``sample_id`` and ``client``.
+    phenotypes : pandas.DataFrame
+        ``sample_id`` and ``phenotype`` (as from :func:`load_phenotypes`, usable values only).
+    on_mismatch : {"error", "exclude"}
+        What to do with a sample absent from one of the three sources.
+    sources : tuple of str
+        Names of the three sources used in messages (e.g. the file names).
+    step : str
+        Step name recorded in the exclusion table.
+
+    Returns
+    -------
+    cohort : pandas.DataFrame
+        ``sample_id, client, phenotype`` (plus the sheet's other columns) for samples present
+        in all three sources, in genotype-file order.
+    excluded : pandas.DataFrame
+        The samples present somewhere but not everywhere (empty when ``on_mismatch="error"``).
+
+    Raises
+    ------
+    InputDataError
+        With ``on_mismatch="error"``: one line per pair of sources, naming the mismatching IDs
+        (``"3 samples in phenotypes.tsv are absent from the genotypes: HG1, HG2, HG3"``).
+    """
+    if on_mismatch not in ("error", "exclude"):
+        raise ValueError(f"on_mismatch {on_mismatch!r} unknown; choose from ['error', 'exclude']")
+    id_sets = {
+        sources[0]: set(map(str, genotype_ids)),
+        sources[1]: set(sheet["sample_id"]),
+        sources[2]: set(phenotypes["sample_id"]),
+    }
+    problems: list[str] = []
+    reasons: dict[str, list[str]] = {}
+    for here, there in [(1, 0), (2, 0), (0, 1), (2, 1), (0, 2), (1, 2)]:
+        name_here, name_there = sources[here], sources[there]
+        absent = sorted(id_sets[name_here] - id_sets[name_there])
+        if absent:
+            problems.append(
+                f"{len(absent)} sample(s) in {name_here} are absent from {name_there}: "
+                + _name_some(absent)
+            )
+            for sample in absent:
+                reasons.setdefault(sample, []).append(f"absent from {name_there}")
+    if problems and on_mismatch == "error":
+        raise InputDataError(
+            "sample IDs disagree between sources:\n  " + "\n  ".join(problems)
+        )
+    excluded = exclusions(
+        "sample", list(reasons), ["; ".join(r) for r in reasons.values()], step
+    )
+    genotype_order = pd.DataFrame({"sample_id": np.asarray(genotype_ids, dtype=str)})
+    cohort = genotype_order.merge(sheet, on="sample_id", how="inner").merge(
+        phenotypes[["sample_id", "phenotype"]], on="sample_id", how="inner"
+    )
+    cohort["phenotype"] = cohort["phenotype"].astype(np.int8)
+    return cohort.reset_index(drop=True), excluded
+
+
+def check_clients(
+    cohort: pd.DataFrame,
+    *,
+    min_samples: int = 20,
+    min_per_class: int = 1,
+    on_invalid: str = "exclude",
+    step: str = "validate_inputs",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Drop clients too small to train on or holding a single phenotype class.
+
+    Parameters
+    ----------
+    cohort : pandas.DataFrame
+        ``sample_id, client, phenotype``.
+    min_samples : int
+        Fewest samples a client may hold.
+    min_per_class : int
+        Fewest cases, and fewest controls, a client may hold.
+    on_invalid : {"exclude", "error"}
+        Exclude (and log) such clients, or raise.
+    step : str
+        Step name recorded in the exclusion table.
+
+    Returns
+    -------
+    kept : pandas.DataFrame
+        The cohort without the excluded clients' samples.
+    excluded : pandas.DataFrame
+        One ``client`` row per excluded client and one ``sample`` row per sample it held.
+
+    Raises
+    ------
+    InputDataError
+        With ``on_invalid="error"``, naming each client, its counts and the rule it breaks; or
+        when no client is left.
+    """
+    if on_invalid not in ("error", "exclude"):
+        raise ValueError(f"on_invalid {on_invalid!r} unknown; choose from ['error', 'exclude']")
+    bad: dict[str, str] = {}
+    for client, group in cohort.groupby("client", sort=True):
+        n = len(group)
+        n_cases = int(group["phenotype"].sum())
+        n_controls = n - n_cases
+        if n < min_samples:
+            bad[client] = f"{n} samples, fewer than min_samples_per_client={min_samples}"
+        elif n_cases == 0 or n_controls == 0:
+            only = "cases" if n_controls == 0 else "controls"
+            bad[client] = f"a single phenotype class ({n} {only}, no other class)"
+        elif min(n_cases, n_controls) < min_per_class:
+            bad[client] = (
+                f"{n_cases} cases and {n_controls} controls, fewer than "
+                f"min_per_class={min_per_class}"
+            )
+    if bad and on_invalid == "error":
+        raise InputDataError(
+            "client(s) unusable for training: "
+            + "; ".join(f"client {c!r} has {why}" for c, why in bad.items())
+        )
+    dropped = cohort["client"].isin(list(bad))
+    excluded = pd.concat(
+        [
+            exclusions("client", list(bad), list(bad.values()), step),
+            exclusions(
+                "sample",
+                cohort.loc[dropped, "sample_id"],
+                [f"client {c!r} excluded" for c in cohort.loc[dropped, "client"]],
+                step,
+            ),
+        ],
+        ignore_index=True,
+    )
+    kept = cohort.loc[~dropped].reset_index(drop=True)
+    if kept.empty:
+        raise InputDataError(
+            "no client left after validation: "
+            + "; ".join(f"client {c!r} has {why}" for c, why in bad.items())
+        )
+    return kept, excluded
+
+
+def stratified_split(
+    phenotype: np.ndarray, *, test_fraction: float = 0.2, random_seed: int | Sequence[int]
+) -> np.ndarray:
+    """Split samples into train and test, stratified by phenotype.
+
+    In each class, ``round(test_fraction * n_class)`` samples go to test, but at least one
+    when the class has two or more samples and ``test_fraction > 0`` (so both sets hold both
+    classes whenever possible).
+
+    Parameters
+    ----------
+    phenotype : array, shape (n_samples,)
+        Class labels (0/1).
+    test_fraction : float
+        Share of each class in the test set, in [0, 1).
+    random_seed : int or sequence of int
+        Seed of the shuffle.
+
+    Returns
+    -------
+    numpy.ndarray of str, shape (n_samples,)
+        ``"train"`` or ``"test"`` per sample.
+    """
+    if not 0.0 <= test_fraction < 1.0:
+        raise ValueError(f"test_fraction must lie in [0, 1), got {test_fraction}")
+    phenotype = np.asarray(phenotype)
+    rng = np.random.default_rng(random_seed)
+    split = np.full(phenotype.shape[0], "train", dtype=object)
+    for label in np.unique(phenotype):
+        members = np.flatnonzero(phenotype == label)
+        n_test = int(round(test_fraction * members.size))
+        if test_fraction > 0 and members.size >= 2:
+            n_test = min(max(n_test, 1), members.size - 1)
+        chosen = rng.permutation(members)[:n_test]
+        split[chosen] = "test"
+    return split.astype(str)
+
+
+def assign_splits(
+    cohort: pd.DataFrame, *, test_fraction: float = 0.2, random_seed: int
+) -> pd.Series:
+    """Train/test split per client, stratified by phenotype.
+
+    Each client's shuffle is seeded from ``(random_seed, crc32(client))``, so a client's split
+    does not change when other clients are added or removed.
+
+    Parameters
+    ----------
+    cohort : pandas.DataFrame
+        ``sample_id, client, phenotype``.
+    test_fraction : float
+        Share of each class held out per client.
+    random_seed : int
+        The pipeline seed.
+
+    Returns
+    -------
+    pandas.Series of str
+        ``"train"``/``"test"``, indexed like ``cohort``.
+    """
+    split = pd.Series("train", index=cohort.index, dtype=object)
+    for client, group in cohort.groupby("client", sort=True):
+        seed = [int(random_seed), zlib.crc32(str(client).encode())]
+        split.loc[group.index] = stratified_split(
+            group["phenotype"].to_numpy(), test_fraction=test_fraction, random_seed=seed
+        )
+    return split.astype(str)

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``rvfedprs`` command line (see ``rvfedprs.cli``)."""

@@ -1,0 +1,204 @@
+"""YAML configuration: loading, JSON-schema (2020-12) validation and default filling.
+
+A configuration is one mapping of sections (``simulate``, ``pipeline``, ``train``, ...). Each
+section has its own schema in ``rvfedprs/schemas/{section}.schema.json``; the top-level schema
+is composed from them, so adding a section means adding one schema file. Defaults live in the
+schemas only (``"default"`` keywords) and are filled in during validation.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator, validators
+
+from rvfedprs.exceptions import ConfigError
+
+__all__ = [
+    "load_config",
+    "validate_config",
+    "section_names",
+    "preset_names",
+    "load_preset",
+    "deep_merge",
+]
+
+_SCHEMA_SUFFIX = ".schema.json"
+
+
+def _schema_dir() -> Any:
+    return resources.files("rvfedprs") / "schemas"
+
+
+@cache
+def section_names() -> tuple[str, ...]:
+    """Names of the configuration sections, one per schema file."""
+    names = [
+        entry.name[: -len(_SCHEMA_SUFFIX)]
+        for entry in _schema_dir().iterdir()
+        if entry.name.endswith(_SCHEMA_SUFFIX)
+    ]
+    return tuple(sorted(names))
+
+
+@cache
+def _top_level_schema() -> dict[str, Any]:
+    properties = {}
+    for name in section_names():
+        text = (_schema_dir() / f"{name}{_SCHEMA_SUFFIX}").read_text()
+        properties[name] = json.loads(text)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+def _with_defaults(validator_class: type) -> type:
+    """Extend a validator so that ``properties`` also fills in each property's default.
+
+    Sub-objects without a default but with defaults inside them are created empty, so that
+    nested defaults appear even when a whole section is absent.
+    """
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def fill_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if name in instance:
+                    continue
+                if "default" in subschema:
+                    instance[name] = copy.deepcopy(subschema["default"])
+                elif subschema.get("type") == "object" and "properties" in subschema:
+                    instance[name] = {}
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": fill_defaults})
+
+
+_DefaultFillingValidator = _with_defaults(Draft202012Validator)
+
+
+def _describe(error: Any) -> str:
+    """Turn a jsonschema error into a message naming the key, the value and the choices."""
+    where = ".".join(str(part) for part in error.absolute_path) or "<top level>"
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        return f"unknown key(s) {extra} in '{where}'; allowed keys: {allowed}"
+    if error.validator == "enum":
+        return f"'{where}': {error.instance!r} is not allowed; choose from {error.validator_value}"
+    if error.validator == "type":
+        return (
+            f"'{where}': {error.instance!r} has the wrong type; expected {error.validator_value}"
+        )
+    return f"'{where}': {error.message}"
+
+
+def validate_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate a configuration and return a copy with every default filled in.
+
+    Parameters
+    ----------
+    config : mapping or None
+        The parsed configuration (sections as keys). ``None`` means all defaults.
+
+    Returns
+    -------
+    dict
+        A new, complete configuration.
+
+    Raises
+    ------
+    ConfigError
+        Naming every offending key with its value and the allowed keys or values.
+    """
+    filled = copy.deepcopy(dict(config or {}))
+    validator = _DefaultFillingValidator(_top_level_schema())
+    errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(map(_describe, errors)))
+    return filled
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``base`` updated recursively by ``override`` (neither is modified)."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {path}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def preset_names() -> tuple[str, ...]:
+    """Names of the built-in presets (``demo``, ``paper``, ...)."""
+    folder = resources.files("rvfedprs") / "presets"
+    return tuple(sorted(e.name[:-5] for e in folder.iterdir() if e.name.endswith(".yaml")))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """Return a built-in preset's raw (unvalidated) configuration."""
+    if name not in preset_names():
+        raise ConfigError(f"preset {name!r} unknown; choose from {list(preset_names())}")
+    text = (resources.files("rvfedprs") / "presets" / f"{name}.yaml").read_text()
+    return yaml.safe_load(text) or {}
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    preset: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Load, merge and validate a configuration.
+
+    Later sources win: schema defaults < ``preset`` < the YAML file at ``path`` < ``overrides``.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        A YAML file holding configuration sections.
+    preset : str, optional
+        A built-in preset name, see :func:`preset_names`.
+    overrides : mapping, optional
+        Values set programmatically (e.g. from command-line flags).
+
+    Returns
+    -------
+    dict
+        The validated configuration with defaults filled in.
+    """
+    raw: dict[str, Any] = {}
+    if preset is not None:
+        raw = deep_merge(raw, load_preset(preset))
+    if path is not None:
+        raw = deep_merge(raw, _read_yaml(Path(path)))
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    return validate_config(raw)

@@ -1,0 +1,202 @@
+"""The one in-memory representation of genotypes: a chunk of variants × samples.
+
+Every reader (VCF, BCF, PLINK1 ``.bed``, PLINK2 ``.pgen``) yields :class:`GenotypeChunk` objects,
+so the computations in ``frequencies``, ``qc``, ``scoring`` and ``rare`` never see a file format.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rvfedprs.exceptions import GenotypeFormatError, InputDataError
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "VARIANT_COLUMNS",
+    "GenotypeChunk",
+    "GenotypeSource",
+    "normalise_chrom",
+    "variant_keys",
+]
+
+#: Variants per chunk when a caller does not say (4096 × 10 000 samples × 4 bytes ≈ 160 MB).
+DEFAULT_CHUNK_SIZE = 4096
+
+#: Columns of every variant table, in this order.
+VARIANT_COLUMNS = ("chrom", "pos", "id", "ref", "alt")
+
+_CHROM_ALIASES = {"23": "X", "24": "Y", "25": "XY", "26": "MT", "M": "MT"}
+_VALID_CHROMS = frozenset([str(i) for i in range(1, 23)] + ["X", "Y", "XY", "MT"])
+_CHR_PREFIX = re.compile(r"^chr", re.IGNORECASE)
+
+
+def normalise_chrom(name: str, *, source: str = "") -> str:
+    """Normalise a chromosome name: no ``chr`` prefix, ``X``/``Y``/``XY``/``MT``.
+
+    Parameters
+    ----------
+    name : str
+        A name as written in a file: ``"chr1"``, ``"1"``, ``"chrX"``, ``"23"``, ``"chrM"``.
+    source : str
+        The file the name comes from, for the error message.
+
+    Returns
+    -------
+    str
+        ``"1"`` … ``"22"``, ``"X"``, ``"Y"``, ``"XY"`` or ``"MT"``.
+
+    Raises
+    ------
+    GenotypeFormatError
+        For a name outside the human nuclear and mitochondrial chromosomes (``"chrUn_gl000220"``).
+    """
+    bare = _CHR_PREFIX.sub("", str(name).strip())
+    bare = bare.upper() if bare.upper() in {"X", "Y", "XY", "M", "MT"} else bare
+    bare = bare.lstrip("0") if bare.isdigit() and bare != "0" else bare
+    bare = _CHROM_ALIASES.get(bare, bare)
+    if bare not in _VALID_CHROMS:
+        where = f" in {source}" if source else ""
+        raise GenotypeFormatError(
+            f"unknown chromosome name {name!r}{where}; expected 1-22, X, Y, XY, MT "
+            "(optionally with a 'chr' prefix, or PLINK codes 23-26)"
+        )
+    return bare
+
+
+def variant_keys(variants: pd.DataFrame) -> pd.Series:
+    """The ``chrom:pos:ref:alt`` key of every row of a variant table.
+
+    Parameters
+    ----------
+    variants : DataFrame
+        Columns ``chrom``, ``pos``, ``ref``, ``alt`` (``chrom`` already normalised).
+
+    Returns
+    -------
+    Series of str, shape (n_variants,)
+    """
+    return (
+        variants["chrom"].astype(str)
+        + ":"
+        + variants["pos"].astype("int64").astype(str)
+        + ":"
+        + variants["ref"].astype(str)
+        + ":"
+        + variants["alt"].astype(str)
+    )
+
+
+@dataclass(frozen=True)
+class GenotypeChunk:
+    """A block of genotypes: a variant table, ALT-allele dosages and the sample IDs.
+
+    Attributes
+    ----------
+    variants : DataFrame, shape (n_variants, 5)
+        Columns ``chrom`` (str, normalised), ``pos`` (int64), ``id`` (str), ``ref``, ``alt`` (str).
+    dosages : ndarray of float32, shape (n_samples, n_variants)
+        Count of the ``alt`` allele in [0, 2]; NaN where the genotype is missing.
+    samples : ndarray of str, shape (n_samples,)
+    """
+
+    variants: pd.DataFrame
+    dosages: np.ndarray
+    samples: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.dosages.shape != (len(self.samples), len(self.variants)):
+            raise ValueError(
+                f"dosages of shape {self.dosages.shape} do not match "
+                f"{len(self.samples)} samples × {len(self.variants)} variants"
+            )
+
+    @property
+    def keys(self) -> pd.Series:
+        """The ``chrom:pos:ref:alt`` key of each variant."""
+        return variant_keys(self.variants)
+
+
+def check_unique_samples(samples: np.ndarray, source: str) -> None:
+    """Raise when a sample ID occurs twice, naming up to five duplicates."""
+    values, counts = np.unique(samples, return_counts=True)
+    dups = values[counts > 1]
+    if len(dups):
+        shown = ", ".join(map(str, dups[:5]))
+        raise GenotypeFormatError(f"{len(dups)} duplicate sample IDs in {source}: {shown}")
+
+
+def sample_index(available: np.ndarray, wanted: Sequence[str] | None, source: str) -> np.ndarray:
+    """Row indices into ``available`` for the ``wanted`` sample IDs, in the wanted order.
+
+    Raises
+    ------
+    InputDataError
+        When a wanted sample is absent (naming up to five) or listed twice.
+    """
+    if wanted is None:
+        return np.arange(len(available))
+    wanted = np.asarray(list(wanted), dtype=str)
+    check_unique_samples(wanted, "the requested samples")
+    lookup = pd.Index(available)
+    idx = lookup.get_indexer(wanted)
+    missing = wanted[idx < 0]
+    if len(missing):
+        shown = ", ".join(map(str, missing[:5]))
+        raise InputDataError(f"{len(missing)} requested samples are absent from {source}: {shown}")
+    return idx.astype(np.int64)
+
+
+class GenotypeSource:
+    """Base of the readers: sample IDs plus a chunked iterator over variants.
+
+    Subclasses set ``path`` (a label for messages) and ``samples`` and implement
+    :meth:`iter_chunks`.
+    """
+
+    path: str
+    samples: np.ndarray
+
+    def iter_chunks(
+        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
+    ) -> Iterator[GenotypeChunk]:
+        """Yield chunks of at most ``chunk_size`` variants, in file order.
+
+        Parameters
+        ----------
+        chunk_size : int
+            Variants per chunk; memory is ``O(n_samples × chunk_size)``.
+        samples : sequence of str, optional
+            Sample IDs to keep, in this order (default: all, in file order).
+        """
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, n_samples={len(self.samples)})"
+
+
+def check_chunk_size(chunk_size: int) -> int:
+    """Validate a chunk size (a positive int)."""
+    if int(chunk_size) < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    return int(chunk_size)
+
+
+def make_variant_table(
+    chrom: Sequence[str], pos: Sequence[int], ids: Sequence[str], ref: Sequence[str],
+    alt: Sequence[str],
+) -> pd.DataFrame:
+    """Build a variant table with the contract's dtypes."""
+    return pd.DataFrame(
+        {
+            "chrom": pd.Series(chrom, dtype=object).astype(str),
+            "pos": np.asarray(pos, dtype=np.int64),
+            "id": pd.Series(ids, dtype=object).astype(str),
+            "ref": pd.Series(ref, dtype=object).astype(str),
+            "alt": pd.Series(alt, dtype=object).astype(str),
+        }
+    )

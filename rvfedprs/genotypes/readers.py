@@ -1,0 +1,106 @@
+"""``open_genotypes``: one entry point for VCF/BCF, PLINK1 and PLINK2 files, alone or per chromosome."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rvfedprs.exceptions import GenotypeFormatError
+from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeChunk, GenotypeSource
+
+__all__ = ["MultiFileSource", "open_genotypes"]
+
+_VCF_SUFFIXES = (".vcf", ".vcf.gz", ".vcf.bgz", ".bcf")
+
+
+def _open_one(path: str | Path, field: str, multiallelic: str) -> GenotypeSource:
+    from rvfedprs.genotypes.plink import BedSource, PgenSource
+    from rvfedprs.genotypes.vcf import VcfSource
+
+    text = str(path)
+    if text.endswith(_VCF_SUFFIXES):
+        return VcfSource(text, field=field, multiallelic=multiallelic)
+    if text.endswith(".pgen"):
+        return PgenSource(text, multiallelic=multiallelic)
+    if text.endswith(".bed") or Path(text + ".bed").is_file():
+        return BedSource(text)
+    if Path(text + ".pgen").is_file():
+        return PgenSource(text, multiallelic=multiallelic)
+    raise GenotypeFormatError(
+        f"cannot tell the genotype format of {text!r}: expected a VCF/BCF "
+        f"({', '.join(_VCF_SUFFIXES)}), a .pgen, or a PLINK1 .bed or prefix with .bed/.bim/.fam"
+    )
+
+
+class MultiFileSource(GenotypeSource):
+    """Several files (one per chromosome) read as one source, in the order given.
+
+    Every file must list the same sample IDs in the same order.
+    """
+
+    def __init__(self, sources: Sequence[GenotypeSource]) -> None:
+        if not sources:
+            raise GenotypeFormatError("no genotype files given")
+        self.sources = list(sources)
+        self.path = ", ".join(s.path for s in self.sources)
+        first = self.sources[0]
+        for other in self.sources[1:]:
+            if len(other.samples) != len(first.samples) or not np.array_equal(
+                other.samples, first.samples
+            ):
+                only_first = sorted(set(first.samples) - set(other.samples))[:3]
+                only_other = sorted(set(other.samples) - set(first.samples))[:3]
+                detail = (
+                    f"only in the first: {only_first}, only in the other: {only_other}"
+                    if only_first or only_other
+                    else "same IDs in a different order"
+                )
+                raise GenotypeFormatError(
+                    f"sample IDs of {other.path} ({len(other.samples)}) differ from those of "
+                    f"{first.path} ({len(first.samples)}): {detail}"
+                )
+        self.samples = first.samples
+
+    def iter_chunks(
+        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
+    ) -> Iterator[GenotypeChunk]:
+        """Yield the chunks of each file in turn (a chunk never spans two files)."""
+        for source in self.sources:
+            yield from source.iter_chunks(chunk_size=chunk_size, samples=samples)
+
+
+def open_genotypes(
+    path_or_paths: str | Path | Sequence[str | Path],
+    *,
+    field: str = "auto",
+    multiallelic: str = "error",
+) -> GenotypeSource:
+    """Open genotype files for chunked reading.
+
+    Parameters
+    ----------
+    path_or_paths : path or list of paths
+        A VCF (``.vcf``, ``.vcf.gz``, ``.bcf``), a PLINK1 prefix or ``.bed``, or a ``.pgen``
+        (prefix); a list reads as one source (e.g. one file per chromosome) in the given order.
+    field : {"auto", "GT", "DS"}
+        For VCF/BCF: the FORMAT field giving dosages (``"auto"``: DS when declared, else GT).
+    multiallelic : {"error", "exclude"}
+        Multi-allelic records raise a :class:`GenotypeFormatError` naming the record, or are
+        skipped and logged (``source.excluded``).
+
+    Returns
+    -------
+    GenotypeSource
+        With ``samples`` (ndarray of str) and ``iter_chunks(chunk_size, samples=None)``.
+
+    Raises
+    ------
+    GenotypeFormatError
+        Unknown format, missing or inconsistent files, duplicate sample IDs, bad records.
+    """
+    if isinstance(path_or_paths, (str, Path)):
+        return _open_one(path_or_paths, field, multiallelic)
+    sources = [_open_one(p, field, multiallelic) for p in path_or_paths]
+    return sources[0] if len(sources) == 1 else MultiFileSource(sources)

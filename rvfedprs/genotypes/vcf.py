@@ -1,0 +1,215 @@
+"""Chunked VCF / BCF reader (cyvcf2): ALT-allele dosages from ``GT`` or ``DS``."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rvfedprs.exceptions import GenotypeFormatError
+from rvfedprs.genotypes.chunk import (
+    DEFAULT_CHUNK_SIZE,
+    GenotypeChunk,
+    GenotypeSource,
+    check_chunk_size,
+    check_unique_samples,
+    make_variant_table,
+    normalise_chrom,
+    sample_index,
+)
+
+__all__ = ["VcfSource"]
+
+logger = logging.getLogger(__name__)
+
+_FIELDS = ("auto", "GT", "DS")
+_MULTIALLELIC = ("error", "exclude")
+_BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+
+def _check_compression(path: Path) -> None:
+    """Reject a truncated bgzip file (no BGZF end-of-file block) before htslib reads it."""
+    with path.open("rb") as handle:
+        head = handle.read(18)
+        if head[:2] != b"\x1f\x8b":
+            return
+        is_bgzf = len(head) >= 16 and head[12:14] == b"BC"
+        handle.seek(0, 2)
+        size = handle.tell()
+        if is_bgzf and path.suffix != ".bcf":
+            handle.seek(max(0, size - 28))
+            if handle.read(28) != _BGZF_EOF:
+                raise GenotypeFormatError(
+                    f"{path}: truncated or corrupt bgzip file (no BGZF end-of-file block)"
+                )
+    if not is_bgzf:
+        try:
+            with gzip.open(path, "rb") as stream:
+                while stream.read(1 << 20):
+                    pass
+        except (OSError, EOFError) as exc:
+            raise GenotypeFormatError(f"{path}: truncated or corrupt gzip file ({exc})") from exc
+
+
+def gt_dosages(genotype: np.ndarray) -> np.ndarray:
+    """ALT-allele count from cyvcf2's ``genotype.array()`` of a biallelic record.
+
+    Parameters
+    ----------
+    genotype : ndarray of int16, shape (n_samples, ploidy + 1)
+        Allele indices (-1 missing, -2 end of a shorter ploidy), last column the phase flag.
+
+    Returns
+    -------
+    ndarray of float32, shape (n_samples,)
+        Diploid calls count ALT alleles; a haploid call counts as homozygous (0 or 2, as plink2
+        stores it); a call with any missing allele (``./.``, ``0/.``) is NaN.
+    """
+    first = genotype[:, 0]
+    if genotype.shape[1] < 3:  # every call haploid
+        dosage = 2.0 * (first > 0)
+        missing = first < 0
+    else:
+        second = genotype[:, 1]
+        haploid = second == -2
+        dosage = (first > 0).astype(np.float32) + np.where(haploid, first > 0, second > 0)
+        missing = (first < 0) | (second == -1)
+    dosage = dosage.astype(np.float32)
+    dosage[missing] = np.nan
+    return dosage
+
+
+class VcfSource(GenotypeSource):
+    """One VCF, VCF.gz or BCF file read record by record with cyvcf2.
+
+    Parameters
+    ----------
+    path : str or Path
+    field : {"auto", "GT", "DS"}
+        ``"auto"`` reads ``DS`` when the header declares it (falling back to ``GT`` in records
+        without it), else ``GT``.
+    multiallelic : {"error", "exclude"}
+        A record with more than one ALT allele raises (naming it), or is skipped and logged in
+        :attr:`excluded`.
+    """
+
+    def __init__(
+        self, path: str | Path, *, field: str = "auto", multiallelic: str = "error"
+    ) -> None:
+        import cyvcf2
+
+        self.path = str(path)
+        if field not in _FIELDS:
+            raise GenotypeFormatError(f"genotype field {field!r} unknown; choose from {_FIELDS}")
+        if multiallelic not in _MULTIALLELIC:
+            raise GenotypeFormatError(
+                f"multiallelic={multiallelic!r} unknown; choose from {_MULTIALLELIC}"
+            )
+        self.multiallelic = multiallelic
+        file = Path(path)
+        if not file.is_file():
+            raise GenotypeFormatError(f"genotype file {file} does not exist")
+        _check_compression(file)
+        try:
+            vcf = cyvcf2.VCF(self.path, gts012=True, lazy=True)
+        except (OSError, Exception) as exc:  # cyvcf2 raises bare Exception on a bad header
+            raise GenotypeFormatError(f"{self.path}: not a readable VCF/BCF ({exc})") from exc
+        formats = {
+            h["ID"] for h in vcf.header_iter() if h.type == "FORMAT" and "ID" in h.info()
+        }
+        vcf.close()
+        if field == "auto":
+            field = "DS" if "DS" in formats else "GT"
+        if field not in formats:
+            raise GenotypeFormatError(
+                f"{self.path}: no FORMAT/{field} in the header "
+                f"(declared: {sorted(formats) or 'none'}); need GT or DS"
+            )
+        self.field = field
+        self._has_gt = "GT" in formats
+        self.samples = np.asarray(vcf.samples, dtype=str)
+        if len(self.samples) == 0:
+            raise GenotypeFormatError(f"{self.path}: the VCF has no sample columns")
+        check_unique_samples(self.samples, self.path)
+        #: records skipped so far, as (chrom, pos, id, ref, alt, reason) tuples
+        self.excluded: list[tuple[str, int, str, str, str, str]] = []
+
+    def iter_chunks(
+        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
+    ) -> Iterator[GenotypeChunk]:
+        """Yield :class:`GenotypeChunk` objects of at most ``chunk_size`` records."""
+        import cyvcf2
+
+        chunk_size = check_chunk_size(chunk_size)
+        rows = sample_index(self.samples, samples, self.path)
+        out_samples = self.samples[rows]
+        all_rows = samples is None
+        self.excluded = []
+        vcf = cyvcf2.VCF(self.path, gts012=True)
+        buffer = np.empty((len(rows), chunk_size), dtype=np.float32)
+        table: list[list] = [[], [], [], [], []]
+        line = 0
+        try:
+            for line, record in enumerate(vcf, start=1):
+                alts = record.ALT
+                if len(alts) > 1:
+                    desc = f"{record.CHROM}:{record.POS} {record.ID or '.'} {record.REF}>{','.join(alts)}"
+                    if self.multiallelic == "error":
+                        raise GenotypeFormatError(
+                            f"{self.path}: multi-allelic record {desc} (record {line}); "
+                            "split it (bcftools norm -m-) or exclude multi-allelic records"
+                        )
+                    self.excluded.append(
+                        (record.CHROM, record.POS, record.ID or ".", record.REF, ",".join(alts),
+                         "multiallelic")
+                    )
+                    logger.warning("%s: excluded multi-allelic record %s", self.path, desc)
+                    continue
+                dosage = self._dosage(record, line)
+                column = len(table[0])
+                buffer[:, column] = dosage if all_rows else dosage[rows]
+                table[0].append(normalise_chrom(record.CHROM, source=self.path))
+                table[1].append(record.POS)
+                table[2].append(record.ID or ".")
+                table[3].append(record.REF)
+                table[4].append(alts[0] if alts else ".")
+                if column + 1 == chunk_size:
+                    yield GenotypeChunk(make_variant_table(*table), buffer.copy(), out_samples)
+                    table = [[], [], [], [], []]
+        except GenotypeFormatError:
+            raise
+        except Exception as exc:  # htslib read errors surface as bare Exception
+            raise GenotypeFormatError(
+                f"{self.path}: cannot read record after record {line} ({exc})"
+            ) from exc
+        finally:
+            vcf.close()
+        if table[0]:
+            n = len(table[0])
+            yield GenotypeChunk(make_variant_table(*table), buffer[:, :n].copy(), out_samples)
+
+    def _dosage(self, record, line: int) -> np.ndarray:
+        if self.field == "DS":
+            values = record.format("DS")
+            if values is not None:
+                dosage = np.array(values[:, 0], dtype=np.float32)  # copy: cyvcf2 reuses buffers
+                bad = (dosage < 0) | (dosage > 2)
+                if bad.any():
+                    raise GenotypeFormatError(
+                        f"{self.path}: DS value {dosage[bad][0]} outside [0, 2] at "
+                        f"{record.CHROM}:{record.POS} (record {line})"
+                    )
+                return dosage
+            if not self._has_gt:
+                raise GenotypeFormatError(
+                    f"{self.path}: record {line} ({record.CHROM}:{record.POS}) has neither DS nor GT"
+                )
+        genotype = record.genotype
+        if genotype is None:
+            raise GenotypeFormatError(
+                f"{self.path}: record {line} ({record.CHROM}:{record.POS}) has no GT values"
+            )
+        return gt_dosages(genotype.array())

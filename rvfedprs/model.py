@@ -1,0 +1,193 @@
+"""The two-pathway RV-FedPRS network (SPEC §4, paper §II-A).
+
+A small *common backbone* maps the standardised PRS to ``h_c``; a wider *rare specialist* maps the
+rare-variant dosage vector ``a`` (length ``P``) to ``h_r``; the *integration head* computes
+``logit = w_out · [h_c ⊕ h_r] + b``.  The specialist's first layer (``rare.input``) accepts a
+torch sparse (COO or CSR) batch, so its forward and backward cost scales with the number of
+non-zero dosages, not with ``P``.
+
+Parameter names start with ``common.``, ``rare.`` or ``head.`` so strategies can address the
+groups; the first rare layer is ``rare.input.weight`` with shape ``(rare_hidden[0], P)``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "TwoPathwayModel",
+    "get_parameters",
+    "set_parameters",
+    "parameter_groups",
+    "PARAMETER_GROUPS",
+]
+
+PARAMETER_GROUPS: tuple[str, ...] = ("common", "rare", "head")
+
+
+def _mlp(n_in: int, hidden: Sequence[int], dropout: float, first_name: str) -> nn.Sequential:
+    """Linear → ReLU (→ Dropout) blocks; the first linear layer is named ``first_name``."""
+    layers: OrderedDict[str, nn.Module] = OrderedDict()
+    width = n_in
+    for i, h in enumerate(hidden):
+        layers[first_name if i == 0 else f"fc{i}"] = nn.Linear(width, int(h))
+        layers[f"act{i}"] = nn.ReLU()
+        if dropout > 0:
+            layers[f"drop{i}"] = nn.Dropout(dropout)
+        width = int(h)
+    return nn.Sequential(layers)
+
+
+class TwoPathwayModel(nn.Module):
+    """Common backbone f_c(PRS) ⊕ rare specialist f_r(a) → logistic head.
+
+    Parameters
+    ----------
+    n_rare : int
+        Number of rare variants ``P`` (columns of the dosage matrix).
+    common_hidden : sequence of int
+        Widths of the common backbone's hidden layers (ReLU after each).
+    rare_hidden : sequence of int
+        Widths of the rare specialist's hidden layers; ``rare_hidden[0]`` is the width of the
+        sparse input layer ``rare.input``.
+    dropout : float
+        Dropout after every hidden activation (0 disables it).
+    random_seed : int, optional
+        Seed of the weight initialisation (PyTorch's default initialisers, drawn from a private
+        generator so the global RNG is untouched).  ``None`` uses the global RNG.
+    """
+
+    def __init__(
+        self,
+        n_rare: int,
+        *,
+        common_hidden: Sequence[int] = (16,),
+        rare_hidden: Sequence[int] = (64,),
+        dropout: float = 0.0,
+        random_seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        if int(n_rare) < 1:
+            raise ValueError(f"n_rare must be >= 1, got {n_rare}")
+        if not common_hidden or not rare_hidden:
+            raise ValueError(
+                f"common_hidden and rare_hidden need at least one layer, got "
+                f"{tuple(common_hidden)} and {tuple(rare_hidden)}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.n_rare = int(n_rare)
+        self.common_hidden = tuple(int(h) for h in common_hidden)
+        self.rare_hidden = tuple(int(h) for h in rare_hidden)
+        self.dropout = float(dropout)
+        if random_seed is None:
+            self._build()
+        else:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(random_seed))
+                self._build()
+
+    def _build(self) -> None:
+        self.common = _mlp(1, self.common_hidden, self.dropout, "fc0")
+        self.rare = _mlp(self.n_rare, self.rare_hidden, self.dropout, "input")
+        self.head = nn.Linear(self.common_hidden[-1] + self.rare_hidden[-1], 1)
+
+    def config(self) -> dict:
+        """Constructor keyword arguments that rebuild this architecture."""
+        return {
+            "n_rare": self.n_rare,
+            "common_hidden": list(self.common_hidden),
+            "rare_hidden": list(self.rare_hidden),
+            "dropout": self.dropout,
+        }
+
+    def rare_input(self, rare: Tensor) -> Tensor:
+        """First specialist layer on a dense or sparse batch, shape (n, P) → (n, h)."""
+        layer = self.rare.input
+        if rare.layout in (torch.sparse_coo, torch.sparse_csr):
+            return torch.sparse.mm(rare, layer.weight.t()) + layer.bias
+        # Calling the module (not F.linear) keeps opacus' per-sample-gradient hooks working.
+        return layer(rare)
+
+    def embed(self, prs: Tensor, rare: Tensor) -> Tensor:
+        """Concatenated representation ``[h_c ⊕ h_r]``, shape (n, common_hidden[-1] + rare_hidden[-1])."""
+        h_c = self.common(prs.reshape(-1, 1))
+        rare_layers = list(self.rare.children())
+        h_r = self.rare_input(rare)
+        for layer in rare_layers[1:]:
+            h_r = layer(h_r)
+        return torch.cat([h_c, h_r], dim=1)
+
+    def forward(self, prs: Tensor, rare: Tensor) -> Tensor:
+        """Logits, shape (n,), from ``prs`` (n,) and ``rare`` (n, P), dense or sparse."""
+        if rare.shape[-1] != self.n_rare:
+            raise ValueError(
+                f"rare input has {rare.shape[-1]} columns, the model expects {self.n_rare}"
+            )
+        return self.head(self.embed(prs, rare)).reshape(-1)
+
+
+def get_parameters(model: nn.Module) -> dict[str, np.ndarray]:
+    """Copy of the model's parameters as ordered ``{name: float32 array}``.
+
+    Names are the module's own (``common.``, ``rare.``, ``head.``); a ``_module.`` prefix left by
+    an opacus wrapper is stripped.
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, p in model.named_parameters():
+        out[_strip_prefix(name)] = p.detach().cpu().numpy().copy()
+    return out
+
+
+def set_parameters(model: nn.Module, params: Mapping[str, np.ndarray]) -> None:
+    """Load ``params`` (names and shapes exactly those of :func:`get_parameters`) into ``model``.
+
+    Raises
+    ------
+    ValueError
+        When names are missing or unexpected, or a shape differs.
+    """
+    named = {_strip_prefix(n): p for n, p in model.named_parameters()}
+    missing = [n for n in named if n not in params]
+    extra = [n for n in params if n not in named]
+    if missing or extra:
+        raise ValueError(f"parameter names differ: missing {missing}, unexpected {extra}")
+    with torch.no_grad():
+        for name, p in named.items():
+            value = np.asarray(params[name])
+            if tuple(value.shape) != tuple(p.shape):
+                raise ValueError(
+                    f"parameter {name!r} has shape {tuple(value.shape)}, "
+                    f"the model expects {tuple(p.shape)}"
+                )
+            p.copy_(torch.as_tensor(value, dtype=p.dtype))
+
+
+def parameter_groups(names: Iterable[str]) -> dict[str, list[str]]:
+    """Split parameter names by prefix: ``{"common": [...], "rare": [...], "head": [...]}``.
+
+    Raises
+    ------
+    ValueError
+        When a name belongs to none of the groups.
+    """
+    groups: dict[str, list[str]] = {g: [] for g in PARAMETER_GROUPS}
+    for name in names:
+        group = name.split(".", 1)[0]
+        if group not in groups:
+            raise ValueError(
+                f"parameter {name!r} belongs to no group; names start with {list(PARAMETER_GROUPS)}"
+            )
+        groups[group].append(name)
+    return groups
+
+
+def _strip_prefix(name: str) -> str:
+    while name.startswith("_module."):
+        name = name[len("_module.") :]
+    return name

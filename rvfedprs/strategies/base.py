@@ -1,0 +1,173 @@
+"""The interface every server strategy implements, and the messages it exchanges with clients.
+
+A strategy knows nothing of the engine that runs it: the in-process engine and the Flower apps
+call the same five methods. Parameters travel as ``dict[str, np.ndarray]`` keyed by tensor name
+(``common.*``, ``rare.*``, ``head.*``). Clients return their *full* updated parameters; strategies
+compute Δw = w_k − w^t themselves against what they sent.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rvfedprs.strategies.aggregation import Parameters, copy_parameters, weighted_average
+
+__all__ = ["FitInstruction", "FitResult", "Strategy", "GlobalModelStrategy"]
+
+
+@dataclass
+class FitInstruction:
+    """What the server sends a client for one round.
+
+    Attributes
+    ----------
+    parameters : dict of str to array
+        The model the client starts from (its personalised model for FedCE).
+    config : dict
+        Client-side behaviour, JSON-serialisable: ``proximal_mu`` (FedProx), ``influence``
+        (bool), ``bloom`` (``{"capacity": int, "error_rate": float}``), ``top_k``,
+        ``relative_threshold``.
+    """
+
+    parameters: Parameters
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FitResult:
+    """What a client returns after local training.
+
+    Attributes
+    ----------
+    client_id : str
+    n_samples : int
+        n_k, the number of training samples (the aggregation weight).
+    parameters : dict of str to array
+        The full updated parameters w_k (not the update).
+    metrics : dict
+        Training metrics (``loss``, ...).
+    bloom_bits : array of uint8 or None
+        The packed Bloom-filter bit array of the client's influential rare variants (FedCE).
+    """
+
+    client_id: str
+    n_samples: int
+    parameters: Parameters
+    metrics: dict[str, float] = field(default_factory=dict)
+    bloom_bits: np.ndarray | None = None
+
+
+def _sorted_results(results: Sequence[FitResult]) -> list[FitResult]:
+    ids = [r.client_id for r in results]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"duplicate client ids in results: {sorted(ids)}")
+    if not results:
+        raise ValueError("aggregate_fit needs at least one result")
+    return sorted(results, key=lambda r: r.client_id)
+
+
+class Strategy(ABC):
+    """A server strategy: what each client trains from, and how updates are combined.
+
+    Attributes
+    ----------
+    name : str
+        The registry name.
+    pooled : bool
+        True for the centralised baseline: the engine trains one virtual client holding every
+        client's training data.
+    """
+
+    name: ClassVar[str] = ""
+    pooled: ClassVar[bool] = False
+
+    @abstractmethod
+    def initialize(self, global_parameters: Mapping[str, np.ndarray], client_ids: Sequence[str]):
+        """Set the starting model w^0 for the federation of ``client_ids``."""
+
+    @abstractmethod
+    def configure_fit(
+        self, server_round: int, client_ids: Sequence[str]
+    ) -> dict[str, FitInstruction]:
+        """One instruction per client for round ``server_round`` (1-based)."""
+
+    @abstractmethod
+    def aggregate_fit(self, server_round: int, results: Sequence[FitResult]) -> None:
+        """Update the server state from the clients' results; order of ``results`` is irrelevant."""
+
+    @abstractmethod
+    def parameters_for(self, client_id: str) -> Parameters:
+        """The model ``client_id`` evaluates with (its personalised model, or the global one)."""
+
+    def clusters(self) -> dict[str, int]:
+        """Client → cluster assignment (one cluster, 0, for strategies without clusters)."""
+        return {client: 0 for client in getattr(self, "client_ids", [])}
+
+    def client_config(self, server_round: int) -> dict[str, Any]:
+        """Configuration sent to every client (hook; empty by default)."""
+        return {}
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: numpy arrays, numbers, strings, lists and dicts only."""
+
+    @abstractmethod
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the state written by :meth:`state_dict`."""
+
+
+class GlobalModelStrategy(Strategy):
+    """Base of strategies that keep one global model w and send it to every client.
+
+    Subclasses override :meth:`server_update`, which receives the current model and the
+    client-weighted average of the clients' models.
+    """
+
+    def __init__(self) -> None:
+        self.parameters: Parameters = {}
+        self.client_ids: list[str] = []
+
+    def initialize(self, global_parameters, client_ids):
+        """Set w^0 and the client list."""
+        self.parameters = copy_parameters(global_parameters)
+        self.client_ids = sorted(client_ids)
+
+    def configure_fit(self, server_round, client_ids):
+        """Every client starts from the global model."""
+        config = self.client_config(server_round)
+        return {
+            client: FitInstruction(copy_parameters(self.parameters), dict(config))
+            for client in client_ids
+        }
+
+    def aggregate_fit(self, server_round, results):
+        """w ← server_update(w, Σ n_k/N w_k)."""
+        ordered = _sorted_results(results)
+        average = weighted_average(
+            [r.parameters for r in ordered],
+            [r.n_samples for r in ordered],
+            names=self.parameters.keys(),
+        )
+        self.parameters = self.server_update(server_round, average)
+
+    def server_update(self, server_round: int, average: Parameters) -> Parameters:
+        """The new global model given the weighted average (FedAvg: the average itself)."""
+        return average
+
+    def parameters_for(self, client_id):
+        """The global model, whoever asks."""
+        return copy_parameters(self.parameters)
+
+    def state_dict(self):
+        """Global parameters and client list."""
+        return {"parameters": copy_parameters(self.parameters), "client_ids": list(self.client_ids)}
+
+    def load_state_dict(self, state):
+        """Restore from :meth:`state_dict`."""
+        self.parameters = copy_parameters(state["parameters"])
+        self.client_ids = list(state["client_ids"])

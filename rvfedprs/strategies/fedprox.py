@@ -1,0 +1,34 @@
+"""FedProx: FedAvg aggregation with a proximal term in the clients' objective."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rvfedprs.strategies.fedavg import FedAvg
+
+__all__ = ["FedProx"]
+
+
+class FedProx(FedAvg):
+    """FedProx (Li et al. 2020, "Federated optimization in heterogeneous networks", eq. 2).
+
+    Clients minimise L_k(w) + (μ/2)‖w − w^t‖²; the server averages as FedAvg. μ travels to the
+    clients as ``proximal_mu`` in the round configuration; μ = 0 is FedAvg.
+
+    Parameters
+    ----------
+    proximal_mu : float
+        μ ≥ 0.
+    """
+
+    name = "fedprox"
+
+    def __init__(self, *, proximal_mu: float = 0.01) -> None:
+        super().__init__()
+        if proximal_mu < 0:
+            raise ValueError(f"proximal_mu must be >= 0, got {proximal_mu}")
+        self.proximal_mu = float(proximal_mu)
+
+    def client_config(self, server_round: int) -> dict[str, Any]:
+        """Send μ to every client."""
+        return {"proximal_mu": self.proximal_mu}

@@ -1,0 +1,77 @@
+# Shared helpers: where the cohort's files are, and the client list (known after validation).
+import pandas as pd
+
+from rvfedprs.exceptions import ConfigError
+
+PIPE = config["pipeline"]
+COHORT_DIR = "results/cohort"
+PREP = "results/prepare"
+LOGS = "results/logs"
+
+
+wildcard_constraints:
+    client="[^/]+",
+
+
+def _cohort_paths():
+    """The cohort's input files: simulated into results/cohort/ or taken from the config."""
+    cohort = PIPE["cohort"]
+    if cohort["simulate"]:
+        return {
+            "genotypes": [f"{COHORT_DIR}/genotypes/cohort"],
+            "samples": f"{COHORT_DIR}/samples.tsv",
+            "phenotypes": f"{COHORT_DIR}/phenotypes.tsv",
+            "scoring_file": f"{COHORT_DIR}/scores/PGS_sim.txt.gz",
+        }
+    missing = [k for k in ("genotypes", "phenotypes", "scoring_file") if not cohort[k]]
+    if cohort["samples"] is None and PIPE["clients_from"] is None:
+        missing.append("samples (or pipeline.clients_from)")
+    if missing:
+        raise ConfigError(
+            f"pipeline.cohort.simulate is false but pipeline.cohort lacks {missing}"
+        )
+    samples = cohort["samples"]
+    if PIPE["clients_from"] is not None:
+        samples = f"{PREP}/samples_sheet.tsv"
+    return {
+        "genotypes": list(cohort["genotypes"]),
+        "samples": samples,
+        "phenotypes": cohort["phenotypes"],
+        "scoring_file": cohort["scoring_file"],
+    }
+
+
+COHORT = _cohort_paths()
+
+
+def genotype_files(paths):
+    """The files behind genotype paths (a PLINK prefix stands for its .bed/.bim/.fam)."""
+    files = []
+    for path in paths:
+        if path.endswith((".vcf", ".vcf.gz", ".bcf")):
+            files.append(path)
+        elif path.endswith(".pgen"):
+            stem = path[: -len(".pgen")]
+            files += [path, f"{stem}.pvar", f"{stem}.psam"]
+        else:
+            stem = path[: -len(".bed")] if path.endswith(".bed") else path
+            files += [f"{stem}.bed", f"{stem}.bim", f"{stem}.fam"]
+    return files
+
+
+GENOTYPE_FILES = genotype_files(COHORT["genotypes"])
+
+
+def clients(wildcards=None):
+    """Clients kept by validation (reads the checkpoint's cohort table)."""
+    cohort = checkpoints.validate_inputs.get().output.cohort
+    return sorted(pd.read_csv(cohort, sep="\t", dtype=str)["client"].unique())
+
+
+def per_client(pattern):
+    """An input function expanding ``pattern`` over the validated clients."""
+
+    def expand_clients(wildcards):
+        return [pattern.format(client=c) for c in clients()]
+
+    return expand_clients

@@ -1,0 +1,148 @@
+# Stage 1: validate -> QC -> federated allele frequencies -> common/rare split -> PRS and rare
+# dosages -> per-client feature sets (results/clients/{client}/...) and the exclusion log.
+
+FINAL_TARGETS += [
+    "results/clients.tsv",
+    "results/rare_variants.tsv",
+    f"{LOGS}/exclusions.tsv",
+    f"{LOGS}/score_match.tsv",
+]
+
+
+if PIPE["clients_from"] is not None:
+
+    rule make_samples_sheet:
+        input:
+            psam=PIPE["clients_from"]["psam"],
+        output:
+            f"{PREP}/samples_sheet.tsv",
+        params:
+            column=PIPE["clients_from"]["column"],
+        log:
+            f"{LOGS}/make_samples_sheet.log",
+        script:
+            "../pipelines/make_samples_sheet.py"
+
+
+checkpoint validate_inputs:
+    input:
+        genotypes=GENOTYPE_FILES,
+        samples=COHORT["samples"],
+        phenotypes=COHORT["phenotypes"],
+        scoring_file=COHORT["scoring_file"],
+    output:
+        cohort=f"{PREP}/cohort.tsv",
+        exclusions=f"{LOGS}/exclusions/validate_inputs.tsv",
+    params:
+        genotypes=COHORT["genotypes"],
+        pipeline=PIPE,
+    log:
+        f"{LOGS}/validate_inputs.log",
+    script:
+        "../pipelines/validate_inputs.py"
+
+
+rule sample_qc:
+    input:
+        genotypes=GENOTYPE_FILES,
+        cohort=f"{PREP}/cohort.tsv",
+    output:
+        qc=f"{PREP}/sample_qc/{{client}}.tsv",
+        exclusions=f"{LOGS}/exclusions/sample_qc/{{client}}.tsv",
+    params:
+        genotypes=COHORT["genotypes"],
+        pipeline=PIPE,
+    log:
+        f"{LOGS}/sample_qc/{{client}}.log",
+    script:
+        "../pipelines/sample_qc.py"
+
+
+rule client_counts:
+    input:
+        genotypes=GENOTYPE_FILES,
+        qc=f"{PREP}/sample_qc/{{client}}.tsv",
+    output:
+        f"{PREP}/counts/{{client}}.npz",
+    params:
+        genotypes=COHORT["genotypes"],
+        pipeline=PIPE,
+    log:
+        f"{LOGS}/client_counts/{{client}}.log",
+    script:
+        "../pipelines/client_counts.py"
+
+
+rule combine_counts:
+    input:
+        counts=per_client(f"{PREP}/counts/{{client}}.npz"),
+        frequencies=PIPE["frequencies"]["file"] or [],
+    output:
+        variants=f"{PREP}/variants.tsv",
+        rare="results/rare_variants.tsv",
+        exclusions=f"{LOGS}/exclusions/combine_counts.tsv",
+    params:
+        pipeline=PIPE,
+    log:
+        f"{LOGS}/combine_counts.log",
+    script:
+        "../pipelines/combine_counts.py"
+
+
+rule match_scores:
+    input:
+        variants=f"{PREP}/variants.tsv",
+        scoring_file=COHORT["scoring_file"],
+    output:
+        weights=f"{PREP}/score_weights.tsv",
+        match=f"{LOGS}/score_match.tsv",
+    params:
+        pipeline=PIPE,
+    log:
+        f"{LOGS}/match_scores.log",
+    script:
+        "../pipelines/match_scores.py"
+
+
+rule client_features:
+    input:
+        genotypes=GENOTYPE_FILES,
+        qc=f"{PREP}/sample_qc/{{client}}.tsv",
+        variants=f"{PREP}/variants.tsv",
+        rare="results/rare_variants.tsv",
+        weights=f"{PREP}/score_weights.tsv",
+    output:
+        samples="results/clients/{client}/samples.parquet",
+        rare="results/clients/{client}/rare_dosages.npz",
+    params:
+        genotypes=COHORT["genotypes"],
+        pipeline=PIPE,
+    log:
+        f"{LOGS}/client_features/{{client}}.log",
+    script:
+        "../pipelines/client_features.py"
+
+
+rule summarize_clients:
+    input:
+        samples=per_client("results/clients/{client}/samples.parquet"),
+        rare=per_client("results/clients/{client}/rare_dosages.npz"),
+    output:
+        "results/clients.tsv",
+    log:
+        f"{LOGS}/summarize_clients.log",
+    script:
+        "../pipelines/summarize_clients.py"
+
+
+rule collect_exclusions:
+    input:
+        validate=f"{LOGS}/exclusions/validate_inputs.tsv",
+        sample_qc=per_client(f"{LOGS}/exclusions/sample_qc/{{client}}.tsv"),
+        combine=f"{LOGS}/exclusions/combine_counts.tsv",
+    output:
+        f"{LOGS}/exclusions.tsv",
+    log:
+        f"{LOGS}/collect_exclusions.log",
+    script:
+        "../pipelines/collect_exclusions.py"

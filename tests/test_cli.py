@@ -1,0 +1,29 @@
+import subprocess
+import sys
+
+import pytest
+
+from rvfedprs.cli import main
+
+
+def test_help_lists_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "simulate" in out
+
+
+def test_console_script_is_installed():
+    result = subprocess.run(
+        [sys.executable, "-m", "rvfedprs", "--version"], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("rvfedprs ")
+
+
+def test_unknown_command_exits_nonzero(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulat"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
