@@ -3,14 +3,20 @@
 #   snakemake --cores 2 --configfile config/cineca.yaml     # the CINECA synthetic excerpt
 from snakemake.utils import min_version
 
+import copy
+import os
+
 from rvfedprs.config import validate_config
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# Relative to the Snakefile, so that `--directory` may point elsewhere.
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
+# The simulate section as written (before defaults): `rvfedprs simulate` merges it over a preset.
+RAW_SIMULATE = copy.deepcopy(config.get("simulate") or {})
 # Fill every default in place and stop early, naming the key, on a bad configuration.
 config.update(validate_config(config))
 

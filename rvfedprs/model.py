@@ -115,7 +115,7 @@ class TwoPathwayModel(nn.Module):
         return layer(rare)
 
     def embed(self, prs: Tensor, rare: Tensor) -> Tensor:
-        """Concatenated representation ``[h_c ⊕ h_r]``, shape (n, common_hidden[-1] + rare_hidden[-1])."""
+        """Concatenated representation ``[h_c ⊕ h_r]``, shape (n, h_c width + h_r width)."""
         h_c = self.common(prs.reshape(-1, 1))
         rare_layers = list(self.rare.children())
         h_r = self.rare_input(rare)

@@ -75,3 +75,8 @@ def per_client(pattern):
         return [pattern.format(client=c) for c in clients()]
 
     return expand_clients
+
+
+def settings(*keys):
+    """The named keys of the pipeline section: a rule re-runs only when these change."""
+    return {key: PIPE[key] for key in keys}

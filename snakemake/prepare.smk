@@ -35,7 +35,9 @@ checkpoint validate_inputs:
         exclusions=f"{LOGS}/exclusions/validate_inputs.tsv",
     params:
         genotypes=COHORT["genotypes"],
-        pipeline=PIPE,
+        pipeline=settings(
+            "phenotype", "genome_build", "on_sample_mismatch", "on_invalid_client", "min_samples_per_client", "min_cases_per_client", "on_multiallelic"
+        ),
     log:
         f"{LOGS}/validate_inputs.log",
     script:
@@ -51,7 +53,9 @@ rule sample_qc:
         exclusions=f"{LOGS}/exclusions/sample_qc/{{client}}.tsv",
     params:
         genotypes=COHORT["genotypes"],
-        pipeline=PIPE,
+        pipeline=settings(
+            "qc", "chunk_size", "on_multiallelic"
+        ),
     log:
         f"{LOGS}/sample_qc/{{client}}.log",
     script:
@@ -63,10 +67,13 @@ rule client_counts:
         genotypes=GENOTYPE_FILES,
         qc=f"{PREP}/sample_qc/{{client}}.tsv",
     output:
-        f"{PREP}/counts/{{client}}.npz",
+        counts=f"{PREP}/counts/{{client}}.parquet",
+        skipped=f"{PREP}/counts/{{client}}.skipped.tsv",
     params:
         genotypes=COHORT["genotypes"],
-        pipeline=PIPE,
+        pipeline=settings(
+            "chunk_size", "on_multiallelic"
+        ),
     log:
         f"{LOGS}/client_counts/{{client}}.log",
     script:
@@ -75,14 +82,17 @@ rule client_counts:
 
 rule combine_counts:
     input:
-        counts=per_client(f"{PREP}/counts/{{client}}.npz"),
+        counts=per_client(f"{PREP}/counts/{{client}}.parquet"),
+        skipped=per_client(f"{PREP}/counts/{{client}}.skipped.tsv"),
         frequencies=PIPE["frequencies"]["file"] or [],
     output:
         variants=f"{PREP}/variants.tsv",
         rare="results/rare_variants.tsv",
         exclusions=f"{LOGS}/exclusions/combine_counts.tsv",
     params:
-        pipeline=PIPE,
+        pipeline=settings(
+            "qc", "rare_maf_max", "on_multiallelic"
+        ),
     log:
         f"{LOGS}/combine_counts.log",
     script:
@@ -91,13 +101,17 @@ rule combine_counts:
 
 rule match_scores:
     input:
+        genotypes=GENOTYPE_FILES,
         variants=f"{PREP}/variants.tsv",
         scoring_file=COHORT["scoring_file"],
     output:
-        weights=f"{PREP}/score_weights.tsv",
+        weights=f"{PREP}/score_weights.txt.gz",
         match=f"{LOGS}/score_match.tsv",
     params:
-        pipeline=PIPE,
+        genotypes=COHORT["genotypes"],
+        pipeline=settings(
+            "min_overlap", "genome_build", "chunk_size", "on_multiallelic"
+        ),
     log:
         f"{LOGS}/match_scores.log",
     script:
@@ -110,13 +124,15 @@ rule client_features:
         qc=f"{PREP}/sample_qc/{{client}}.tsv",
         variants=f"{PREP}/variants.tsv",
         rare="results/rare_variants.tsv",
-        weights=f"{PREP}/score_weights.tsv",
+        weights=f"{PREP}/score_weights.txt.gz",
     output:
         samples="results/clients/{client}/samples.parquet",
         rare="results/clients/{client}/rare_dosages.npz",
     params:
         genotypes=COHORT["genotypes"],
-        pipeline=PIPE,
+        pipeline=settings(
+            "test_fraction", "random_seed", "min_overlap", "chunk_size", "on_multiallelic"
+        ),
     log:
         f"{LOGS}/client_features/{{client}}.log",
     script:

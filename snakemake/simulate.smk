@@ -1,4 +1,6 @@
 # Stage 0: simulate the demo cohort (CINECA layout) when no real cohort is configured.
+import os
+
 import yaml
 
 if PIPE["cohort"]["simulate"]:
@@ -8,7 +10,7 @@ if PIPE["cohort"]["simulate"]:
             f"{COHORT_DIR}/simulate_config.yaml",
         params:
             # Only the simulate section: other sections changing must not re-simulate.
-            text=yaml.safe_dump({"simulate": config.get("simulate", {})}, sort_keys=True),
+            text=yaml.safe_dump({"simulate": RAW_SIMULATE}, sort_keys=True),
         log:
             f"{LOGS}/simulate_config.log",
         run:
@@ -24,8 +26,10 @@ if PIPE["cohort"]["simulate"]:
             phenotypes=f"{COHORT_DIR}/phenotypes.tsv",
             scoring_file=f"{COHORT_DIR}/scores/PGS_sim.txt.gz",
         params:
-            out=COHORT_DIR,
+            out=lambda wildcards, output: os.path.dirname(output.samples),
+            preset=PIPE["cohort"]["simulate_preset"],
         log:
             f"{LOGS}/simulate_cohort.log",
         shell:
-            "rvfedprs simulate --config {input.config} --out {params.out} > {log} 2>&1"
+            "rvfedprs simulate --preset {params.preset} --config {input.config} --out {params.out}"
+            " --no-progress > {log} 2>&1"

@@ -79,10 +79,20 @@ def test_bed_writer_matches_plink2_export(tmp_path):
     raw = pd.read_csv(tmp_path / "a.raw", sep="\t")
     assert raw["IID"].tolist() == samples
     dosage_cols = raw.columns[6:]
-    # plink2 names columns ID_COUNTEDALLELE; the counted allele must be ALT
-    assert [c.rsplit("_", 1)[1] for c in dosage_cols] == table["alt"].tolist()
-    back = raw[dosage_cols].fillna(-1).to_numpy().astype(int)
+    # plink2 names columns ID_COUNTEDALLELE; this plink2 counts REF (2.00a3.5) and newer ones
+    # may count ALT: convert according to the allele named in the column
+    counted = np.array([c.rsplit("_", 1)[1] for c in dosage_cols])
+    is_alt = counted == table["alt"].to_numpy()
+    assert np.all(is_alt | (counted == table["ref"].to_numpy()))
+    counts = raw[dosage_cols].to_numpy(dtype=float)
+    alt_counts = np.where(is_alt, counts, 2 - counts)
+    back = np.where(np.isnan(alt_counts), -1, alt_counts).astype(int)
     np.testing.assert_array_equal(back, g)
+    # and plink2's own view of the alleles: bim column 5 is ALT
+    _run(["plink2", "--bfile", str(prefix), "--make-just-pvar", "--out", str(tmp_path / "p")])
+    pvar = pd.read_csv(tmp_path / "p.pvar", sep="\t")
+    assert pvar["ALT"].tolist() == table["alt"].tolist()
+    assert pvar["REF"].tolist() == table["ref"].tolist()
 
 
 @needs_tools

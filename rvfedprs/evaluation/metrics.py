@@ -106,7 +106,7 @@ def _cluster_str(value: object) -> str:
 
 
 def true_client_clusters(samples: pd.DataFrame) -> dict[str, str]:
-    """Each client's true cluster: the most frequent ``cluster`` of its samples (``samples.tsv``)."""
+    """Each client's true cluster: the most frequent ``cluster`` of its samples."""
     missing = {"client", "cluster"} - set(samples.columns)
     if missing:
         raise InputDataError(f"samples sheet lacks columns {sorted(missing)}")

@@ -187,16 +187,19 @@ def check_chunk_size(chunk_size: int) -> int:
 
 
 def make_variant_table(
-    chrom: Sequence[str], pos: Sequence[int], ids: Sequence[str], ref: Sequence[str],
+    chrom: Sequence[str],
+    pos: Sequence[int],
+    ids: Sequence[str],
+    ref: Sequence[str],
     alt: Sequence[str],
 ) -> pd.DataFrame:
     """Build a variant table with the contract's dtypes."""
     return pd.DataFrame(
         {
-            "chrom": pd.Series(chrom, dtype=object).astype(str),
+            "chrom": np.asarray(chrom, dtype=object).astype(str).astype(object),
             "pos": np.asarray(pos, dtype=np.int64),
-            "id": pd.Series(ids, dtype=object).astype(str),
-            "ref": pd.Series(ref, dtype=object).astype(str),
-            "alt": pd.Series(alt, dtype=object).astype(str),
+            "id": np.asarray(ids, dtype=object).astype(str).astype(object),
+            "ref": np.asarray(ref, dtype=object).astype(str).astype(object),
+            "alt": np.asarray(alt, dtype=object).astype(str).astype(object),
         }
     )

@@ -45,7 +45,12 @@ def _normalise_chroms(values: pd.Series, source: str) -> list[str]:
 def _read_table(path: Path, names: list[str], sep: str, what: str) -> pd.DataFrame:
     try:
         table = pd.read_csv(
-            path, sep=sep, header=None, names=names, dtype=str, comment=None,
+            path,
+            sep=sep,
+            header=None,
+            names=names,
+            dtype=str,
+            comment=None,
             keep_default_na=False,
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
@@ -80,14 +85,17 @@ class BedSource(GenotypeSource):
             self.bim, ["chrom", "id", "cm", "pos", "a1", "a2"], r"\s+", "variant table (.bim)"
         )
         fam = _read_table(
-            self.fam, ["fid", "iid", "father", "mother", "sex", "pheno"], r"\s+", "sample table (.fam)"
+            self.fam, ["fid", "iid", "father", "mother", "sex", "pheno"], r"\s+", "samples (.fam)"
         )
         try:
             positions = bim["pos"].astype(np.int64)
         except ValueError as exc:
             raise GenotypeFormatError(f"{self.bim}: non-integer position ({exc})") from exc
         self.variants = make_variant_table(
-            _normalise_chroms(bim["chrom"], str(self.bim)), positions, bim["id"], bim["a2"],
+            _normalise_chroms(bim["chrom"], str(self.bim)),
+            positions,
+            bim["id"],
+            bim["a2"],
             bim["a1"],
         )
         self.samples = fam["iid"].to_numpy(dtype=str)
@@ -120,7 +128,11 @@ class BedSource(GenotypeSource):
         rows = sample_index(self.samples, samples, self.path)
         out_samples = self.samples[rows]
         data = read_plink1_bin(
-            str(self.bed), str(self.bim), str(self.fam), verbose=False, ref="a0",
+            str(self.bed),
+            str(self.bim),
+            str(self.fam),
+            verbose=False,
+            ref="a0",
             chunk=Chunk(nsamples=None, nvariants=chunk_size),
         ).data  # dask array, shape (n_samples, n_variants), counts bim column 5 (ALT)
         all_rows = samples is None
@@ -148,12 +160,18 @@ def _read_pvar(path: Path) -> pd.DataFrame:
         names = lines[header_at][1:].split("\t")
         body = "\n".join(lines[header_at + 1 :])
         table = pd.read_csv(io.StringIO(body), sep="\t", header=None, names=names, dtype=str)
-        table = table.rename(columns={"CHROM": "chrom", "POS": "pos", "ID": "id", "REF": "ref",
-                                      "ALT": "alt"})
+        table = table.rename(
+            columns={"CHROM": "chrom", "POS": "pos", "ID": "id", "REF": "ref", "ALT": "alt"}
+        )
     else:  # headerless .pvar = .bim layout
         body = "\n".join(lines[header_at:])
-        table = pd.read_csv(io.StringIO(body), sep=r"\s+", header=None, dtype=str,
-                            names=["chrom", "id", "cm", "pos", "alt", "ref"])
+        table = pd.read_csv(
+            io.StringIO(body),
+            sep=r"\s+",
+            header=None,
+            dtype=str,
+            names=["chrom", "id", "cm", "pos", "alt", "ref"],
+        )
     missing = {"chrom", "pos", "id", "ref", "alt"} - set(table.columns)
     if missing:
         raise GenotypeFormatError(f"{path}: missing columns {sorted(missing)}")
@@ -173,7 +191,7 @@ def _read_psam(path: Path) -> np.ndarray:
 
 
 class PgenSource(GenotypeSource):
-    """A PLINK2 fileset (``.pgen`` with ``.pvar``/``.pvar.zst`` and ``.psam``/``.fam``), via pgenlib.
+    """A PLINK2 fileset (``.pgen``, ``.pvar``/``.pvar.zst``, ``.psam``/``.fam``) read with pgenlib.
 
     Dosages come from ``read_dosages_range`` (ALT allele; hardcalls where no dosage is stored).
 
@@ -190,14 +208,24 @@ class PgenSource(GenotypeSource):
         self.pgen = Path(prefix + ".pgen")
         if not self.pgen.is_file():
             raise GenotypeFormatError(f"PLINK2 file {self.pgen} does not exist")
-        pvar = next((Path(prefix + e) for e in (".pvar", ".pvar.zst", ".bim")
-                     if Path(prefix + e).is_file()), None)
-        psam = next((Path(prefix + e) for e in (".psam", ".fam") if Path(prefix + e).is_file()),
-                    None)
+        pvar = next(
+            (
+                Path(prefix + e)
+                for e in (".pvar", ".pvar.zst", ".bim")
+                if Path(prefix + e).is_file()
+            ),
+            None,
+        )
+        psam = next(
+            (Path(prefix + e) for e in (".psam", ".fam") if Path(prefix + e).is_file()), None
+        )
         if pvar is None or psam is None:
-            raise GenotypeFormatError(f"{self.pgen}: no .pvar[.zst]/.bim or no .psam/.fam beside it")
+            raise GenotypeFormatError(
+                f"{self.pgen}: no .pvar[.zst]/.bim or no .psam/.fam beside it"
+            )
         table = _read_pvar(pvar)
         multi = table["alt"].str.contains(",", regex=False)
+        table_all_commas = table["alt"].str.count(",").to_numpy(dtype=np.int64)
         if multi.any():
             row = table[multi].iloc[0]
             if multiallelic == "error":
@@ -212,12 +240,19 @@ class PgenSource(GenotypeSource):
         self._keep = np.flatnonzero(~multi.to_numpy())
         table = table[~multi]
         self.variants = make_variant_table(
-            _normalise_chroms(table["chrom"], str(pvar)), table["pos"].astype(np.int64),
-            table["id"], table["ref"], table["alt"],
+            _normalise_chroms(table["chrom"], str(pvar)),
+            table["pos"].astype(np.int64),
+            table["id"],
+            table["ref"],
+            table["alt"],
         )
         self.samples = _read_psam(psam)
         check_unique_samples(self.samples, str(psam))
         self._n_raw_variants = len(multi)
+        self._allele_offsets = None
+        if multi.any():  # pgenlib needs the allele count of every variant
+            n_alleles = 2 + table_all_commas
+            self._allele_offsets = np.concatenate([[0], np.cumsum(n_alleles)]).astype(np.uintp)
 
     def iter_chunks(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
@@ -229,7 +264,11 @@ class PgenSource(GenotypeSource):
         rows = sample_index(self.samples, samples, self.path)
         out_samples = self.samples[rows]
         try:
-            reader = pgenlib.PgenReader(bytes(self.pgen), raw_sample_ct=len(self.samples))
+            reader = pgenlib.PgenReader(
+                bytes(self.pgen),
+                raw_sample_ct=len(self.samples),
+                allele_idx_offsets=self._allele_offsets,
+            )
         except RuntimeError as exc:
             raise GenotypeFormatError(f"{self.pgen}: cannot open ({exc})") from exc
         if reader.get_variant_ct() != self._n_raw_variants:
@@ -246,7 +285,8 @@ class PgenSource(GenotypeSource):
                 block[block == -9] = np.nan
                 yield GenotypeChunk(
                     self.variants.iloc[start : start + len(index)].reset_index(drop=True),
-                    block, out_samples,
+                    block,
+                    out_samples,
                 )
         finally:
             reader.close()

@@ -1,4 +1,4 @@
-"""``open_genotypes``: one entry point for VCF/BCF, PLINK1 and PLINK2 files, alone or per chromosome."""
+"""``open_genotypes``: one entry point for VCF/BCF, PLINK1 and PLINK2 files, or lists of them."""
 
 from __future__ import annotations
 

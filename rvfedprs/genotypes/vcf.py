@@ -54,6 +54,23 @@ def _check_compression(path: Path) -> None:
             raise GenotypeFormatError(f"{path}: truncated or corrupt gzip file ({exc})") from exc
 
 
+def _header_samples(path: Path) -> np.ndarray | None:
+    """Sample names from the ``#CHROM`` line of a text VCF (None for BCF or no such line)."""
+    if path.suffix == ".bcf":
+        return None
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    try:
+        with opener(path, "rt") as handle:
+            for line in handle:
+                if line.startswith("#CHROM"):
+                    return np.asarray(line.rstrip("\n").split("\t")[9:], dtype=str)
+                if not line.startswith("#"):
+                    return None
+    except (OSError, EOFError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def gt_dosages(genotype: np.ndarray) -> np.ndarray:
     """ALT-allele count from cyvcf2's ``genotype.array()`` of a biallelic record.
 
@@ -115,11 +132,12 @@ class VcfSource(GenotypeSource):
         _check_compression(file)
         try:
             vcf = cyvcf2.VCF(self.path, gts012=True, lazy=True)
-        except (OSError, Exception) as exc:  # cyvcf2 raises bare Exception on a bad header
+        except Exception as exc:  # cyvcf2 raises bare Exception on a bad header
+            names = _header_samples(file)
+            if names is not None:
+                check_unique_samples(names, self.path)
             raise GenotypeFormatError(f"{self.path}: not a readable VCF/BCF ({exc})") from exc
-        formats = {
-            h["ID"] for h in vcf.header_iter() if h.type == "FORMAT" and "ID" in h.info()
-        }
+        formats = {h["ID"] for h in vcf.header_iter() if h.type == "FORMAT" and "ID" in h.info()}
         vcf.close()
         if field == "auto":
             field = "DS" if "DS" in formats else "GT"
@@ -152,26 +170,39 @@ class VcfSource(GenotypeSource):
         buffer = np.empty((len(rows), chunk_size), dtype=np.float32)
         table: list[list] = [[], [], [], [], []]
         line = 0
+        chroms: dict[str, str] = {}
         try:
             for line, record in enumerate(vcf, start=1):
                 alts = record.ALT
                 if len(alts) > 1:
-                    desc = f"{record.CHROM}:{record.POS} {record.ID or '.'} {record.REF}>{','.join(alts)}"
+                    desc = (
+                        f"{record.CHROM}:{record.POS} {record.ID or '.'} "
+                        f"{record.REF}>{','.join(alts)}"
+                    )
                     if self.multiallelic == "error":
                         raise GenotypeFormatError(
                             f"{self.path}: multi-allelic record {desc} (record {line}); "
                             "split it (bcftools norm -m-) or exclude multi-allelic records"
                         )
                     self.excluded.append(
-                        (record.CHROM, record.POS, record.ID or ".", record.REF, ",".join(alts),
-                         "multiallelic")
+                        (
+                            record.CHROM,
+                            record.POS,
+                            record.ID or ".",
+                            record.REF,
+                            ",".join(alts),
+                            "multiallelic",
+                        )
                     )
                     logger.warning("%s: excluded multi-allelic record %s", self.path, desc)
                     continue
                 dosage = self._dosage(record, line)
                 column = len(table[0])
                 buffer[:, column] = dosage if all_rows else dosage[rows]
-                table[0].append(normalise_chrom(record.CHROM, source=self.path))
+                chrom = chroms.get(record.CHROM)
+                if chrom is None:
+                    chrom = chroms[record.CHROM] = normalise_chrom(record.CHROM, source=self.path)
+                table[0].append(chrom)
                 table[1].append(record.POS)
                 table[2].append(record.ID or ".")
                 table[3].append(record.REF)
@@ -205,7 +236,7 @@ class VcfSource(GenotypeSource):
                 return dosage
             if not self._has_gt:
                 raise GenotypeFormatError(
-                    f"{self.path}: record {line} ({record.CHROM}:{record.POS}) has neither DS nor GT"
+                    f"{self.path}: record {line} ({record.CHROM}:{record.POS}) has no DS and no GT"
                 )
         genotype = record.genotype
         if genotype is None:

@@ -100,8 +100,10 @@ class _OrderCheck:
             self.last_pos = int(pos)
 
 
-# Four bytes per genotype: the call and a tab; the last tab of a line becomes a newline.
-_VCF_GT = np.frombuffer(b"./.\t0/0\t0/1\t1/1\t", dtype=np.uint8).reshape(4, 4)
+# Four bytes per genotype (the call and a tab, or a newline at the end of a line), looked up as
+# one uint32 by ALT count + 1.
+_VCF_GT = np.frombuffer(b"./.\t0/0\t0/1\t1/1\t", dtype=np.uint32)
+_VCF_GT_LAST = np.frombuffer(b"./.\n0/0\n0/1\n1/1\n", dtype=np.uint32)
 
 
 class VcfWriter:
@@ -119,6 +121,8 @@ class VcfWriter:
         Run ``tabix -p vcf`` after closing (default True).
     threads : int
         Compression threads for ``bgzip``.
+    compress_level : int, optional
+        ``bgzip -l`` level (0-9; 1 is several times faster than the default 6).
     """
 
     def __init__(
@@ -129,6 +133,7 @@ class VcfWriter:
         contigs: dict[str, int] | None = None,
         index: bool = True,
         threads: int = 1,
+        compress_level: int | None = None,
         source: str = "rvfedprs",
     ) -> None:
         self.path = Path(path)
@@ -138,6 +143,7 @@ class VcfWriter:
         self.contigs = dict(GRCH37_LENGTHS if contigs is None else contigs)
         self.index = index
         self.threads = threads
+        self.compress_level = compress_level
         self.source = source
         self.n_written = 0
         self._order = _OrderCheck(str(self.path))
@@ -147,12 +153,15 @@ class VcfWriter:
     def __enter__(self) -> Self:
         for tool in ("bgzip", "tabix") if self.index else ("bgzip",):
             if shutil.which(tool) is None:
-                raise GenotypeFormatError(f"'{tool}' not found on PATH; needed to write {self.path}")
+                raise GenotypeFormatError(
+                    f"'{tool}' not found on PATH; needed to write {self.path}"
+                )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._out = open(self.path, "wb")
-        self._proc = subprocess.Popen(
-            ["bgzip", "-c", "-@", str(self.threads)], stdin=subprocess.PIPE, stdout=self._out
-        )
+        command = ["bgzip", "-c", "-@", str(self.threads)]
+        if self.compress_level is not None:
+            command += ["-l", str(self.compress_level)]
+        self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self._out)
         header = [
             "##fileformat=VCFv4.2",
             f"##source={self.source}",
@@ -190,9 +199,10 @@ class VcfWriter:
             raise GenotypeFormatError(f"{self.path}: chromosome(s) {unknown} not among contigs")
         positions = variants["pos"].to_numpy(dtype=np.int64)
         self._order(chroms, positions)
-        calls = _VCF_GT[g.T.astype(np.intp) + 1]  # (n_variants, n_samples, 4)
+        index = np.ascontiguousarray(g.T) + np.int8(1)  # (n_variants, n_samples)
+        calls = _VCF_GT[index]
         if self.samples:
-            calls[:, -1, 3] = ord("\n")
+            calls[:, -1] = _VCF_GT_LAST[index[:, -1]]
         lines = []
         for j, (chrom, pos, vid, ref, alt) in enumerate(
             zip(chroms, positions, variants["id"], variants["ref"], variants["alt"], strict=True)

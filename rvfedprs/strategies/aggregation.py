@@ -97,7 +97,7 @@ def apply_weighted_delta(
     deltas: Sequence[Mapping[str, np.ndarray]],
     weights: Sequence[float],
 ) -> Parameters:
-    """w ← w + Σ_k (n_k / N) Δw_k for every tensor of ``base`` (paper eq. 4–5).
+    """Update w ← w + Σ_k (n_k / N) Δw_k for every tensor of ``base`` (paper eq. 4–5).
 
     Parameters
     ----------

@@ -146,7 +146,7 @@ class GlobalModelStrategy(Strategy):
         }
 
     def aggregate_fit(self, server_round, results):
-        """w ← server_update(w, Σ n_k/N w_k)."""
+        """Set w ← server_update(w, Σ n_k/N w_k)."""
         ordered = _sorted_results(results)
         average = weighted_average(
             [r.parameters for r in ordered],

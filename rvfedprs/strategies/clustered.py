@@ -44,14 +44,17 @@ def bipartition(similarity: np.ndarray) -> np.ndarray:
 
 
 class ClusteredFL(Strategy):
-    """Clustered FL (Sattler, Müller & Samek 2020, "Clustered federated learning: model-agnostic
-    distributed multitask optimization under privacy constraints", Algorithm 1).
+    """Clustered FL (Sattler, Müller & Samek 2020, IEEE TNNLS, Algorithm 1).
+
+    "Clustered federated learning: model-agnostic distributed multitask optimization under
+    privacy constraints".
 
     Each cluster c keeps its own model and aggregates its members' updates as FedAvg. When a
     cluster is near a stationary point of the joint objective while some clients are not —
     ‖Σ_k (n_k/N_c) Δw_k‖ < ε1 and max_k ‖Δw_k‖ > ε2 (eq. 30–31) — it is split in two by the
     cosine similarity of the members' updates, and each part continues with the cluster model
-    updated by its own members only. The γ_max cross-similarity check of the paper is not applied.
+    updated by its own members only. The γ_max cross-similarity check of the paper is not
+    applied.
 
     Parameters
     ----------

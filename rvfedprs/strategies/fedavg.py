@@ -8,8 +8,9 @@ __all__ = ["FedAvg"]
 
 
 class FedAvg(GlobalModelStrategy):
-    """FedAvg (McMahan et al. 2017, "Communication-efficient learning of deep networks from
-    decentralized data", Algorithm 1): w^{t+1} = Σ_k (n_k / N) w_k^{t+1}.
+    """FedAvg (McMahan et al. 2017, AISTATS, Algorithm 1): w^{t+1} = Σ_k (n_k / N) w_k^{t+1}.
+
+    "Communication-efficient learning of deep networks from decentralized data".
     """
 
     name = "fedavg"

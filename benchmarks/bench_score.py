@@ -1,0 +1,144 @@
+"""Benchmark ``rvfedprs prepare score`` against ``plink2 --score`` on the same PLINK1 cohort.
+
+Writes a PGS Catalog scoring file over a subset of the cohort's variants, scores it with both
+tools (each in its own process under ``/usr/bin/time``), checks that the sums agree to plink2's
+print precision, and reports wall time and peak RSS at two cohort sizes.
+
+    python benchmarks/bench_score.py
+    python benchmarks/bench_score.py --bfile sim/genotypes/cohort
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_readers import make_cohort, measure  # noqa: E402
+
+
+def write_pgs_file(prefix: Path, path: Path, fraction: float, seed: int = 1) -> int:
+    """Write a PGS Catalog file (chr_name, chr_position, effect/other allele, effect_weight)."""
+    bim = pd.read_csv(f"{prefix}.bim", sep=r"\s+", header=None)
+    rng = np.random.default_rng(seed)
+    keep = np.sort(rng.choice(len(bim), size=max(1, int(fraction * len(bim))), replace=False))
+    rows = bim.iloc[keep]
+    swap = rng.random(len(rows)) < 0.5  # effect allele sometimes REF, sometimes ALT
+    table = pd.DataFrame(
+        {
+            "rsID": rows[1].to_numpy(),
+            "chr_name": rows[0].to_numpy(),
+            "chr_position": rows[3].to_numpy(),
+            "effect_allele": np.where(swap, rows[5], rows[4]),
+            "other_allele": np.where(swap, rows[4], rows[5]),
+            "effect_weight": rng.normal(0, 0.01, len(rows)).round(8),
+        }
+    )
+    with open(path, "w") as handle:
+        handle.write("###PGS CATALOG SCORING FILE\n#format_version=2.0\n#genome_build=GRCh37\n")
+        table.to_csv(handle, sep="\t", index=False)
+    return len(table)
+
+
+def run(prefix: Path, fraction: float, chunk_size: int, tmp: Path) -> list[dict]:
+    scorefile = tmp / "score.txt"
+    n_score = write_pgs_file(prefix, scorefile, fraction)
+    ours = tmp / "ours.tsv"
+    rows = []
+    ours_result = measure(
+        [
+            "rvfedprs",
+            "prepare",
+            "score",
+            "--genotypes",
+            str(prefix),
+            "--scorefile",
+            str(scorefile),
+            "--out",
+            str(ours),
+            "--chunk-size",
+            str(chunk_size),
+        ]
+    )
+    rows.append({"tool": "rvfedprs prepare score", **ours_result})
+    log = pd.read_csv(tmp / "ours.match.tsv", sep="\t")
+    used = log[log["status"].isin(["matched", "flipped"])]
+    pd.DataFrame(
+        {"ID": used["variant_id"], "A1": used["counted_allele"], "W": used["effect_weight"]}
+    ).to_csv(tmp / "p2.txt", sep="\t", index=False)
+    p2 = measure(
+        [
+            "plink2",
+            "--bfile",
+            str(prefix),
+            "--score",
+            str(tmp / "p2.txt"),
+            "1",
+            "2",
+            "3",
+            "header",
+            "cols=+scoresums",
+            "--threads",
+            "1",
+            "--out",
+            str(tmp / "p2"),
+        ]
+    )
+    rows.append({"tool": "plink2 --score", **p2})
+    a = pd.read_csv(ours, sep="\t")["SUM"].to_numpy()
+    b = pd.read_csv(tmp / "p2.sscore", sep="\t")["SCORE1_SUM"].to_numpy()
+    equal = bool(np.array_equal([float(f"{v:.6g}") for v in a], b))
+    for row in rows:
+        row.update({"n_score_rows": n_score, "n_used": len(used), "sums_equal_6g": equal})
+        row.pop("stdout", None)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bfile", help="existing PLINK1 prefix")
+    parser.add_argument("--sizes", default="1000x20000,1000x80000")
+    parser.add_argument("--fraction", type=float, default=0.5, help="variants in the score")
+    parser.add_argument("--chunk-size", type=int, default=2048)
+    parser.add_argument("--out", default="benchmarks/results/score.json")
+    args = parser.parse_args(argv)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if args.bfile:
+            cohorts = [(Path(args.bfile).name, Path(args.bfile))]
+        else:
+            cohorts = []
+            for size in args.sizes.split(","):
+                n, m = (int(v) for v in size.split("x"))
+                cohorts.append((f"{n} × {m}", make_cohort(tmp, n, m)))
+        for label, prefix in cohorts:
+            for row in run(prefix, args.fraction, args.chunk_size, tmp):
+                results.append({"cohort": label, **row})
+    lines = [
+        "| cohort (samples × variants) | tool | score rows (used) | wall (s) | peak RSS (MiB) "
+        "| SUM equal to 6 s.f. |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['cohort']} | {r['tool']} | {r['n_score_rows']} ({r['n_used']}) | "
+            f"{r['wall_s']:.2f} | {r['peak_rss_mib']:.0f} | {r['sums_equal_6g']} |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    out.with_suffix(".md").write_text(table + "\n")
+    return 0 if all(r["sums_equal_6g"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""Rule ``collect_exclusions``: every step's exclusions in one ``results/logs/exclusions.tsv``."""
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from rvfedprs.cohort import EXCLUSION_COLUMNS
+
+logger = logging.getLogger("collect_exclusions")
+
+
+def main(parts: Sequence[str | Path], out: str | Path) -> pd.DataFrame:
+    """Concatenate exclusion tables (columns ``kind, id, reason, step``) in the given order."""
+    tables = [pd.read_csv(p, sep="\t", dtype=str, keep_default_na=False) for p in parts]
+    for path, table in zip(parts, tables, strict=True):
+        if list(table.columns) != list(EXCLUSION_COLUMNS):
+            raise ValueError(f"{path} has columns {list(table.columns)}, not {EXCLUSION_COLUMNS}")
+    merged = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
+        columns=list(EXCLUSION_COLUMNS)
+    )
+    merged.to_csv(out, sep="\t", index=False)
+    for (kind, step), n in merged.groupby(["kind", "step"]).size().items():
+        logger.info("%s: %d %s(s) excluded", step, n, kind)
+    return merged
+
+
+if "snakemake" in globals():
+    logging.basicConfig(
+        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
+    )
+    try:
+        main(
+            [snakemake.input.validate, *snakemake.input.sample_qc, snakemake.input.combine],
+            snakemake.output[0],
+        )
+    except Exception:
+        logging.exception("collect_exclusions failed")
+        raise

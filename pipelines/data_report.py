@@ -1,0 +1,52 @@
+"""Rule ``data_report``: the HTML data report with per-client counts, matching, MAF and PRS."""
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from rvfedprs.reporting import write_data_report
+
+logger = logging.getLogger("data_report")
+
+
+def main(
+    *,
+    clients: str | Path,
+    variants: str | Path,
+    score_match: str | Path,
+    exclusions: str | Path,
+    client_samples: Sequence[str | Path],
+    out_html: str | Path,
+    rare_maf_max: float = 0.01,
+) -> Path:
+    """Write the report; ``client_samples`` are ``results/clients/{client}/samples.parquet``."""
+    path = write_data_report(
+        clients=clients,
+        variants=variants,
+        score_match=score_match,
+        exclusions=exclusions,
+        client_samples={Path(p).parent.name: p for p in client_samples},
+        out_html=out_html,
+        rare_maf_max=rare_maf_max,
+    )
+    logger.info("report written to %s", path)
+    return path
+
+
+if "snakemake" in globals():
+    logging.basicConfig(
+        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
+    )
+    try:
+        main(
+            clients=snakemake.input.clients,
+            variants=snakemake.input.variants,
+            score_match=snakemake.input.match,
+            exclusions=snakemake.input.exclusions,
+            client_samples=snakemake.input.samples,
+            out_html=snakemake.output.html,
+            rare_maf_max=snakemake.params.rare_maf_max,
+        )
+    except Exception:
+        logging.exception("data_report failed")
+        raise

@@ -1,0 +1,94 @@
+"""Rule ``sample_qc``: per-sample call rates within one client (plink ``--mind``)."""
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rvfedprs.cohort import exclusions
+from rvfedprs.genotypes import open_genotypes
+from rvfedprs.genotypes.qc import sample_call_rates
+
+logger = logging.getLogger("sample_qc")
+
+STEP = "sample_qc"
+
+
+def main(
+    *,
+    genotypes: Sequence[str | Path],
+    cohort: str | Path,
+    client: str,
+    pipeline: Mapping[str, Any],
+    out_qc: str | Path,
+    out_exclusions: str | Path,
+) -> pd.DataFrame:
+    """Compute the call rate of each of ``client``'s samples and flag those below the minimum.
+
+    Parameters
+    ----------
+    genotypes : sequence of paths
+        The genotype files.
+    cohort : path
+        The validated cohort table (``sample_id, client, phenotype, ...``).
+    client : str
+        The client whose samples are checked.
+    pipeline : mapping
+        The ``pipeline`` section (``qc.sample_call_rate_min``, ``chunk_size``, ``on_multiallelic``).
+    out_qc : path
+        ``sample_id, client, phenotype, call_rate, excluded, reason`` for the client's samples.
+    out_exclusions : path
+        The excluded samples (``kind, id, reason, step``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The QC table written to ``out_qc``.
+    """
+    table = pd.read_csv(cohort, sep="\t", dtype={"sample_id": str, "client": str})
+    members = table[table["client"] == client]
+    if members.empty:
+        raise ValueError(f"client {client!r} is not in {cohort}")
+    threshold = pipeline["qc"]["sample_call_rate_min"]
+    source = open_genotypes([str(p) for p in genotypes], multiallelic=pipeline["on_multiallelic"])
+    rates = sample_call_rates(
+        source,
+        samples=members["sample_id"].tolist(),
+        min_call_rate=threshold,
+        chunk_size=pipeline["chunk_size"],
+    )
+    qc = members[["sample_id", "client", "phenotype"]].merge(
+        rates[["sample_id", "call_rate", "excluded"]], on="sample_id", how="left", validate="1:1"
+    )
+    qc["reason"] = [
+        f"call rate {rate:.4f} < qc.sample_call_rate_min {threshold}" if bad else ""
+        for rate, bad in zip(qc["call_rate"], qc["excluded"], strict=True)
+    ]
+    qc.to_csv(out_qc, sep="\t", index=False)
+    dropped = qc[qc["excluded"]]
+    Path(out_exclusions).parent.mkdir(parents=True, exist_ok=True)
+    exclusions("sample", dropped["sample_id"], dropped["reason"], STEP).to_csv(
+        out_exclusions, sep="\t", index=False
+    )
+    logger.info("client %s: %d of %d samples fail the call rate", client, len(dropped), len(qc))
+    return qc
+
+
+if "snakemake" in globals():
+    logging.basicConfig(
+        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
+    )
+    try:
+        main(
+            genotypes=snakemake.params.genotypes,
+            cohort=snakemake.input.cohort,
+            client=snakemake.wildcards.client,
+            pipeline=snakemake.params.pipeline,
+            out_qc=snakemake.output.qc,
+            out_exclusions=snakemake.output.exclusions,
+        )
+    except Exception:
+        logging.exception("sample_qc failed")
+        raise

@@ -1,0 +1,187 @@
+"""Rule ``validate_inputs`` (a checkpoint): check the cohort's inputs and fix the client list.
+
+Sample IDs must agree between the genotypes, the samples sheet and the phenotype table; the
+scoring file's declared build must match ``pipeline.genome_build``; text inputs must not use CRLF
+line endings; IDs must be unique; clients too small or holding one phenotype class are excluded
+(or stop the run). Writes the validated cohort (``sample_id, client, phenotype, ...``, in
+genotype-file order) and the exclusions of this step.
+"""
+
+import gzip
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rvfedprs.cohort import (
+    check_clients,
+    check_line_endings,
+    load_phenotypes,
+    load_samples_sheet,
+    reconcile_samples,
+)
+from rvfedprs.exceptions import InputDataError
+from rvfedprs.genotypes import open_genotypes
+
+logger = logging.getLogger("validate_inputs")
+
+STEP = "validate_inputs"
+_BUILD_ALIASES = {
+    "grch37": "GRCh37", "hg19": "GRCh37", "37": "GRCh37", "b37": "GRCh37", "hs37": "GRCh37",
+    "grch38": "GRCh38", "hg38": "GRCh38", "38": "GRCh38", "b38": "GRCh38",
+}  # fmt: skip
+
+
+def declared_build(scoring_file: str | Path) -> str | None:
+    """The genome build a PGS Catalog scoring file declares, normalised to GRCh37/GRCh38.
+
+    A harmonised file's ``#HmPOS_build`` wins over ``#genome_build``. Returns None when the
+    header declares none or ``NR`` (not reported).
+    """
+    opener = gzip.open if str(scoring_file).endswith(".gz") else open
+    header: dict[str, str] = {}
+    with opener(scoring_file, "rt") as handle:
+        for line in handle:
+            if not line.startswith("#"):
+                break
+            key, _, value = line.lstrip("#").strip().partition("=")
+            header[key.strip()] = value.strip()
+    raw = header.get("HmPOS_build") or header.get("genome_build")
+    if raw is None or raw.upper() in ("", "NR", "NA", "NONE"):
+        return None
+    build = _BUILD_ALIASES.get(raw.lower())
+    if build is None:
+        raise InputDataError(
+            f"scoring file {scoring_file} declares an unknown genome build {raw!r}; "
+            f"expected one of {sorted(set(_BUILD_ALIASES.values()))}"
+        )
+    return build
+
+
+def _genotype_text_files(paths: Sequence[str]) -> list[Path]:
+    files = []
+    for path in map(str, paths):
+        stem = path[: -len(".bed")] if path.endswith(".bed") else path
+        for suffix in (".bim", ".fam"):
+            if Path(stem + suffix).is_file():
+                files.append(Path(stem + suffix))
+        if path.endswith(".pgen") and Path(path[:-5] + ".psam").is_file():
+            files.append(Path(path[:-5] + ".psam"))
+    return files
+
+
+def main(
+    *,
+    genotypes: Sequence[str | Path],
+    samples: str | Path,
+    phenotypes: str | Path,
+    scoring_file: str | Path,
+    pipeline: Mapping[str, Any],
+    out_cohort: str | Path,
+    out_exclusions: str | Path,
+) -> pd.DataFrame:
+    """Validate the inputs and write the cohort table and this step's exclusions.
+
+    Parameters
+    ----------
+    genotypes : sequence of paths
+        Genotype files (VCF, PLINK1 prefix or .bed, .pgen); several = one per chromosome.
+    samples : path
+        Samples sheet (``sample_id, client, ...``).
+    phenotypes : path
+        Phenotype table.
+    scoring_file : path
+        PGS Catalog scoring file (only its header is read here).
+    pipeline : mapping
+        The validated ``pipeline`` configuration section.
+    out_cohort, out_exclusions : paths
+        Outputs: ``sample_id, client, phenotype, ...`` and ``kind, id, reason, step``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The validated cohort.
+
+    Raises
+    ------
+    InputDataError
+        On any hard error, naming the file and the offending values.
+    """
+    for path in [scoring_file, *_genotype_text_files(genotypes)]:
+        check_line_endings(path)
+    build = declared_build(scoring_file)
+    if build is None:
+        logger.warning("scoring file %s declares no genome build; not checked", scoring_file)
+    elif build != pipeline["genome_build"]:
+        raise InputDataError(
+            f"scoring file {scoring_file} is on build {build} but pipeline.genome_build is "
+            f"{pipeline['genome_build']}; use a scoring file harmonised to "
+            f"{pipeline['genome_build']} (PGS Catalog *_hmPOS_{pipeline['genome_build']}.txt.gz)"
+        )
+
+    source = open_genotypes(
+        [str(p) for p in genotypes], multiallelic=pipeline.get("on_multiallelic", "exclude")
+    )
+    sheet = load_samples_sheet(samples)
+    coding = pipeline["phenotype"]
+    table, excluded_values = load_phenotypes(
+        phenotypes,
+        column=coding["column"],
+        id_column=coding["id_column"],
+        cases=[str(v) for v in coding["cases"]],
+        controls=[str(v) for v in coding["controls"]],
+        step=STEP,
+    )
+    # Individuals with an unusable phenotype value are excluded, not "absent".
+    sheet_kept = sheet[~sheet["sample_id"].isin(excluded_values["id"])]
+    genotype_ids = [s for s in source.samples if s not in set(excluded_values["id"])]
+    cohort, mismatched = reconcile_samples(
+        genotype_ids,
+        sheet_kept,
+        table,
+        on_mismatch=pipeline["on_sample_mismatch"],
+        sources=(
+            f"the genotypes ({', '.join(map(str, genotypes))})",
+            f"samples sheet {samples}",
+            f"phenotype table {phenotypes}",
+        ),
+        step=STEP,
+    )
+    cohort, bad_clients = check_clients(
+        cohort,
+        min_samples=pipeline["min_samples_per_client"],
+        min_per_class=pipeline["min_cases_per_client"],
+        on_invalid=pipeline["on_invalid_client"],
+        step=STEP,
+    )
+    excluded = pd.concat([excluded_values, mismatched, bad_clients], ignore_index=True)
+    Path(out_cohort).parent.mkdir(parents=True, exist_ok=True)
+    Path(out_exclusions).parent.mkdir(parents=True, exist_ok=True)
+    cohort.to_csv(out_cohort, sep="\t", index=False)
+    excluded.to_csv(out_exclusions, sep="\t", index=False)
+    logger.info(
+        "%d samples in %d clients kept (%d cases); %d exclusions",
+        len(cohort), cohort["client"].nunique(), int(cohort["phenotype"].sum()), len(excluded),
+    )
+    return cohort
+
+
+if "snakemake" in globals():
+    logging.basicConfig(
+        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
+    )
+    try:
+        main(
+            genotypes=snakemake.params.genotypes,
+            samples=snakemake.input.samples,
+            phenotypes=snakemake.input.phenotypes,
+            scoring_file=snakemake.input.scoring_file,
+            pipeline=snakemake.params.pipeline,
+            out_cohort=snakemake.output.cohort,
+            out_exclusions=snakemake.output.exclusions,
+        )
+    except Exception:
+        logging.exception("validate_inputs failed")
+        raise

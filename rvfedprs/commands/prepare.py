@@ -1,0 +1,124 @@
+"""``rvfedprs prepare``: per-client inputs from genotypes (sub-commands ``score``, later ``run``).
+
+``rvfedprs prepare score --genotypes PATH --scorefile FILE --out FILE.tsv`` writes the PRS SUM per
+sample (``sample_id, SUM, n_matched``) and the per-row match log beside it (``FILE.match.tsv``).
+
+Further sub-commands live in their own modules ``rvfedprs/commands/prepare_<name>.py`` (each
+with ``HELP``, ``add_arguments(parser)``, ``run(args)``) listed in :data:`EXTRA_SUBCOMMANDS`;
+a module that does not exist yet is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+HELP = "prepare per-client inputs from genotypes (PRS scoring, rare dosages)"
+
+#: sub-command name -> module providing HELP, add_arguments, run (optional; skipped if absent)
+EXTRA_SUBCOMMANDS = {"run": "rvfedprs.commands.prepare_run"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``prepare`` sub-commands."""
+    sub = parser.add_subparsers(dest="prepare_command", metavar="SUBCOMMAND", required=True)
+    score = sub.add_parser(
+        "score",
+        help=SCORE_HELP,
+        description=SCORE_HELP,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_score_arguments(score)
+    score.set_defaults(_prepare_run=_run_score)
+    for name, module_name in EXTRA_SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        extra = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(extra)
+        extra.set_defaults(_prepare_run=module.run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch to the chosen sub-command."""
+    return int(args._prepare_run(args) or 0)
+
+
+SCORE_HELP = "polygenic score SUM per sample from a PGS Catalog scoring file (plink2 semantics)"
+
+
+def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--genotypes",
+        required=True,
+        nargs="+",
+        metavar="PATH",
+        help="PLINK1 prefix or .bed, a VCF/BCF, or a .pgen; several = one file per chromosome",
+    )
+    parser.add_argument("--scorefile", required=True, help="PGS Catalog scoring file (.txt[.gz])")
+    parser.add_argument("--out", required=True, help="output table FILE.tsv")
+    parser.add_argument(
+        "--min-overlap",
+        type=float,
+        default=0.75,
+        help="fewest usable scoring-file rows, as a fraction",
+    )
+    parser.add_argument(
+        "--frequencies",
+        default=None,
+        help="frequency file for imputing missing dosages (default: the samples')",
+    )
+    parser.add_argument(
+        "--field",
+        choices=("auto", "GT", "DS"),
+        default="auto",
+        help="VCF FORMAT field giving dosages",
+    )
+    parser.add_argument(
+        "--exclude-multiallelic",
+        action="store_true",
+        help="skip (and log) multi-allelic records instead of failing",
+    )
+    parser.add_argument(
+        "--genome-build",
+        default=None,
+        help="expected build; the scoring file's #genome_build must agree",
+    )
+    parser.add_argument("--chunk-size", type=int, default=4096, help="variants read at a time")
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    from rvfedprs.genotypes import open_genotypes
+    from rvfedprs.genotypes.frequencies import read_frequency_file
+    from rvfedprs.genotypes.scoring import score
+
+    paths = args.genotypes[0] if len(args.genotypes) == 1 else args.genotypes
+    source = open_genotypes(
+        paths,
+        field=args.field,
+        multiallelic="exclude" if args.exclude_multiallelic else "error",
+    )
+    freqs = read_frequency_file(args.frequencies) if args.frequencies else None
+    scores, log = score(
+        source,
+        args.scorefile,
+        frequencies=freqs,
+        min_overlap=args.min_overlap,
+        chunk_size=args.chunk_size,
+        genome_build=args.genome_build,
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scores.to_csv(out, sep="\t", index=False, float_format="%.10g")
+    match_path = out.with_name(out.name.removesuffix(".tsv") + ".match.tsv")
+    log.to_csv(match_path, sep="\t", index=False)
+    counts = log["status"].value_counts().to_dict()
+    print(
+        f"scored {len(scores)} samples on {int(scores['n_matched'].iloc[0])} variants "
+        f"({counts}); wrote {out} and {match_path}"
+    )
+    return 0

@@ -1,0 +1,151 @@
+"""The engine-independent client: one round of local training for one client.
+
+:func:`fit_client` turns a :class:`~rvfedprs.strategies.base.FitInstruction` into a
+:class:`~rvfedprs.strategies.base.FitResult`. It knows nothing of how it is called: the in-process
+engine calls it in a loop, the Flower client app calls it from ``fit``. Client-side behaviour comes
+from ``instruction.config`` (SPEC §5):
+
+- ``proximal_mu`` — FedProx term μ/2‖w − w^t‖², with w^t the parameters received;
+- ``influence`` — accumulate the per-variant influence of the rare specialist's first layer;
+- ``bloom`` — ``{"capacity": int, "error_rate": float}``: encode the influential variants'
+  keys (``top_k`` / ``relative_threshold``) in a Bloom filter and return its bit array. The
+  hashing key (HMAC secret) is the client's own (:attr:`ClientContext.bloom_key`), never sent by
+  the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from rvfedprs.model import TwoPathwayModel, set_parameters
+from rvfedprs.strategies.base import FitInstruction, FitResult
+from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
+
+__all__ = ["ClientContext", "fit_client", "build_model", "influential_bloom_bits"]
+
+
+@dataclass
+class ClientContext:
+    """Everything a client holds locally.
+
+    Attributes
+    ----------
+    data : ClientData
+        The client's training split.
+    variant_keys : sequence of str, shape (n_rare,)
+        ``chrom:pos:ref:alt`` of each dosage column (``rare_variants.tsv``).
+    model_config : mapping
+        ``common_hidden``, ``rare_hidden``, ``dropout`` of :class:`TwoPathwayModel`.
+    training : LocalTrainingConfig
+        The client's optimiser settings (``proximal_mu`` is overridden by the round config).
+    bloom_key : bytes or None
+        Secret shared by the clients (not the server) for keyed hashing of variant keys.
+    state : dict
+        Persistent per-client state kept by the engine across rounds (e.g. ``"dp"``: the DP
+        accountant state passed to :func:`~rvfedprs.training.local_update`).
+    """
+
+    data: ClientData
+    variant_keys: Sequence[str]
+    model_config: Mapping[str, Any]
+    training: LocalTrainingConfig
+    bloom_key: bytes | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def build_model(n_rare: int, model_config: Mapping[str, Any]) -> TwoPathwayModel:
+    """A :class:`TwoPathwayModel` for ``n_rare`` variants (weights to be set by the caller)."""
+    return TwoPathwayModel(
+        n_rare,
+        common_hidden=tuple(model_config.get("common_hidden", (16,))),
+        rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
+        dropout=float(model_config.get("dropout", 0.0)),
+        random_seed=0,
+    )
+
+
+def influential_bloom_bits(
+    influence: np.ndarray,
+    variant_keys: Sequence[str],
+    config: Mapping[str, Any],
+    *,
+    key: bytes | None = None,
+) -> np.ndarray:
+    """The Bloom-filter bit array of the client's influential variants (SPEC §5 steps 3–4).
+
+    Parameters
+    ----------
+    influence : array, shape (n_rare,)
+    variant_keys : sequence of str, shape (n_rare,)
+    config : mapping
+        ``bloom`` (``capacity``, ``error_rate``), ``top_k``, ``relative_threshold``.
+    key : bytes, optional
+        HMAC secret for keyed hashing.
+
+    Returns
+    -------
+    array of uint8
+        Packed bits, no header.
+    """
+    from rvfedprs.bloom import BloomSpec, encode
+
+    selected = select_influential(
+        influence,
+        top_k=config.get("top_k"),
+        relative_threshold=config.get("relative_threshold"),
+    )
+    spec = BloomSpec(
+        capacity=int(config["bloom"]["capacity"]),
+        error_rate=float(config["bloom"]["error_rate"]),
+        key=key,
+    )
+    return encode((variant_keys[i] for i in selected), spec)
+
+
+def fit_client(
+    instruction: FitInstruction, context: ClientContext, *, random_seed: int
+) -> FitResult:
+    """Train locally from ``instruction.parameters`` and report the result.
+
+    Parameters
+    ----------
+    instruction : FitInstruction
+    context : ClientContext
+    random_seed : int
+        Seeds batch order and dropout for this client and round.
+
+    Returns
+    -------
+    FitResult
+        Full updated parameters, n_k, ``{"loss": ...}`` and, when asked, the Bloom bits.
+    """
+    config = instruction.config
+    model = build_model(len(context.variant_keys), context.model_config)
+    set_parameters(model, instruction.parameters)
+    training = replace(context.training, proximal_mu=float(config.get("proximal_mu", 0.0)))
+    want_bloom = config.get("bloom") is not None
+    result = local_update(
+        model,
+        context.data,
+        training,
+        reference=instruction.parameters,
+        influence=bool(config.get("influence", False)) or want_bloom,
+        random_seed=random_seed,
+        dp=context.state.get("dp"),
+    )
+    bits = None
+    if want_bloom:
+        bits = influential_bloom_bits(
+            result.influence, context.variant_keys, config, key=context.bloom_key
+        )
+    return FitResult(
+        client_id=context.data.client_id,
+        n_samples=result.n_samples,
+        parameters=result.parameters,
+        metrics={"loss": float(result.loss)},
+        bloom_bits=bits,
+    )

@@ -1,0 +1,547 @@
+"""Starting, watching and stopping the Flower processes of a run (loopback only).
+
+``flower-sim``: a SuperLink in simulation mode (``flower-superlink --simulation``) and
+``flwr run APP <connection> --federation-config num-supernodes=N``; the simulation engine runs the
+ClientApps. ``flower-deploy``: a SuperLink and one ``flower-supernode`` per client, each with
+``--node-config "data-dir='…' client-id='…'"`` so that it reads only its own client's folder; then
+``flwr run``. Both bind to 127.0.0.1 on free ports, use a private ``FLWR_HOME`` under
+``OUT/flower/``, install nothing at run time (``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1``),
+and log every process to ``OUT/flower/logs/``.
+
+``flwr run`` returns as soon as the run is submitted (exit 0 even if the run later fails), so
+success is read from ``OUT/flower/status.json``, which the ServerApp writes; the launcher also
+watches the SuperLink process and a deadline. Every process started here is stopped by its
+process-group id when the run ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rvfedprs.exceptions import ConfigError, RvfedprsError
+
+__all__ = [
+    "FlowerRunError",
+    "FlowerProcesses",
+    "LocalSuperLink",
+    "APP_PYPROJECT",
+    "start_local",
+    "client_nodes",
+    "write_connection",
+    "write_app",
+    "write_job",
+    "run_flower",
+    "free_port",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``pyproject.toml`` of the Flower App: components come from the installed rvfedprs package,
+#: so the FAB holds this file only. ``flower_app/pyproject.toml`` in the repository is the same.
+APP_PYPROJECT = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "rvfedprs-app"
+version = "0.1.0"
+description = "RV-FedPRS / FedCE on Flower: the ServerApp and ClientApp of the installed rvfedprs"
+license = "MIT"
+dependencies = ["flwr==1.41.0", "rvfedprs"]
+
+[tool.flwr.app]
+publisher = "rvfedprs"
+
+[tool.flwr.app.components]
+serverapp = "rvfedprs.federation.flower.server_app:app"
+clientapp = "rvfedprs.federation.flower.client_app:app"
+
+[tool.flwr.app.config]
+# JSON job written by `rvfedprs train --engine flower-*` (rvfedprs.federation.flower.launch).
+job-file = ""
+# Simulation only: the per-client inputs folder; node partition-id i is the i-th client.
+data-dir = ""
+# Simulation only: the clients' shared Bloom HMAC secret (in a deployment: node config).
+bloom-key-file = ""
+"""
+
+
+class FlowerRunError(RvfedprsError):
+    """A Flower run failed: the message says why and where the logs are."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_app(folder: str | Path) -> Path:
+    """Write the Flower App (its ``pyproject.toml``) into ``folder``; returns the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pyproject.toml").write_text(APP_PYPROJECT)
+    return folder
+
+
+def write_job(
+    path: str | Path,
+    *,
+    config: Mapping[str, Any],
+    strategy: str,
+    rounds: int,
+    seed: int,
+    out: str | Path,
+    n_rare: int,
+    expected_clients: int,
+    resume: bool = False,
+    min_replies: int | None = None,
+    round_timeout: float | None = None,
+    node_wait: float = 60.0,
+) -> Path:
+    """Write the JSON job the ServerApp reads (run config ``job-file``).
+
+    Parameters
+    ----------
+    config : mapping
+        The validated rvfedprs configuration (sections ``train``, ``fedce``, ``model``, ...).
+    strategy : str
+    rounds, seed : int
+    out : str or Path
+        Where the ServerApp writes ``checkpoints/`` and ``flower/status.json``.
+    n_rare : int
+        Number of rare-variant columns (the model's input width).
+    expected_clients : int
+        SuperNodes to wait for (up to ``node_wait`` seconds) before the setup step.
+    resume : bool
+        Continue from the latest checkpoint in ``out``.
+    min_replies : int, optional
+        Fewest clients a round may aggregate (default: all expected clients).
+    round_timeout : float, optional
+        Seconds to wait for replies each round (None: until every reply arrives).
+    """
+    job = {
+        "config": json.loads(json.dumps(config)),
+        "strategy": strategy,
+        "rounds": int(rounds),
+        "seed": int(seed),
+        "out": str(Path(out).resolve()),
+        "n_rare": int(n_rare),
+        "expected_clients": int(expected_clients),
+        "resume": bool(resume),
+        "min_replies": int(expected_clients if min_replies is None else min_replies),
+        "round_timeout": None if round_timeout is None else float(round_timeout),
+        "node_wait": float(node_wait),
+    }
+    if not 1 <= job["min_replies"] <= job["expected_clients"]:
+        raise ConfigError(
+            f"min_replies must be in [1, {expected_clients}] (the number of clients), "
+            f"got {min_replies}"
+        )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(job, indent=2))
+    return path
+
+
+def _env(flwr_home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "FLWR_HOME": str(flwr_home),
+            "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+            "FLWR_DISABLE_UPDATE_CHECK": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def _bin(name: str) -> str:
+    """The console script ``name`` next to this interpreter (else on PATH)."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+@dataclass
+class FlowerProcesses:
+    """The processes a launcher started; :meth:`stop` ends each by its process group."""
+
+    logs: Path
+    env: dict[str, str]
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def start(self, label: str, argv: Sequence[str]) -> subprocess.Popen:
+        """Start ``argv`` in its own session, output to ``logs/<label>.log``."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with open(self.logs / f"{label}.log", "ab") as sink:
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
+        self.procs[label] = proc
+        log.info("started %s (pid %d): %s", label, proc.pid, " ".join(argv))
+        return proc
+
+    def pids(self) -> dict[str, int]:
+        """Label → pid of every process started."""
+        return {label: p.pid for label, p in self.procs.items()}
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM each process group, SIGKILL what is left after ``grace`` seconds."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            # The group may hold children (flwr-serverapp, flwr-clientapp) even after the
+            # leader exited: kill the whole group by the leader's id.
+            _signal_group(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.wait(timeout=5)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def write_connection(
+    flwr_home: str | Path, address: str, *, root_certificates: str | Path | None = None
+) -> Path:
+    """Write ``FLWR_HOME/config.toml`` with one default SuperLink connection, ``rvfedprs``.
+
+    Insecure (plain HTTP) unless ``root_certificates`` (the CA that signed the SuperLink's
+    certificate) is given.
+    """
+    flwr_home = Path(flwr_home)
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    security = (
+        "insecure = true\n"
+        if root_certificates is None
+        else f'root-certificates = "{Path(root_certificates).resolve()}"\n'
+    )
+    path = flwr_home / "config.toml"
+    path.write_text(
+        f'[superlink]\ndefault = "rvfedprs"\n\n[superlink.rvfedprs]\naddress = "{address}"\n'
+        + security
+    )
+    return path
+
+
+@dataclass
+class LocalSuperLink:
+    """A SuperLink (and SuperNodes) started on 127.0.0.1 by :func:`start_local`."""
+
+    address: str
+    processes: FlowerProcesses
+    simulation: bool
+
+    @property
+    def superlink(self) -> subprocess.Popen:
+        """The SuperLink's process."""
+        return self.processes.procs["superlink"]
+
+
+@contextmanager
+def start_local(
+    work: str | Path,
+    *,
+    simulation: bool,
+    nodes: Mapping[str, Mapping[str, str]] | None = None,
+):
+    """Start a SuperLink on a free loopback port (and one SuperNode per entry of ``nodes``).
+
+    Parameters
+    ----------
+    work : str or Path
+        Holds ``logs/`` and the private ``home/`` (FLWR_HOME).
+    simulation : bool
+        Start the SuperLink in simulation mode (no SuperNodes then).
+    nodes : mapping, optional
+        Label → node config (``data-dir``, ``client-id``, ``bloom-key-file``) of each SuperNode.
+
+    Yields
+    ------
+    LocalSuperLink
+        Every process is stopped (by process group) when the block exits, however it exits.
+    """
+    work = Path(work).resolve()
+    procs = FlowerProcesses(logs=work / "logs", env=_env(work / "home"))
+    try:
+        port = free_port()
+        address = f"127.0.0.1:{port}"
+        argv = [
+            _bin("flower-superlink"),
+            "--insecure",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--isolation",
+            "subprocess",
+            "--disable-runtime-dependency-installation",
+        ]
+        if simulation:
+            argv.append("--simulation")
+        superlink = procs.start("superlink", argv)
+        _wait_port(port, superlink, "superlink", procs.logs, 120)
+        for label, node_config in (nodes or {}).items():
+            procs.start(
+                label,
+                [
+                    _bin("flower-supernode"),
+                    "--insecure",
+                    "--superlink",
+                    address,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(free_port()),
+                    "--node-config",
+                    " ".join(f"{k}={json.dumps(str(v))}" for k, v in node_config.items()),
+                ],
+            )
+        yield LocalSuperLink(address=address, processes=procs, simulation=simulation)
+    finally:
+        procs.stop()
+
+
+def client_nodes(
+    data_dir: str | Path, clients: Sequence[str], *, bloom_key_file: str | None = None
+) -> dict[str, dict[str, str]]:
+    """One SuperNode per client: label ``supernode-<client>`` → its node config."""
+    nodes = {}
+    for client in clients:
+        config = {"data-dir": str(Path(data_dir).resolve()), "client-id": client}
+        if bloom_key_file:
+            config["bloom-key-file"] = str(Path(bloom_key_file).resolve())
+        nodes[f"supernode-{client}"] = config
+    return nodes
+
+
+def _wait_port(port: int, proc: subprocess.Popen, label: str, logs: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise FlowerRunError(
+                f"{label} exited with status {proc.returncode} while starting; "
+                f"see {logs / (label + '.log')}"
+            )
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(0.2)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise FlowerRunError(f"{label} did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
+
+
+def _submit(
+    app: Path, env: Mapping[str, str], logs: Path, run_config: Mapping[str, str], extra: list[str]
+) -> str | None:
+    overrides = " ".join(f"{k}={json.dumps(str(v))}" for k, v in run_config.items())
+    argv = [_bin("flwr"), "run", str(app), "rvfedprs", "--run-config", overrides, *extra]
+    argv += ["--format", "json"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=300)
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "flwr-run.log").write_text(" ".join(argv) + "\n" + done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise FlowerRunError(
+            f"flwr run failed with status {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[-800:]}"
+        )
+    try:
+        reply = json.loads(done.stdout[done.stdout.index("{") :])
+    except ValueError:
+        raise FlowerRunError(f"flwr run printed no run id: {done.stdout.strip()[-800:]}") from None
+    if not reply.get("success"):
+        raise FlowerRunError(f"flwr run did not start the run: {reply}")
+    return reply.get("run-id")
+
+
+def _wait_status(
+    status_path: Path, superlink: subprocess.Popen | None, logs: Path, timeout: float
+) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if status_path.is_file():
+            status = json.loads(status_path.read_text())
+            if status["status"] in ("completed", "failed"):
+                return status
+        if superlink is not None and superlink.poll() is not None:
+            raise FlowerRunError(
+                f"the SuperLink exited with status {superlink.returncode} during the run; "
+                f"see {logs / 'superlink.log'}"
+            )
+        time.sleep(0.25)
+    raise FlowerRunError(
+        f"the run did not finish within {timeout:.0f} s (no final status in {status_path}); "
+        f"see the logs in {logs}"
+    )
+
+
+def run_flower(
+    engine: str,
+    *,
+    federation,
+    strategy,
+    config: Mapping[str, Any],
+    rounds: int,
+    random_seed: int,
+    out: str | Path,
+    resume: bool = False,
+    bloom_key_file: str | None = None,
+    evaluate_round: Callable[[Any], Mapping[str, Any]] | None = None,
+    min_replies: int | None = None,
+    round_timeout: float | None = None,
+    timeout: float = 3600.0,
+    superlink: LocalSuperLink | None = None,
+    expected_nodes: int | None = None,
+):
+    """Run ``strategy`` over ``federation`` on Flower and return what the in-process engine does.
+
+    Parameters
+    ----------
+    engine : {"flower-sim", "flower-deploy"}
+    federation : Federation
+        Used for its folder, client ids and width only: every client process reads its own
+        client folder itself.
+    strategy : Strategy
+        A fresh strategy of the configured name; restored from the final checkpoint on return.
+    config : mapping
+        The validated configuration (``train.strategy`` names the strategy).
+    rounds, random_seed : int
+    out : str or Path
+        Output folder: ``checkpoints/``, ``flower/`` (job, app, logs, status).
+    resume : bool
+        Continue from the latest checkpoint in ``out``.
+    bloom_key_file : str, optional
+        The clients' shared Bloom HMAC secret (given to each client process, never the server).
+    evaluate_round : callable, optional
+        Applied after the run to the strategy restored from each round's checkpoint; merged
+        into the history like the in-process engine's callback.
+    min_replies : int, optional
+        Fewest clients a round may aggregate (default: all).
+    round_timeout : float, optional
+        Seconds to wait for a round's replies (None: no limit).
+    timeout : float
+        Limit for the whole run.
+    superlink : LocalSuperLink, optional
+        Submit to this running SuperLink (from :func:`start_local`; simulation mode for
+        ``flower-sim``) instead of starting and stopping one (with SuperNodes) for this run.
+    expected_nodes : int, optional
+        SuperNodes to wait for before the setup step (default: one per client).
+
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    FlowerRunError
+        When a process fails to start, the run fails (the ServerApp's error is quoted), or the
+        deadline passes. Every process started here is stopped before this returns or raises.
+    """
+    if engine not in ("flower-sim", "flower-deploy"):
+        raise ConfigError(f"engine {engine!r} is not a Flower engine (flower-sim, flower-deploy)")
+    if strategy.pooled:
+        raise ConfigError(
+            f"strategy {strategy.name!r} pools every client's data and cannot run on Flower; "
+            "use --engine inprocess"
+        )
+    simulation = engine == "flower-sim"
+    if superlink is not None and superlink.simulation != simulation:
+        raise ConfigError(f"engine {engine!r} needs a SuperLink with simulation={simulation}")
+    out = Path(out).resolve()
+    work = out / "flower"
+    work.mkdir(parents=True, exist_ok=True)
+    status_path = work / "status.json"
+    status_path.unlink(missing_ok=True)
+    app = write_app(work / "app")
+    clients = federation.client_ids
+    job = write_job(
+        work / "job.json",
+        config=config,
+        strategy=config["train"]["strategy"],
+        rounds=rounds,
+        seed=random_seed,
+        out=out,
+        n_rare=federation.n_rare,
+        expected_clients=len(clients) if expected_nodes is None else expected_nodes,
+        resume=resume,
+        min_replies=min_replies,
+        round_timeout=round_timeout,
+    )
+    data_dir = str(Path(federation.data_dir).resolve())
+    key_file = str(Path(bloom_key_file).resolve()) if bloom_key_file else ""
+    run_config = {"job-file": str(job), "data-dir": data_dir, "bloom-key-file": key_file}
+    extra = ["--federation-config", f"num-supernodes={len(clients)}"] if simulation else []
+
+    def submit_and_wait(link: LocalSuperLink) -> dict:
+        home = work / "home"
+        write_connection(home, link.address)
+        env = _env(home)
+        _submit(app, env, work / "logs", run_config, extra)
+        return _wait_status(status_path, link.superlink, link.processes.logs, timeout)
+
+    if superlink is not None:
+        status = submit_and_wait(superlink)
+    else:
+        nodes = None if simulation else client_nodes(data_dir, clients, bloom_key_file=key_file)
+        with start_local(work, simulation=simulation, nodes=nodes) as link:
+            status = submit_and_wait(link)
+    if status["status"] != "completed":
+        raise FlowerRunError(
+            f"the Flower run failed: {status.get('error', 'no reason recorded')} "
+            f"(logs in {work / 'logs'})"
+        )
+    for who, why in status.get("setup_failures", {}).items():
+        log.warning("%s was left out of the run: %s", who, why)
+    return _collect(out, strategy, rounds, random_seed, evaluate_round)
+
+
+def _collect(out: Path, strategy, rounds: int, random_seed: int, evaluate_round):
+    """The RunResult of a finished run, from its checkpoints."""
+    from rvfedprs.federation.inprocess import RunResult, load_checkpoint
+
+    checkpoints = [out / "checkpoints" / f"round_{r:03d}.pt" for r in range(1, rounds + 1)]
+    missing = [str(p) for p in checkpoints if not p.is_file()]
+    if missing:
+        raise FlowerRunError(f"the Flower run completed but checkpoints are missing: {missing}")
+    final = load_checkpoint(checkpoints[-1])
+    history = list(final.get("history", []))
+    if evaluate_round is not None:
+        for entry in history:
+            at_round = copy.deepcopy(strategy)
+            path = checkpoints[int(entry["round"]) - 1]
+            at_round.load_state_dict(load_checkpoint(path)["strategy_state"])
+            entry.update(evaluate_round(at_round))
+    strategy.load_state_dict(final["strategy_state"])
+    return RunResult(
+        strategy=strategy, history=history, seed=int(random_seed), checkpoints=checkpoints
+    )

@@ -1,0 +1,199 @@
+"""Strategy messages ⇄ Flower records, and the server's check of every client reply.
+
+A fit instruction travels as a :class:`~flwr.app.RecordDict` with
+
+- ``"parameters"``: :class:`~flwr.app.ArrayRecord`, one array per tensor name;
+- ``"config"``: :class:`~flwr.app.ConfigRecord` with ``fit-config`` (the strategy's
+  :attr:`FitInstruction.config` as JSON), ``seed`` (the client's seed for this round),
+  ``round`` and ``run`` (JSON: local training settings, model shape, federated PRS moments).
+
+A reply carries ``"parameters"`` (the full updated model), ``"metrics"``
+(:class:`~flwr.app.MetricRecord`: ``loss``, ``num-examples``) and ``"meta"`` (ConfigRecord:
+``client-id`` and, for FedCE, ``bloom-bits`` as bytes). :func:`reply_to_fit_result` rejects
+replies with missing or extra tensors, wrong shapes or dtypes, non-finite values, or a missing
+Bloom filter, naming the client.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from rvfedprs.exceptions import RvfedprsError
+from rvfedprs.strategies.base import FitInstruction, FitResult
+
+__all__ = [
+    "MalformedReplyError",
+    "parameters_to_record",
+    "record_to_parameters",
+    "instruction_to_content",
+    "content_to_instruction",
+    "fit_result_to_content",
+    "reply_to_fit_result",
+]
+
+
+class MalformedReplyError(RvfedprsError):
+    """A client's reply cannot be aggregated (the message names the client and the fault)."""
+
+
+def parameters_to_record(parameters: Mapping[str, np.ndarray]) -> ArrayRecord:
+    """An :class:`ArrayRecord` holding each named array (order preserved)."""
+    return ArrayRecord({name: Array(np.ascontiguousarray(a)) for name, a in parameters.items()})
+
+
+def record_to_parameters(record: ArrayRecord) -> dict[str, np.ndarray]:
+    """The named numpy arrays of an :class:`ArrayRecord` (writable copies)."""
+    return {name: np.array(array.numpy(), copy=True) for name, array in record.items()}
+
+
+def instruction_to_content(
+    instruction: FitInstruction,
+    *,
+    server_round: int,
+    seed: int,
+    run: Mapping[str, Any],
+) -> RecordDict:
+    """The content of the fit message for one client.
+
+    Parameters
+    ----------
+    instruction : FitInstruction
+        What the strategy asks of this client.
+    server_round : int
+    seed : int
+        The client's training seed for this round.
+    run : mapping
+        JSON-serialisable run-wide settings (``training``, ``model``, ``prs_mean``,
+        ``prs_sd``).
+    """
+    return RecordDict(
+        {
+            "parameters": parameters_to_record(instruction.parameters),
+            "config": ConfigRecord(
+                {
+                    "fit-config": json.dumps(instruction.config),
+                    "seed": int(seed),
+                    "round": int(server_round),
+                    "run": json.dumps(dict(run)),
+                }
+            ),
+        }
+    )
+
+
+def content_to_instruction(content: RecordDict) -> tuple[FitInstruction, int, int, dict]:
+    """Inverse of :func:`instruction_to_content`: (instruction, round, seed, run)."""
+    config = content.config_records["config"]
+    instruction = FitInstruction(
+        parameters=record_to_parameters(content.array_records["parameters"]),
+        config=json.loads(str(config["fit-config"])),
+    )
+    return instruction, int(config["round"]), int(config["seed"]), json.loads(str(config["run"]))
+
+
+def fit_result_to_content(result: FitResult) -> RecordDict:
+    """The content of a client's reply."""
+    meta: dict[str, Any] = {"client-id": result.client_id}
+    if result.bloom_bits is not None:
+        meta["bloom-bits"] = np.ascontiguousarray(result.bloom_bits, dtype=np.uint8).tobytes()
+    metrics = {"num-examples": int(result.n_samples)}
+    metrics.update({k: float(v) for k, v in result.metrics.items()})
+    return RecordDict(
+        {
+            "parameters": parameters_to_record(result.parameters),
+            "metrics": MetricRecord(metrics),
+            "meta": ConfigRecord(meta),
+        }
+    )
+
+
+def reply_to_fit_result(
+    content: RecordDict,
+    *,
+    client_id: str,
+    expected: Mapping[str, np.ndarray],
+    bloom: Mapping[str, Any] | None,
+) -> FitResult:
+    """Decode and check a client's reply.
+
+    Parameters
+    ----------
+    content : RecordDict
+        The reply's content.
+    client_id : str
+        The client the reply should come from (the node it was sent to).
+    expected : mapping of str to array
+        The parameters sent: the reply must hold the same names, shapes and dtypes.
+    bloom : mapping or None
+        The round's ``bloom`` request (``capacity``, ``error_rate``; FedCE), or None: the
+        reply must then carry a filter of exactly the size this layout gives.
+
+    Returns
+    -------
+    FitResult
+
+    Raises
+    ------
+    MalformedReplyError
+        Naming the client: missing records, a client id that differs from the node's, missing
+        or extra tensors, a wrong shape or dtype, NaN/inf values, a non-positive sample count,
+        a non-finite loss, a missing Bloom filter or one of the wrong size.
+    """
+
+    def bad(what: str) -> MalformedReplyError:
+        return MalformedReplyError(f"client {client_id!r} sent a malformed reply: {what}")
+
+    for kind, records in (
+        ("parameters", content.array_records),
+        ("metrics", content.metric_records),
+        ("meta", content.config_records),
+    ):
+        if kind not in records:
+            raise bad(f"no {kind!r} record")
+    meta = content.config_records["meta"]
+    sender = str(meta.get("client-id", ""))
+    if sender != client_id:
+        raise bad(f"it names itself {sender!r}")
+    parameters = record_to_parameters(content.array_records["parameters"])
+    missing = sorted(set(expected) - set(parameters))
+    extra = sorted(set(parameters) - set(expected))
+    if missing or extra:
+        raise bad(f"tensors missing {missing}, unexpected {extra}")
+    for name, ref in expected.items():
+        got = parameters[name]
+        if got.shape != ref.shape:
+            raise bad(f"tensor {name!r} has shape {got.shape}, expected {ref.shape}")
+        if got.dtype != ref.dtype:
+            raise bad(f"tensor {name!r} has dtype {got.dtype}, expected {ref.dtype}")
+        if not np.all(np.isfinite(got)):
+            raise bad(f"tensor {name!r} holds {int((~np.isfinite(got)).sum())} NaN/inf values")
+    metrics = content.metric_records["metrics"]
+    n_samples = int(metrics.get("num-examples", 0))
+    if n_samples <= 0:
+        raise bad(f"num-examples is {n_samples}")
+    loss = float(metrics.get("loss", float("nan")))
+    if not np.isfinite(loss):
+        raise bad(f"loss is {loss}")
+    bits = None
+    if "bloom-bits" in meta:
+        bits = np.frombuffer(bytes(meta["bloom-bits"]), dtype=np.uint8).copy()
+    if bloom is not None:
+        from rvfedprs.bloom import BloomSpec, n_bytes
+
+        if bits is None:
+            raise bad("the round asked for a Bloom filter and none came back")
+        size = n_bytes(BloomSpec(int(bloom["capacity"]), float(bloom["error_rate"]), None))
+        if bits.size != size:
+            raise bad(f"its Bloom filter has {bits.size} bytes, expected {size}")
+    return FitResult(
+        client_id=client_id,
+        n_samples=n_samples,
+        parameters=parameters,
+        metrics={k: float(v) for k, v in metrics.items() if k != "num-examples"},
+        bloom_bits=bits,
+    )

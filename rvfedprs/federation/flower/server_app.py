@@ -1,0 +1,252 @@
+"""The Flower ServerApp: the strategy's side of the federation, on Flower's Grid.
+
+The run configuration names a job file (``job-file``, JSON written by
+:func:`~rvfedprs.federation.flower.launch.write_job`) holding the validated rvfedprs
+configuration, the strategy name, rounds, seed, output folder and fault settings. The main loop:
+
+1. wait for the expected SuperNodes, send each a ``query`` (setup) and learn its client id and
+   its share of the federated PRS moments and case count;
+2. every round: ``strategy.configure_fit`` → one ``train`` message per node, carrying that
+   client's own (for FedCE: its cluster's personalised) model → ``grid.send_and_receive`` →
+   decode and check each reply (:func:`~rvfedprs.federation.flower.records.reply_to_fit_result`)
+   → :func:`~rvfedprs.federation.rounds.finish_round` (aggregation and checkpoint, shared with
+   the in-process engine).
+
+Clients that fail, time out or send malformed replies are logged by name and left out of the
+round (recorded in the history under ``failed``); the run stops when fewer than ``min_replies``
+remain. The outcome goes to ``OUT/flower/status.json`` — ``flwr run`` itself always exits 0, so
+the launcher reads this file to know whether the run worked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.serverapp import Grid, ServerApp
+
+__all__ = ["app", "run_server", "write_status", "read_job"]
+
+log = logging.getLogger(__name__)
+
+app = ServerApp()
+
+STATUS_FILE = "status.json"
+
+
+def read_job(path: str | Path) -> dict[str, Any]:
+    """The job written by the launcher (see :func:`launch.write_job`)."""
+    from rvfedprs.exceptions import ConfigError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"run config job-file: {path} not found")
+    return json.loads(path.read_text())
+
+
+def write_status(out: str | Path, status: str, **fields: Any) -> Path:
+    """Write ``OUT/flower/status.json`` atomically: ``{"status": ..., **fields}``."""
+    folder = Path(out) / "flower"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / STATUS_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"status": status, "time": time.time(), **fields}, indent=2))
+    tmp.replace(path)
+    return path
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Entry point: read the job named by the run config and run it; always write a status."""
+    job_file = str(context.run_config.get("job-file", ""))
+    if not job_file:
+        raise RuntimeError("run config 'job-file' is empty; start runs with rvfedprs train")
+    job = read_job(job_file)
+    try:
+        summary = run_server(grid, job)
+    except BaseException as exc:
+        write_status(
+            job["out"],
+            "failed",
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+        )
+        raise
+    write_status(job["out"], "completed", **summary)
+
+
+def _wait_for_nodes(grid: Grid, expected: int, timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) >= expected or time.monotonic() > deadline:
+            return nodes
+        time.sleep(0.2)
+
+
+def _exchange(
+    grid: Grid, contents: Mapping[int, RecordDict], message_type: str, group: str, timeout
+) -> dict[int, Message]:
+    messages = [
+        Message(content, dst_node_id=node, message_type=message_type, group_id=group)
+        for node, content in contents.items()
+    ]
+    replies = grid.send_and_receive(messages, timeout=timeout)
+    return {reply.metadata.src_node_id: reply for reply in replies}
+
+
+def _error_reason(reply: Message) -> str:
+    reason = (reply.error.reason or "").strip().splitlines()
+    return f"error {reply.error.code}: {reason[-1] if reason else 'no reason given'}"
+
+
+def _setup(grid: Grid, nodes: Iterable[int], timeout) -> tuple[dict[str, int], dict, dict]:
+    """Ask every node who it is and for its PRS moments; returns (client→node, moments, fails)."""
+    contents = {node: RecordDict({"setup": ConfigRecord({"step": "setup"})}) for node in nodes}
+    replies = _exchange(grid, contents, MessageType.QUERY, "setup", timeout)
+    client_node: dict[str, int] = {}
+    moments: dict[str, tuple[int, float, float, float]] = {}
+    failures: dict[str, str] = {}
+    for node in contents:
+        reply = replies.get(node)
+        if reply is None:
+            failures[f"node {node}"] = f"no setup reply within {timeout} s"
+            continue
+        if reply.has_error():
+            failures[f"node {node}"] = _error_reason(reply)
+            continue
+        client = str(reply.content.config_records["meta"]["client-id"])
+        if client in client_node:
+            raise RuntimeError(
+                f"nodes {client_node[client]} and {node} both claim client {client!r}"
+            )
+        m = reply.content.metric_records["moments"]
+        client_node[client] = node
+        moments[client] = (int(m["n"]), float(m["sum"]), float(m["sumsq"]), float(m["n-cases"]))
+    return client_node, moments, failures
+
+
+def _training_settings(train: Mapping[str, Any], n_all: int, n_cases: float) -> dict[str, Any]:
+    """``LocalTrainingConfig`` fields from the ``train`` section (``pos_weight`` resolved)."""
+    pos_weight = train["pos_weight"]
+    if pos_weight == "auto":
+        pos_weight = (n_all - n_cases) / n_cases
+    return {
+        "epochs": train["local_epochs"],
+        "lr": train["lr"],
+        "momentum": train["momentum"],
+        "batch_size": train["batch_size"],
+        "pos_weight": pos_weight,
+        "weight_decay": train["weight_decay"],
+    }
+
+
+def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
+    """Run the federated job on ``grid``; returns a summary for the status file.
+
+    Raises
+    ------
+    RuntimeError
+        When too few nodes connect or reply (fewer than ``job["min_replies"]``).
+    """
+    from rvfedprs.federation.data import combine_moments
+    from rvfedprs.federation.flower.records import (
+        MalformedReplyError,
+        instruction_to_content,
+        reply_to_fit_result,
+    )
+    from rvfedprs.federation.rounds import RunSetup, begin_run, client_seed, finish_round
+    from rvfedprs.strategies import strategy_from_config
+
+    config = job["config"]
+    name = job["strategy"]
+    rounds = int(job["rounds"])
+    seed = int(job["seed"])
+    timeout = job.get("round_timeout")
+    min_replies = int(job.get("min_replies", 1))
+    write_status(job["out"], "running", round=0)
+
+    nodes = _wait_for_nodes(grid, int(job["expected_clients"]), float(job["node_wait"]))
+    client_node, moments, setup_failures = _setup(grid, nodes, timeout)
+    for who, why in setup_failures.items():
+        log.warning("setup: %s left out: %s", who, why)
+    if len(client_node) < min_replies:
+        raise RuntimeError(
+            f"only {len(client_node)} of {job['expected_clients']} clients answered the setup "
+            f"(min_replies={min_replies}); failures: {setup_failures or 'nodes missing'}"
+        )
+    client_ids = sorted(client_node)
+    mean, sd = combine_moments(moments[c][:3] for c in client_ids)
+    n_all = sum(moments[c][0] for c in client_ids)
+    n_cases = sum(moments[c][3] for c in client_ids)
+    run_settings = {
+        "training": _training_settings(config["train"], n_all, n_cases),
+        "model": dict(config["model"]),
+        "prs_mean": mean,
+        "prs_sd": sd,
+    }
+    strategy = strategy_from_config(name, config)
+    if strategy.pooled:
+        raise RuntimeError(f"strategy {name!r} pools the clients' data and cannot run on Flower")
+    setup = RunSetup(
+        client_ids,
+        n_rare=int(job["n_rare"]),
+        model_config=config["model"],
+        random_seed=seed,
+        out=job["out"],
+        checkpoint_extra={"config": config, "strategy_name": name},
+    )
+    start, history = begin_run(strategy, setup, resume=bool(job.get("resume", False)))
+    log.info("clients %s; rounds %d..%d", client_ids, start + 1, rounds)
+    for server_round in range(start + 1, rounds + 1):
+        instructions = strategy.configure_fit(server_round, client_ids)
+        contents = {
+            client_node[c]: instruction_to_content(
+                instructions[c],
+                server_round=server_round,
+                seed=client_seed(seed, server_round, c),
+                run=run_settings,
+            )
+            for c in client_ids
+        }
+        replies = _exchange(grid, contents, MessageType.TRAIN, str(server_round), timeout)
+        results, failures = [], {}
+        for c in client_ids:
+            reply = replies.get(client_node[c])
+            if reply is None:
+                failures[c] = f"no reply within {timeout} s"
+            elif reply.has_error():
+                failures[c] = _error_reason(reply)
+            else:
+                try:
+                    results.append(
+                        reply_to_fit_result(
+                            reply.content,
+                            client_id=c,
+                            expected=instructions[c].parameters,
+                            bloom=instructions[c].config.get("bloom"),
+                        )
+                    )
+                except MalformedReplyError as exc:
+                    failures[c] = str(exc)
+        for c, why in failures.items():
+            log.warning("round %d: client %r left out: %s", server_round, c, why)
+        if len(results) < min_replies:
+            raise RuntimeError(
+                f"round {server_round}: {len(results)} of {len(client_ids)} clients replied "
+                f"(min_replies={min_replies}); failures: {failures}"
+            )
+        entry, _ = finish_round(strategy, setup, server_round, results, history, failures=failures)
+        write_status(job["out"], "running", round=server_round, loss=entry["loss"])
+    return {
+        "round": rounds,
+        "client_ids": client_ids,
+        "setup_failures": setup_failures,
+        "failures": {e["round"]: e["failed"] for e in history if "failed" in e},
+    }

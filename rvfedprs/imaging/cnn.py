@@ -1,0 +1,75 @@
+"""The small CNN of ``002_*`` Tables 6–7.
+
+conv1 (C→16, 3×3, pad 1) → ReLU → conv2 (16→32, 3×3, pad 1) → ReLU → MaxPool 2×2 → Dropout
+0.25 → flatten → fc1 (→64) → ReLU → fc2 (→1 for binary, →n_classes otherwise).
+
+**Note on the tables.** They list flatten = 1568 (= 32·7·7) and fc1 = 100,416 parameters,
+which is what a 14×14 input gives after the single 2×2 pool; for MedMNIST's 28×28 images the
+layer list gives 32·14·14 = 6272.  The layer list is followed here (fc1 input is computed from
+the image size), so fc1 has 6272·64 + 64 parameters on 28×28 images.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["SmallCNN", "output_units"]
+
+
+def output_units(n_classes: int) -> int:
+    """1 logit for a binary task (BCE-with-logits), ``n_classes`` logits otherwise."""
+    return 1 if n_classes == 2 else n_classes
+
+
+class SmallCNN(nn.Module):
+    """``002_*`` CNN; parameter names ``conv1.*``, ``conv2.*``, ``fc1.*``, ``fc2.*``.
+
+    Parameters
+    ----------
+    in_channels : int
+        1 (grey) or 3 (RGB).
+    n_classes : int
+        ≥ 2.
+    image_size : int
+        H = W, even.
+    random_seed : int, optional
+        Seeds the weight initialisation.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        n_classes: int,
+        *,
+        image_size: int = 28,
+        random_seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        if n_classes < 2:
+            raise ValueError(f"n_classes must be >= 2, got {n_classes}")
+        generator_state = None
+        if random_seed is not None:
+            generator_state = torch.random.get_rng_state()
+            torch.manual_seed(int(random_seed))
+        self.conv1 = nn.Conv2d(in_channels, 16, kernel_size=3, stride=1, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, kernel_size=3, stride=1, padding=1)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.dropout = nn.Dropout(0.25)
+        self.fc1 = nn.Linear(32 * (image_size // 2) ** 2, 64)
+        self.fc2 = nn.Linear(64, output_units(n_classes))
+        if generator_state is not None:
+            torch.random.set_rng_state(generator_state)
+        self.n_classes = n_classes
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Penultimate activations (fc1 after ReLU), shape (n, 64)."""
+        h = torch.relu(self.conv1(x))
+        h = torch.relu(self.conv2(h))
+        h = self.dropout(self.pool(h))
+        return torch.relu(self.fc1(torch.flatten(h, 1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits, shape (n,) for binary tasks, (n, n_classes) otherwise."""
+        out = self.fc2(self.embed(x))
+        return out[:, 0] if out.shape[1] == 1 else out

@@ -1,0 +1,344 @@
+"""Genotype readers: oracles (bcftools, plink2, the same data in three formats) and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rvfedprs.exceptions import GenotypeFormatError, InputDataError
+from rvfedprs.genotypes import GenotypeChunk, normalise_chrom, open_genotypes
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+CINECA = DATA / "cineca_synthetic" / "cineca_synthetic_subset"
+needs_cineca = pytest.mark.skipif(
+    not CINECA.with_suffix(".bed").is_file(), reason="CINECA synthetic data absent"
+)
+needs_plink2 = pytest.mark.skipif(shutil.which("plink2") is None, reason="plink2 not installed")
+needs_bcftools = pytest.mark.skipif(shutil.which("bcftools") is None, reason="bcftools absent")
+
+HEADER = (
+    "##fileformat=VCFv4.2\n##contig=<ID=1>\n##contig=<ID=2>\n"
+    '##FORMAT=<ID=GT,Number=1,Type=String,Description="Genotype">\n'
+    '##FORMAT=<ID=DS,Number=1,Type=Float,Description="ALT dosage">\n'
+)
+
+
+def write_vcf(path: Path, rows: list[str], samples=("s1", "s2", "s3"), header=HEADER) -> Path:
+    cols = "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t" + "\t".join(samples)
+    text = header + cols + "\n" + "".join(r.replace(" ", "\t") + "\n" for r in rows)
+    if path.suffix == ".gz":
+        plain = path.with_suffix("")
+        plain.write_text(text)
+        subprocess.run(["bgzip", "-f", str(plain)], check=True)
+    else:
+        path.write_text(text)
+    return path
+
+
+def read_all(source, chunk_size=4096, samples=None):
+    chunks = list(source.iter_chunks(chunk_size=chunk_size, samples=samples))
+    variants = pd.concat([c.variants for c in chunks], ignore_index=True)
+    return variants, np.hstack([c.dosages for c in chunks]), chunks
+
+
+def _gt_count(gt: str) -> float:
+    alleles = gt.replace("|", "/").split("/")
+    if "." in alleles:
+        return np.nan
+    counts = [int(a) > 0 for a in alleles]
+    return 2.0 * counts[0] if len(counts) == 1 else float(sum(counts))
+
+
+def parse_bcftools(text: str) -> np.ndarray:
+    """GT strings from bcftools query → ALT counts (NaN for any missing allele), samples × sites."""
+    cells = np.array([ln.rstrip("\t").split("\t") for ln in text.strip().split("\n")])
+    values, inverse = np.unique(cells, return_inverse=True)
+    counts = np.array([_gt_count(v) for v in values], dtype=np.float32)
+    return counts[inverse].reshape(cells.shape).T
+
+
+@needs_cineca
+def test_bed_pgen_vcf_of_the_same_data_give_identical_dosages():
+    results = [
+        read_all(open_genotypes(p), chunk_size=300)
+        for p in (CINECA, CINECA.with_suffix(".pgen"), CINECA.with_suffix(".vcf.gz"))
+    ]
+    (v_bed, x_bed, _), (v_pgen, x_pgen, _), (v_vcf, x_vcf, _) = results
+    assert x_bed.shape == (2504, 829) and x_bed.dtype == np.float32
+    assert np.isnan(x_bed).sum() > 0  # the data has missing calls: NaN must agree too
+    assert np.array_equal(x_bed, x_pgen, equal_nan=True)
+    assert np.array_equal(x_bed, x_vcf, equal_nan=True)
+    pd.testing.assert_frame_equal(v_bed, v_pgen)
+    pd.testing.assert_frame_equal(v_bed, v_vcf)
+    assert v_bed.loc[0, ["ref", "alt"]].tolist() == ["G", "A"]  # .bim col 6 REF, col 5 ALT
+    fam = pd.read_csv(CINECA.with_suffix(".fam"), sep=" ", header=None)
+    vcf_ids = open_genotypes(CINECA.with_suffix(".vcf.gz")).samples
+    assert list(vcf_ids) == [f"{a}_{b}" for a, b in zip(fam[0], fam[1], strict=True)]
+
+
+@needs_cineca
+@needs_bcftools
+def test_vcf_reader_matches_bcftools_query():
+    vcf = CINECA.with_suffix(".vcf.gz")
+    out = subprocess.run(
+        ["bcftools", "query", "-f", r"[%GT\t]\n", str(vcf)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    _, x, _ = read_all(open_genotypes(vcf), chunk_size=97)
+    assert np.array_equal(x, parse_bcftools(out), equal_nan=True)
+
+
+@needs_cineca
+@needs_plink2
+def test_bed_reader_matches_plink2_export_a(tmp_path):
+    bim = pd.read_csv(CINECA.with_suffix(".bim"), sep="\t", header=None)
+    bim[[1, 4]].to_csv(tmp_path / "alt.txt", sep="\t", header=False, index=False)
+    subprocess.run(
+        [
+            "plink2",
+            "--bfile",
+            str(CINECA),
+            "--export",
+            "A",
+            "--export-allele",
+            str(tmp_path / "alt.txt"),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    raw = pd.read_csv(tmp_path / "x.raw", sep="\t")
+    expected = raw.iloc[:, 6:].to_numpy(dtype=np.float32)  # counts of the named (ALT) allele
+    variants, x, _ = read_all(open_genotypes(CINECA.with_suffix(".bed")), chunk_size=128)
+    named = [c.rsplit("_", 1)[1] for c in raw.columns[6:]]
+    assert named == variants["alt"].tolist()
+    assert np.array_equal(x, expected, equal_nan=True)
+
+
+def test_gaston_bed_counts_alt_column_against_vcf():
+    prefix = DATA / "1kg_LCT_gaston" / "LCT"
+    if not prefix.with_suffix(".bed").is_file():
+        pytest.skip("1kg_LCT_gaston data absent")
+    vb, xb, _ = read_all(open_genotypes(prefix))
+    vv, xv, _ = read_all(open_genotypes(prefix.with_suffix(".vcf.gz")))
+    swapped = (vb["ref"] == vv["alt"]) & (vb["alt"] == vv["ref"])
+    assert swapped.sum() > 0 and ((vb["ref"] == vv["ref"]) | swapped).all()
+    assert np.array_equal(xb, np.where(swapped.to_numpy(), 2 - xv, xv), equal_nan=True)
+
+
+def test_chunking_and_sample_subset_preserve_values(tmp_path):
+    rows = [
+        f"1 {10 * i} rs{i} A G . . . GT {g}"
+        for i, g in enumerate(["0/1 1/1 ./.", "0|0 1|0 0/1", "1/1 0/0 0/0", "0/. 1 0"], start=1)
+    ]
+    vcf = write_vcf(tmp_path / "a.vcf.gz", rows)
+    source = open_genotypes(vcf)
+    _, full, _ = read_all(source, chunk_size=10)
+    expected = np.array([[1, 2, np.nan], [0, 1, 1], [2, 0, 0], [np.nan, 2, 0]], np.float32).T
+    assert np.array_equal(full, expected, equal_nan=True)
+    _, small, chunks = read_all(source, chunk_size=3)
+    assert [c.dosages.shape[1] for c in chunks] == [3, 1]
+    assert np.array_equal(small, expected, equal_nan=True)
+    _, sub, chunks = read_all(source, samples=["s3", "s1"])
+    assert np.array_equal(sub, expected[[2, 0]], equal_nan=True)
+    assert list(chunks[0].samples) == ["s3", "s1"]
+    with pytest.raises(InputDataError, match="absent from .*: nobody"):
+        read_all(source, samples=["s1", "nobody"])
+
+
+@needs_bcftools
+def test_ds_field_matches_bcftools_and_field_choice(tmp_path):
+    rows = [
+        "1 10 rs1 A G . . . GT:DS 0/1:0.9 1/1:1.75 ./.:.",
+        "1 20 rs2 C T . . . GT:DS 0/0:0.1 0/1:1.2 1/1:2",
+    ]
+    vcf = write_vcf(tmp_path / "ds.vcf.gz", rows)
+    out = subprocess.run(
+        ["bcftools", "query", "-f", r"[%DS\t]\n", str(vcf)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    expected = np.array(
+        [
+            [np.nan if v == "." else float(v) for v in ln.rstrip("\t").split("\t")]
+            for ln in out.strip().split("\n")
+        ],
+        dtype=np.float32,
+    ).T
+    _, auto, _ = read_all(open_genotypes(vcf))
+    assert np.array_equal(auto, expected, equal_nan=True)
+    _, gt, _ = read_all(open_genotypes(vcf, field="GT"))
+    assert np.array_equal(gt, np.array([[1, 2, np.nan], [0, 1, 2]], np.float32).T, equal_nan=True)
+
+
+def test_per_chromosome_files_read_as_one_source(tmp_path):
+    a = write_vcf(tmp_path / "chr1.vcf", ["chr1 5 a A G . . . GT 0/1 0/0 1/1"])
+    b = write_vcf(tmp_path / "chr2.vcf", ["chr2 7 b C T . . . GT 1/1 0/1 0/0"])
+    variants, x, _ = read_all(open_genotypes([a, b]))
+    assert variants["chrom"].tolist() == ["1", "2"]
+    assert np.array_equal(x, np.array([[1, 0, 2], [2, 1, 0]], np.float32).T)
+    c = write_vcf(
+        tmp_path / "chr3.vcf", ["2 9 c C T . . . GT 1/1 0/1 0/0"], samples=("s1", "s3", "s2")
+    )
+    with pytest.raises(GenotypeFormatError, match="same IDs in a different order"):
+        open_genotypes([a, c])
+
+
+def test_normalise_chrom():
+    assert [normalise_chrom(c) for c in ("chr1", "01", "23", "chrX", "chrM", "MT", "x")] == [
+        "1",
+        "1",
+        "X",
+        "X",
+        "MT",
+        "MT",
+        "X",
+    ]
+    with pytest.raises(GenotypeFormatError, match="unknown chromosome name 'chrUn_gl000220'"):
+        normalise_chrom("chrUn_gl000220")
+
+
+def test_chunk_shape_is_checked():
+    with pytest.raises(ValueError, match="do not match"):
+        GenotypeChunk(
+            pd.DataFrame({"chrom": ["1"]}), np.zeros((2, 2), np.float32), np.array(["a", "b"])
+        )
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_truncated_bgzip_is_rejected(tmp_path):
+    rows = [f"1 {i} . A G . . . GT 0/1 0/0 1/1" for i in range(1, 3000)]
+    good = write_vcf(tmp_path / "g.vcf.gz", rows)
+    data = good.read_bytes()
+    bad = tmp_path / "bad.vcf.gz"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(GenotypeFormatError, match=r"bad\.vcf\.gz: truncated or corrupt bgzip"):
+        open_genotypes(bad)
+    plain = tmp_path / "plain.vcf.gz"  # ordinary gzip, cut short
+    plain.write_bytes(gzip.compress(gzip.decompress(data))[:-40])
+    with pytest.raises(GenotypeFormatError, match=r"plain\.vcf\.gz: truncated or corrupt gzip"):
+        open_genotypes(plain)
+
+
+def test_vcf_without_gt_or_ds(tmp_path):
+    header = (
+        "##fileformat=VCFv4.2\n##contig=<ID=1>\n"
+        '##FORMAT=<ID=AD,Number=R,Type=Integer,Description="depth">\n'
+    )
+    vcf = write_vcf(tmp_path / "nogt.vcf", ["1 5 . A G . . . AD 1,2 3,0 0,4"], header=header)
+    with pytest.raises(GenotypeFormatError, match=r"nogt\.vcf: no FORMAT/GT .*declared: \['AD'\]"):
+        open_genotypes(vcf)
+    with pytest.raises(GenotypeFormatError, match="genotype field 'PL' unknown"):
+        open_genotypes(write_vcf(tmp_path / "x.vcf", []), field="PL")
+
+
+def test_duplicate_sample_ids(tmp_path):
+    vcf = write_vcf(
+        tmp_path / "dup.vcf", ["1 5 . A G . . . GT 0/1 0/0 1/1"], samples=("s1", "s2", "s1")
+    )
+    with pytest.raises(GenotypeFormatError, match=r"1 duplicate sample IDs in .*dup\.vcf: s1"):
+        open_genotypes(vcf)
+
+
+def test_unknown_chromosome_names_the_file(tmp_path):
+    vcf = write_vcf(
+        tmp_path / "chr.vcf",
+        ["chrUn_x 5 . A G . . . GT 0/1 0/0 1/1"],
+        header=HEADER.replace("<ID=2>", "<ID=chrUn_x>"),
+    )
+    with pytest.raises(GenotypeFormatError, match=r"'chrUn_x' in .*chr\.vcf"):
+        read_all(open_genotypes(vcf))
+
+
+def test_multiallelic_error_or_logged_exclusion(tmp_path, caplog):
+    rows = [
+        "1 5 rsA A G . . . GT 0/1 0/0 1/1",
+        "1 9 rsM C T,G . . . GT 0/2 1/1 0/0",
+        "1 12 rsB G A . . . GT 0/0 0/0 0/1",
+    ]
+    vcf = write_vcf(tmp_path / "m.vcf", rows)
+    with pytest.raises(
+        GenotypeFormatError, match=r"multi-allelic record 1:9 rsM C>T,G \(record 2\)"
+    ):
+        read_all(open_genotypes(vcf))
+    source = open_genotypes(vcf, multiallelic="exclude")
+    variants, x, _ = read_all(source)
+    assert variants["id"].tolist() == ["rsA", "rsB"]
+    assert source.excluded == [("1", 9, "rsM", "C", "T,G", "multiallelic")]
+    assert "excluded multi-allelic record 1:9" in caplog.text
+
+
+@needs_plink2
+def test_mismatched_bed_bim_fam(tmp_path):
+    vcf = write_vcf(
+        tmp_path / "x.vcf",
+        [f"1 {i} v{i} A G . . . GT 0/1 0/0 1/1 0/1 0/0" for i in (1, 2)],
+        samples=("s1", "s2", "s3", "s4", "s5"),
+    )
+    subprocess.run(
+        ["plink2", "--vcf", str(vcf), "--make-bed", "--out", str(tmp_path / "x")],
+        check=True,
+        capture_output=True,
+    )
+    _, x, _ = read_all(open_genotypes(tmp_path / "x"))
+    assert np.array_equal(x[:, 0], [1, 0, 2, 1, 0])
+    with (tmp_path / "x.fam").open("a") as fam:
+        fam.write("s6 s6 0 0 0 -9\n")  # a sample and a variant more than the .bed holds
+    with (tmp_path / "x.bim").open("a") as bim:
+        bim.write("1\tv3\t0\t3\tG\tA\n")
+    with pytest.raises(GenotypeFormatError, match=r"x\.bed: 7 bytes, but 3 variants .* need 9"):
+        open_genotypes(tmp_path / "x.bed")
+    lines = (tmp_path / "x.fam").read_text().splitlines()
+    (tmp_path / "x.fam").write_text("\n".join(lines[:-2] + ["s1 s1 0 0 0 -9"]) + "\n")
+    with pytest.raises(GenotypeFormatError, match=r"duplicate sample IDs in .*x\.fam: s1"):
+        open_genotypes(tmp_path / "x")
+    (tmp_path / "x.fam").write_text("\n".join(lines[:-2] + ["s5 s5 0 0 0 -9"]) + "\n")
+    bim_lines = (tmp_path / "x.bim").read_text().splitlines()
+    (tmp_path / "x.bim").write_text("\n".join(bim_lines[:2]) + "\n")
+    assert open_genotypes(tmp_path / "x").samples.tolist() == ["s1", "s2", "s3", "s4", "s5"]
+    (tmp_path / "x.bed").write_bytes(b"\x00\x00\x00" + b"\x00" * 4)
+    with pytest.raises(GenotypeFormatError, match="not a SNP-major PLINK1 .bed"):
+        open_genotypes(tmp_path / "x")
+
+
+def test_unknown_format_and_missing_files(tmp_path):
+    (tmp_path / "geno.txt").write_text("x")
+    with pytest.raises(
+        GenotypeFormatError, match=r"cannot tell the genotype format of .*geno\.txt"
+    ):
+        open_genotypes(tmp_path / "geno.txt")
+    with pytest.raises(GenotypeFormatError, match=r"missing\.vcf\.gz does not exist"):
+        open_genotypes(tmp_path / "missing.vcf.gz")
+
+
+def test_pgen_with_multiallelic_variants_against_vcf():
+    folder = DATA / "1kg_chr21_start_plinkng"
+    if not (folder / "chr21_phase3_start.pgen").is_file():
+        pytest.skip("1kg chr21 data absent")
+    with pytest.raises(GenotypeFormatError, match=r"multi-allelic variant 21:9415721 rs569225703"):
+        open_genotypes(folder / "chr21_phase3_start.pgen")
+    pgen = open_genotypes(folder / "chr21_phase3_start.pgen", multiallelic="exclude")
+    assert len(pgen.excluded) == 3
+    vp, xp, _ = read_all(pgen, chunk_size=100)
+    vv, xv, _ = read_all(open_genotypes(folder / "1kg_phase3_chr21_start.vcf.gz"))
+    index = pd.Series(
+        np.arange(len(vv)),
+        index=vv["chrom"] + ":" + vv["pos"].astype(str) + ":" + vv["ref"] + ":" + vv["alt"],
+    )
+    columns = index[
+        (vp["chrom"] + ":" + vp["pos"].astype(str) + ":" + vp["ref"] + ":" + vp["alt"]).to_numpy()
+    ].to_numpy()
+    assert len(columns) == 482
+    assert np.array_equal(xp, xv[:, columns], equal_nan=True)

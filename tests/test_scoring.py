@@ -1,0 +1,257 @@
+"""PRS scoring: equality with plink2 --score on real data, matching rules, match log, errors."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rvfedprs.cli import main
+from rvfedprs.exceptions import InputDataError
+from rvfedprs.genotypes import open_genotypes
+from rvfedprs.genotypes.scoring import read_scorefile, score, write_plink2_scorefile
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+CINECA = DATA / "cineca_synthetic" / "cineca_synthetic_subset"
+PGS = DATA / "pgs_catalog_scorefiles"
+needs_real = pytest.mark.skipif(
+    not CINECA.with_suffix(".bed").is_file() or not (PGS / "PGS001229_22.txt").is_file(),
+    reason="CINECA synthetic data or PGS Catalog files absent",
+)
+needs_plink2 = pytest.mark.skipif(shutil.which("plink2") is None, reason="plink2 not installed")
+
+HEADER = (
+    "##fileformat=VCFv4.2\n##contig=<ID=1>\n"
+    '##FORMAT=<ID=GT,Number=1,Type=String,Description="GT">\n'
+)
+
+
+def write_vcf(path: Path, rows: list[str], samples=("s1", "s2", "s3", "s4")) -> Path:
+    cols = "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t" + "\t".join(samples)
+    path.write_text(HEADER + cols + "\n" + "".join(r.replace(" ", "\t") + "\n" for r in rows))
+    return path
+
+
+def write_scorefile(path: Path, rows: list[str], columns: str, header="#genome_build=GRCh37\n"):
+    text = (
+        header
+        + columns.replace(" ", "\t")
+        + "\n"
+        + "".join(r.replace(" ", "\t") + "\n" for r in rows)
+    )
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+def plink2_sums(flag: str, path: Path, log: pd.DataFrame, tmp_path: Path) -> np.ndarray:
+    scorefile = write_plink2_scorefile(log, tmp_path / "plink2_score.txt")
+    out = tmp_path / f"p2_{flag.strip('-')}"
+    subprocess.run(
+        [
+            "plink2",
+            flag,
+            str(path),
+            "--score",
+            str(scorefile),
+            "1",
+            "2",
+            "3",
+            "header",
+            "cols=+scoresums",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return pd.read_csv(f"{out}.sscore", sep="\t")["SCORE1_SUM"].to_numpy()
+
+
+def printed(values: np.ndarray) -> np.ndarray:
+    return np.array([float(f"{v:.6g}") for v in values])  # plink2 prints 6 significant digits
+
+
+@needs_real
+@needs_plink2
+@pytest.mark.parametrize(
+    ("genotypes", "flag", "plink_path"),
+    [
+        (CINECA, "--bfile", CINECA),
+        (CINECA.with_suffix(".pgen"), "--pfile", CINECA),
+        (CINECA.with_suffix(".vcf.gz"), "--vcf", CINECA.with_suffix(".vcf.gz")),
+    ],
+    ids=["bed", "pgen", "vcf"],
+)
+def test_sum_equals_plink2_score_to_print_precision(genotypes, flag, plink_path, tmp_path):
+    scores, log = score(open_genotypes(genotypes), PGS / "PGS001229_22.txt", chunk_size=200)
+    counts = log["status"].value_counts().to_dict()
+    assert counts == {"matched": 782, "ambiguous_dropped": 47, "not_found": 6}
+    assert (scores["n_matched"] == 782).all() and len(scores) == 2504
+    expected = plink2_sums(flag, plink_path, log, tmp_path)
+    assert np.array_equal(printed(scores["SUM"].to_numpy()), expected)
+    assert np.allclose(scores["SUM"], expected, rtol=1e-5, atol=1e-6)
+
+
+@needs_real
+def test_naive_numpy_reference_with_missing_dosages():
+    source = open_genotypes(CINECA)
+    scores, log = score(source, PGS / "PGS001229_22.txt", chunk_size=64)
+    chunk = next(source.iter_chunks(chunk_size=10_000))
+    index = pd.Series(np.arange(chunk.dosages.shape[1]), index=chunk.keys)
+    used = log[log["status"] == "matched"]
+    x = chunk.dosages[:, index[used["variant_key"]].to_numpy()].astype(np.float64)
+    assert np.isnan(x).any()
+    x = np.where(np.isnan(x), np.nanmean(x, axis=0), x)  # mean imputation of the ALT dosage
+    alt = used["variant_key"].str.split(":").str[3].to_numpy()
+    effect = np.where(used["counted_allele"].to_numpy() == alt, x, 2 - x)
+    assert np.allclose(scores["SUM"], effect @ used["effect_weight"].to_numpy(), rtol=1e-12)
+
+
+def test_matching_rules_and_match_log(tmp_path):
+    vcf = write_vcf(
+        tmp_path / "g.vcf",
+        [
+            "1 100 rs1 A G . . . GT 0/1 1/1 0/0 ./.",  # matched, effect = REF
+            "1 200 rs2 C T . . . GT 0/1 0/0 0/0 1/1",  # flipped strand (G/A in the file: G→C, REF)
+            "1 300 rs3 A T . . . GT 0/1 0/1 0/1 0/1",  # ambiguous
+            "1 400 rs4 C A . . . GT 0/1 0/1 0/1 0/1",  # allele mismatch (file says C/T)
+            "1 500 rs5 G A . . . GT 0/0 0/1 1/1 0/0",  # matched by rsID only
+        ],
+    )
+    sf = write_scorefile(
+        tmp_path / "s.txt",
+        [
+            "rs1 1 100 A G 0.5",
+            "rs2 1 200 G A 2.0",
+            "rs3 1 300 A T 1.0",
+            "rs4 1 400 C T 1.0",
+            "rs9 1 900 A C 1.0",
+            "rs1 1 100 A G 0.5",
+            "rs5 NA NA A G -1.0",
+        ],
+        "rsID chr_name chr_position effect_allele other_allele effect_weight",
+    )
+    scores, log = score(open_genotypes(vcf), sf, min_overlap=0.3)
+    assert log["status"].tolist() == [
+        "matched",
+        "flipped",
+        "ambiguous_dropped",
+        "allele_mismatch",
+        "not_found",
+        "duplicate",
+        "matched",
+    ]
+    assert log["counted_allele"].tolist() == ["A", "C", "", "", "", "", "A"]
+    ref_dosage = np.array([1, 0, 2, 2 - (2 * 3 / 6)])  # missing → 2·p(A), p over the 3 called
+    alt_t = np.array([1, 0, 0, 2])
+    alt_c = np.array([0, 1, 2, 0])
+    expected = 0.5 * ref_dosage + 2.0 * (2 - alt_t) - 1.0 * alt_c  # G→C is REF
+    assert np.allclose(scores["SUM"], expected)
+    assert (scores["n_matched"] == 3).all()
+
+    freqs = pd.DataFrame(
+        {"variant_key": ["1:100:A:G", "1:200:C:T", "1:500:G:A"], "alt_freq": [0.1, 0.5, 0.5]}
+    )
+    imputed, _ = score(open_genotypes(vcf), sf, min_overlap=0.3, frequencies=freqs)
+    assert imputed["SUM"].iloc[3] == pytest.approx(expected[3] - 0.5 * ref_dosage[3] + 0.5 * 1.8)
+    with pytest.raises(InputDataError, match=r"1:200:C:T is absent from the frequency table"):
+        score(open_genotypes(vcf), sf, min_overlap=0.3, frequencies=freqs.iloc[[0]])
+    with pytest.raises(InputDataError, match=r"only 3 of 7 rows .*below min_overlap=0.75"):
+        score(open_genotypes(vcf), sf)
+
+
+def test_scorefile_formats(tmp_path):
+    hm = write_scorefile(
+        tmp_path / "hm.txt.gz",
+        ["rs1 7 T C 0.1 rs1 1 100"],
+        "rsID chr_name effect_allele other_allele effect_weight hm_rsID hm_chr hm_pos",
+        header="#genome_build=NR\n#HmPOS_build=GRCh38\n",
+    )
+    parsed = read_scorefile(hm)
+    assert parsed.genome_build == "GRCh38" and parsed.header["genome_build"] == "NR"
+    assert parsed.table.loc[0, ["chrom", "pos"]].tolist() == ["1", 100]
+    with pytest.raises(InputDataError, match=r"declares genome_build=GRCh38, but .* GRCh37"):
+        score(
+            open_genotypes(
+                write_vcf(tmp_path / "g.vcf", ["1 100 rs1 T C . . . GT 0/1 0/0 0/0 1/1"])
+            ),
+            hm,
+            genome_build="GRCh37",
+        )
+    bad = write_scorefile(
+        tmp_path / "w.txt",
+        ["1 5 A G 0.1x"],
+        "chr_name chr_position effect_allele other_allele effect_weight",
+    )
+    with pytest.raises(InputDataError, match=r"effect_weight '0.1x' on row 1 is not a number"):
+        read_scorefile(bad)
+    nocol = write_scorefile(
+        tmp_path / "n.txt", ["1 5 A 0.1"], "chr_name chr_position allele weight"
+    )
+    with pytest.raises(InputDataError, match=r"no 'effect_allele' column"):
+        read_scorefile(nocol)
+
+
+@needs_real
+def test_real_catalog_files():
+    assert read_scorefile(PGS / "PGS001229_22.txt").genome_build == "GRCh37"
+    rsid_only = read_scorefile(PGS / "PGS000001.txt.gz")
+    assert (
+        rsid_only.table["pos"].isna().all() and rsid_only.table["rsid"].str.startswith("rs").all()
+    )
+    assert read_scorefile(PGS / "PGS000001_hmPOS_GRCh38.txt.gz").genome_build == "GRCh38"
+    with pytest.raises(InputDataError, match=r"rows with is_dominant=True .*only additive"):
+        read_scorefile(PGS / "scorefile_dominant_and_recessive.txt")
+
+
+@needs_real
+def test_cli_prepare_score(tmp_path, capsys):
+    out = tmp_path / "prs.tsv"
+    rc = main(
+        [
+            "prepare",
+            "score",
+            "--genotypes",
+            str(CINECA.with_suffix(".pgen")),
+            "--scorefile",
+            str(PGS / "PGS001229_22.txt"),
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    table = pd.read_csv(out, sep="\t")
+    assert table.columns.tolist() == ["sample_id", "SUM", "n_matched"] and len(table) == 2504
+    log = pd.read_csv(tmp_path / "prs.match.tsv", sep="\t")
+    assert len(log) == 835 and (log["status"] == "matched").sum() == 782
+    rc = main(
+        [
+            "prepare",
+            "score",
+            "--genotypes",
+            str(CINECA),
+            "--scorefile",
+            str(PGS / "PGS001229_22.txt"),
+            "--out",
+            str(out),
+            "--min-overlap",
+            "0.99",
+        ]
+    )
+    assert rc == 2
+    assert "below min_overlap=0.99" in capsys.readouterr().err
+
+
+@needs_real
+def test_no_samples_gives_the_match_log_only():
+    scores, log = score(open_genotypes(CINECA), PGS / "PGS001229_22.txt", samples=[])
+    assert scores.shape == (0, 3)
+    assert (log["status"] == "matched").sum() == 782

@@ -1,0 +1,167 @@
+"""simulate_phenotype with user architectures, Fst of the default demography, and the CLI."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from rvfedprs.cli import main
+from rvfedprs.exceptions import InputDataError
+from rvfedprs.simulate import CausalArchitecture, simulate_cohort, simulate_phenotype
+from rvfedprs.simulate.demography import hudson_fst
+
+
+def _genotypes(n=2000, m=50, seed=0):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.05, 0.5, size=m)
+    return rng.binomial(2, p, size=(n, m)).astype(np.int8)
+
+
+def test_user_architecture_gives_the_naive_genetic_value():
+    g = _genotypes()
+    arch = CausalArchitecture(indices=[3, 7, 11], effects=[0.5, -1.0, 0.25])
+    result = simulate_phenotype(g, arch, prevalence=0.1, random_seed=4)
+    naive = np.array([0.5 * row[3] - 1.0 * row[7] + 0.25 * row[11] for row in g])
+    np.testing.assert_allclose(result.genetic_value, naive)
+    noise = result.liability - naive
+    assert abs(noise.std() - 1.0) < 0.05  # heritability=None: standard normal noise
+    assert result.phenotype.sum() == 200
+    assert (
+        result.liability[result.phenotype == 1].min()
+        >= result.liability[result.phenotype == 0].max()
+    )
+    again = simulate_phenotype(g, {"indices": [3, 7, 11], "effects": [0.5, -1.0, 0.25]},
+                               prevalence=0.1, random_seed=4)  # fmt: skip
+    np.testing.assert_array_equal(again.liability, result.liability)
+
+
+def test_heritability_scaling_groups_and_callable_architecture():
+    g = _genotypes(n=4000)
+    groups = np.repeat(["a", "b", "c", "d"], 1000)
+    result = simulate_phenotype(
+        g, lambda x: (x[:, 0] * x[:, 1]).astype(float), prevalence=1 / 11,
+        heritability=0.3, groups=groups, random_seed=1,
+    )  # fmt: skip
+    assert abs(result.genetic_value.var() - 0.3) < 1e-9
+    assert abs(result.genetic_value.mean()) < 1e-9
+    for label in "abcd":
+        assert result.phenotype[groups == label].sum() == 91
+    assert set(result.thresholds) == set("abcd")
+
+
+def test_bad_architectures_are_input_errors():
+    g = _genotypes(n=10, m=5)
+    with pytest.raises(InputDataError, match="architecture index 9 out of range for 5 variants"):
+        simulate_phenotype(g, CausalArchitecture([9], [1.0]), prevalence=0.1, random_seed=0)
+    with pytest.raises(InputDataError, match="2 indices but 1 effects"):
+        CausalArchitecture([1, 2], [1.0])
+    with pytest.raises(InputDataError, match=r"lacks keys \['effects'\]"):
+        simulate_phenotype(g, {"indices": [1]}, prevalence=0.1, random_seed=0)
+    with pytest.raises(InputDataError, match=r"shape \(3,\), expected \(10,\)"):
+        simulate_phenotype(g, lambda x: np.zeros(3), prevalence=0.1, random_seed=0)
+
+
+def test_hudson_fst_from_counts_matches_tskit():
+    msprime = pytest.importorskip("msprime")
+    ts = msprime.sim_ancestry(
+        {"A": 30, "B": 30}, demography=_two_pops(msprime), sequence_length=2e5,
+        recombination_rate=1e-8, random_seed=5,
+    )  # fmt: skip
+    ts = msprime.sim_mutations(ts, rate=1e-7, random_seed=6, model="binary")
+    g = ts.genotype_matrix()
+    sets = [ts.samples(population=0), ts.samples(population=1)]
+    counts = np.stack([g[:, s].sum(1) for s in sets])
+    ours = hudson_fst(counts, np.array([60, 60]), [(0, 1)])
+    np.testing.assert_allclose(ours, ts.Fst(sets, indexes=[(0, 1)]), rtol=1e-9)
+
+
+def _two_pops(msprime):
+    d = msprime.Demography()
+    for name in ("A", "B", "C"):
+        d.add_population(name=name, initial_size=1000)
+    d.add_population_split(time=200, derived=["A", "B"], ancestral="C")
+    return d
+
+
+def test_default_demography_gives_european_like_fst(tmp_path):
+    pytest.importorskip("msprime")
+    result = simulate_cohort(
+        10, samples_per_client=60, n_clusters=3, out=tmp_path, random_seed=11,
+        discovery_samples=100, region_length=5_000_000,
+        output=dict(progress=False, write_vcf=False), gwas=dict(min_variants=5),
+    )  # fmt: skip
+    fst = result.summary["fst"]["tskit"]
+    assert 0.001 <= fst["within_cluster"]["mean"] <= 0.003
+    assert 0.005 <= fst["between_cluster"]["mean"] <= 0.01
+    assert fst["within_cluster"]["n_pairs"] == 4 * 3 // 2 + 2 * 3
+    counts = result.summary["fst"]["hudson_counts"]
+    for key in ("within_cluster", "between_cluster"):
+        assert counts[key]["mean"] == pytest.approx(fst[key]["mean"], rel=0.05)
+
+
+def _write_config(path, section):
+    path.write_text(yaml.safe_dump({"simulate": section}))
+    return path
+
+
+SMALL_CLI = dict(
+    n_clients=3, n_clusters=3, samples_per_client=50, discovery_samples=150,
+    region_length=300_000, phenotype=dict(n_causal_rare_per_cluster=0, n_causal_common=10),
+    gwas=dict(min_variants=3), output=dict(progress=False, write_vcf=False),
+)  # fmt: skip
+
+
+def test_cli_runs_a_config_file_with_seed_override(tmp_path, capsys):
+    config = _write_config(tmp_path / "c.yaml", {**SMALL_CLI, "seed": 1})
+    status = main(
+        ["simulate", "--config", str(config), "--out", str(tmp_path / "o"), "--seed", "5"]
+    )
+    assert status == 0
+    prov = json.loads((tmp_path / "o" / "provenance.json").read_text())
+    assert prov["seed"] == 5 and prov["parameters"]["seed"] == 5
+    assert prov["parameters"]["samples_per_client"] == 50
+    assert len(pd.read_csv(tmp_path / "o" / "samples.tsv", sep="\t")) == 150
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_config_merges_over_preset(tmp_path):
+    config = _write_config(tmp_path / "c.yaml", SMALL_CLI)
+    status = main(["simulate", "--preset", "demo", "--config", str(config),
+                   "--out", str(tmp_path / "o")])  # fmt: skip
+    assert status == 0
+    prov = json.loads((tmp_path / "o" / "provenance.json").read_text())
+    assert isinstance(prov["seed"], int)  # drawn and recorded
+    assert prov["parameters"]["phenotype"]["h2_rare"] == 0.08  # from the preset
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"model": "wright_fisher"}, r"'simulate.model': 'wright_fisher' is not allowed; choose"),
+        ({"n_clients": 0}, r"'simulate.n_clients'"),
+        (
+            {"samples_per_client": "many"},
+            r"'simulate.samples_per_client': 'many' has the wrong type",
+        ),
+        ({"phenotype": {"prevalence": 1.5}}, r"'simulate.phenotype.prevalence'"),
+        ({"chromosomes": [23]}, r"'simulate.chromosomes.0'"),
+        ({"n_clusters": 4, "n_clients": 3}, r"n_clusters': 4 exceeds n_clients 3"),
+        ({"bogus": 1}, r"unknown key\(s\) \['bogus'\] in 'simulate'"),
+    ],
+)
+def test_cli_bad_values_exit_2_naming_key_and_value(tmp_path, capsys, section, message):
+    config = _write_config(tmp_path / "c.yaml", section)
+    assert main(["simulate", "--config", str(config), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rvfedprs simulate: error:")
+    assert pytest.importorskip("re").search(message, err), err
+
+
+def test_cli_needs_config_or_preset(tmp_path, capsys):
+    assert main(["simulate", "--out", str(tmp_path)]) == 2
+    assert "give --config FILE and/or --preset" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--preset", "huge", "--out", str(tmp_path)])
+    assert exc.value.code == 2
