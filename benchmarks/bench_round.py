@@ -90,7 +90,6 @@ def main() -> None:
             else get_strategy(name)
         )
         strategy.initialize(w0, ids)
-        t = time.perf_counter()
         instructions = strategy.configure_fit(1, ids)
         results = []
         client_time = extras = 0.0
@@ -127,6 +126,7 @@ def main() -> None:
                 results.append(result)
         s = time.perf_counter()
         if name == "fedce":
+            strategy.filters.update({r.client_id: r.bloom_bits for r in results})
             strategy.recluster([r.client_id for r in results])  # timed alone for the table
             recluster = time.perf_counter() - s
             s = time.perf_counter()
@@ -152,7 +152,8 @@ def main() -> None:
         f"| client training, all clients (sum)      | {avg['client']:10.3f} | {ce['client']:9.3f} |"
     )
     print(
-        f"| client influence accumulation (sum)     | {'-':>10} | {timings['fedce_influence']:9.3f} |"
+        f"| client influence accumulation (sum)     | {'-':>10} | "
+        f"{timings['fedce_influence']:9.3f} |"
     )
     print(
         f"| client Bloom encoding (sum)             | {'-':>10} | {timings['fedce_bloom']:9.4f} |"

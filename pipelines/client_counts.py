@@ -85,12 +85,16 @@ def main(
     skipped.to_csv(out_skipped, sep="\t", index=False)
     logger.info(
         "%d variants counted over %d samples (%d controls); %d skipped by the reader",
-        len(result), len(kept), len(controls), len(skipped),
+        len(result),
+        len(kept),
+        len(controls),
+        len(skipped),
     )
     return result
 
 
 if "snakemake" in globals():
+    snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
     logging.basicConfig(
         filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
     )

@@ -91,13 +91,17 @@ def main(
     sp.save_npz(out_rare, sp.csr_matrix(dosages, dtype=np.float32))
     logger.info(
         "%d samples (%d cases, %d test), %d rare columns, %d non-zero dosages",
-        len(samples), int(samples["phenotype"].sum()), int((samples["split"] == "test").sum()),
-        dosages.shape[1], dosages.nnz,
+        len(samples),
+        int(samples["phenotype"].sum()),
+        int((samples["split"] == "test").sum()),
+        dosages.shape[1],
+        dosages.nnz,
     )
     return samples
 
 
 if "snakemake" in globals():
+    snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
     logging.basicConfig(
         filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
     )

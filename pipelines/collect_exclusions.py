@@ -17,8 +17,10 @@ def main(parts: Sequence[str | Path], out: str | Path) -> pd.DataFrame:
     for path, table in zip(parts, tables, strict=True):
         if list(table.columns) != list(EXCLUSION_COLUMNS):
             raise ValueError(f"{path} has columns {list(table.columns)}, not {EXCLUSION_COLUMNS}")
-    merged = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
-        columns=list(EXCLUSION_COLUMNS)
+    merged = (
+        pd.concat(tables, ignore_index=True)
+        if tables
+        else pd.DataFrame(columns=list(EXCLUSION_COLUMNS))
     )
     merged.to_csv(out, sep="\t", index=False)
     for (kind, step), n in merged.groupby(["kind", "step"]).size().items():
@@ -27,6 +29,7 @@ def main(parts: Sequence[str | Path], out: str | Path) -> pd.DataFrame:
 
 
 if "snakemake" in globals():
+    snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
     logging.basicConfig(
         filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
     )

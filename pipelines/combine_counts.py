@@ -94,8 +94,10 @@ def main(
         pd.Series(
             np.where(
                 low_call,
-                [f"call rate {c:.4f} < qc.variant_call_rate_min {qc['variant_call_rate_min']}"
-                 for c in combined["call_rate"]],
+                [
+                    f"call rate {c:.4f} < qc.variant_call_rate_min {qc['variant_call_rate_min']}"
+                    for c in combined["call_rate"]
+                ],
                 "",
             ),
             index=combined.index,
@@ -112,8 +114,10 @@ def main(
         pd.Series(
             np.where(
                 bad_hwe,
-                [f"HWE p {p:.3g} in controls < qc.hwe_p_min {qc['hwe_p_min']}"
-                 for p in combined["hwe_p"]],
+                [
+                    f"HWE p {p:.3g} in controls < qc.hwe_p_min {qc['hwe_p_min']}"
+                    for p in combined["hwe_p"]
+                ],
                 "",
             ),
             index=combined.index,
@@ -131,8 +135,10 @@ def main(
         external = read_frequency_file(frequencies).set_index("variant_key")
         absent = ~combined["variant_key"].isin(external.index)
         reasons.append(
-            pd.Series(np.where(absent, f"absent from frequency file {frequencies}", ""),
-                      index=combined.index)
+            pd.Series(
+                np.where(absent, f"absent from frequency file {frequencies}", ""),
+                index=combined.index,
+            )
         )
         freq_columns = ["alt_freq", "minor_allele", "maf", "minor_count"]
         freqs = combined.join(external[freq_columns], on="variant_key")
@@ -141,9 +147,7 @@ def main(
     qc_reason = pd.concat(reasons, axis=1).apply(lambda row: "; ".join(r for r in row if r), axis=1)
     freqs["qc_pass"] = (qc_reason == "").to_numpy()
 
-    labelled = split_common_rare(
-        freqs[freqs["qc_pass"]], rare_maf_max=pipeline["rare_maf_max"]
-    )
+    labelled = split_common_rare(freqs[freqs["qc_pass"]], rare_maf_max=pipeline["rare_maf_max"])
     freqs["class"] = "excluded"
     freqs["reason"] = qc_reason.to_numpy()
     freqs.loc[labelled.index, "class"] = labelled["class"]
@@ -159,24 +163,50 @@ def main(
 
     reader_skipped = [pd.read_csv(p, sep="\t", dtype=str) for p in skipped]
     reader_skipped = pd.concat(reader_skipped, ignore_index=True) if reader_skipped else None
-    parts = [exclusions("variant", freqs.loc[freqs["class"] == "excluded", "variant_key"],
-                        freqs.loc[freqs["class"] == "excluded", "reason"], STEP)]
+    parts = [
+        exclusions(
+            "variant",
+            freqs.loc[freqs["class"] == "excluded", "variant_key"],
+            freqs.loc[freqs["class"] == "excluded", "reason"],
+            STEP,
+        )
+    ]
     if reader_skipped is not None and len(reader_skipped):
         reader_skipped = reader_skipped.drop_duplicates()
-        keys = (reader_skipped["chrom"] + ":" + reader_skipped["pos"] + ":"
-                + reader_skipped["ref"] + ":" + reader_skipped["alt"])
-        parts.append(exclusions("variant", keys, reader_skipped["reason"].map(
-            lambda r: "multi-allelic record" if r == "multiallelic" else r), "read_genotypes"))
+        keys = (
+            reader_skipped["chrom"]
+            + ":"
+            + reader_skipped["pos"]
+            + ":"
+            + reader_skipped["ref"]
+            + ":"
+            + reader_skipped["alt"]
+        )
+        parts.append(
+            exclusions(
+                "variant",
+                keys,
+                reader_skipped["reason"].map(
+                    lambda r: "multi-allelic record" if r == "multiallelic" else r
+                ),
+                "read_genotypes",
+            )
+        )
     pd.concat(parts, ignore_index=True).to_csv(out_exclusions, sep="\t", index=False)
     logger.info(
         "%d variants over %d samples in %d clients: %d fail QC, %d common, %d rare",
-        len(freqs), n_samples, len(tables), int((~freqs["qc_pass"]).sum()),
-        int((freqs["class"] == "common").sum()), int((freqs["class"] == "rare").sum()),
+        len(freqs),
+        n_samples,
+        len(tables),
+        int((~freqs["qc_pass"]).sum()),
+        int((freqs["class"] == "common").sum()),
+        int((freqs["class"] == "rare").sum()),
     )
     return freqs
 
 
 if "snakemake" in globals():
+    snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
     logging.basicConfig(
         filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
     )

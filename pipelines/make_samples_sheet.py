@@ -16,12 +16,16 @@ def main(psam: str | Path, out: str | Path, *, column: str = "Population") -> Pa
     sheet.to_csv(out, sep="\t", index=False)
     logger.info(
         "%d samples in %d clients (%s) from %s",
-        len(sheet), sheet["client"].nunique(), column, psam,
+        len(sheet),
+        sheet["client"].nunique(),
+        column,
+        psam,
     )
     return out
 
 
 if "snakemake" in globals():
+    snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
     logging.basicConfig(
         filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
     )

@@ -74,7 +74,7 @@ def main(
     qc = table.set_index("variant_key")
     matched = match["status"].isin(USABLE)
     keys = match["variant_key"].where(matched)
-    match["qc_pass"] = keys.map(qc["qc_pass"]).fillna(False).astype(bool)
+    match["qc_pass"] = keys.map(qc["qc_pass"]).eq(True).to_numpy()
     match["qc_reason"] = keys.map(qc["reason"]).where(matched & ~match["qc_pass"], "").fillna("")
     match["used"] = matched & match["qc_pass"]
     share = float(match["used"].mean()) if len(match) else 0.0
@@ -106,12 +106,16 @@ def main(
         weights.to_csv(handle, sep="\t", index=False, float_format="%.10g")
     logger.info(
         "%d of %d scoring rows used (%.1f%%); statuses %s",
-        int(match["used"].sum()), len(match), 100 * share, match["status"].value_counts().to_dict(),
+        int(match["used"].sum()),
+        len(match),
+        100 * share,
+        match["status"].value_counts().to_dict(),
     )
     return match
 
 
 if "snakemake" in globals():
+    snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
     logging.basicConfig(
         filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
     )

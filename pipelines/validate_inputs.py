@@ -163,12 +163,16 @@ def main(
     excluded.to_csv(out_exclusions, sep="\t", index=False)
     logger.info(
         "%d samples in %d clients kept (%d cases); %d exclusions",
-        len(cohort), cohort["client"].nunique(), int(cohort["phenotype"].sum()), len(excluded),
+        len(cohort),
+        cohort["client"].nunique(),
+        int(cohort["phenotype"].sum()),
+        len(excluded),
     )
     return cohort
 
 
 if "snakemake" in globals():
+    snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
     logging.basicConfig(
         filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
     )

@@ -106,7 +106,9 @@ def check_line_endings(path: str | Path, *, max_bytes: int = 1 << 16) -> None:
         )
 
 
-def read_tsv(path: str | Path, *, required: Sequence[str] = (), what: str = "table") -> pd.DataFrame:
+def read_tsv(
+    path: str | Path, *, required: Sequence[str] = (), what: str = "table"
+) -> pd.DataFrame:
     """Read a tab-separated table as strings, after checking line endings and columns.
 
     Parameters
@@ -340,12 +342,8 @@ def reconcile_samples(
             for sample in absent:
                 reasons.setdefault(sample, []).append(f"absent from {name_there}")
     if problems and on_mismatch == "error":
-        raise InputDataError(
-            "sample IDs disagree between sources:\n  " + "\n  ".join(problems)
-        )
-    excluded = exclusions(
-        "sample", list(reasons), ["; ".join(r) for r in reasons.values()], step
-    )
+        raise InputDataError("sample IDs disagree between sources:\n  " + "\n  ".join(problems))
+    excluded = exclusions("sample", list(reasons), ["; ".join(r) for r in reasons.values()], step)
     genotype_order = pd.DataFrame({"sample_id": np.asarray(genotype_ids, dtype=str)})
     cohort = genotype_order.merge(sheet, on="sample_id", how="inner").merge(
         phenotypes[["sample_id", "phenotype"]], on="sample_id", how="inner"

@@ -52,8 +52,12 @@ def section_names() -> tuple[str, ...]:
 def _top_level_schema() -> dict[str, Any]:
     properties = {}
     for name in section_names():
-        text = (_schema_dir() / f"{name}{_SCHEMA_SUFFIX}").read_text()
-        properties[name] = json.loads(text)
+        section = json.loads((_schema_dir() / f"{name}{_SCHEMA_SUFFIX}").read_text())
+        # A "$schema" inside a sub-schema makes jsonschema switch to a plain validator for it,
+        # which would stop nested defaults from being filled: the top level declares the draft.
+        section.pop("$schema", None)
+        section.pop("$id", None)
+        properties[name] = section
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",

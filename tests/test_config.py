@@ -49,3 +49,18 @@ def test_deep_merge_does_not_modify_inputs():
     merged = cfg.deep_merge(base, {"a": {"b": 5}})
     assert merged == {"a": {"b": 5, "c": 2}}
     assert base == {"a": {"b": 1, "c": 2}}
+
+
+def _assert_defaults_filled(schema, value, where):
+    for key, sub in schema.get("properties", {}).items():
+        if "default" in sub:
+            assert key in value, f"{where}.{key} default not filled"
+        if sub.get("type") == "object" and key in value and isinstance(value[key], dict):
+            _assert_defaults_filled(sub, value[key], f"{where}.{key}")
+
+
+def test_nested_defaults_filled_even_when_section_declares_its_draft():
+    full = cfg.validate_config({})
+    for name in cfg.section_names():
+        schema = json.loads((cfg._schema_dir() / f"{name}.schema.json").read_text())
+        _assert_defaults_filled(schema, full[name], name)

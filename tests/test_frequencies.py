@@ -132,3 +132,29 @@ def test_read_frequency_file_our_layout(tmp_path):
     path.write_text("variant_key\talt_freq\n1:5:A:G\t1.3\n")
     with pytest.raises(InputDataError, match=r"alt_freq '1.3' of 1:5:A:G outside \[0, 1\]"):
         read_frequency_file(path)
+
+
+@needs_cineca
+@needs_plink2
+def test_bed_packed_counts_match_plink2_freq_for_all_and_a_subset(tmp_path):
+    fam = pd.read_csv(CINECA.with_suffix(".fam"), sep=r"\s+", header=None)
+    keep = fam.iloc[np.random.default_rng(2).permutation(len(fam))[:777]]
+    keep[[0, 1]].to_csv(tmp_path / "keep.txt", sep="\t", header=False, index=False)
+    source = open_genotypes(CINECA)  # PLINK1 .bed, numpy engine: counts from packed bytes
+    for name, extra, samples in (
+        ("all", [], None),
+        ("sub", ["--keep", str(tmp_path / "keep.txt")], keep[1].tolist()),
+    ):
+        subprocess.run(
+            ["plink2", "--bfile", str(CINECA), "--freq", *extra, "--out", str(tmp_path / name)],
+            check=True,
+            capture_output=True,
+        )
+        afreq = pd.read_csv(tmp_path / f"{name}.afreq", sep="\t")
+        counts = allele_counts(source, samples=samples, chunk_size=300)
+        assert counts["id"].tolist() == afreq["ID"].tolist()
+        assert np.array_equal(counts["allele_number"], afreq["OBS_CT"])
+        assert np.allclose(
+            counts["alt_count"] / counts["allele_number"], afreq["ALT_FREQS"], rtol=1e-5
+        )
+        assert (counts["allele_number"] < 2 * (len(samples or fam))).any()  # missing calls

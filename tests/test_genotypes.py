@@ -342,3 +342,61 @@ def test_pgen_with_multiallelic_variants_against_vcf():
     ].to_numpy()
     assert len(columns) == 482
     assert np.array_equal(xp, xv[:, columns], equal_nan=True)
+
+
+def _engine_chunks(prefix, engine, chunk_size, samples=None):
+    from rvfedprs.genotypes.plink import BedSource
+
+    return list(BedSource(prefix, engine=engine).iter_chunks(chunk_size, samples=samples))
+
+
+def _assert_same_chunks(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.dosages.dtype == y.dosages.dtype == np.float32
+        assert np.array_equal(x.dosages, y.dosages, equal_nan=True)
+        assert np.array_equal(x.samples, y.samples)
+        pd.testing.assert_frame_equal(x.variants, y.variants)
+
+
+@needs_cineca
+def test_bed_engines_numpy_and_pandas_plink_give_identical_chunks():
+    rng = np.random.default_rng(3)
+    subset = list(rng.permutation(open_genotypes(CINECA).samples)[:301])
+    for chunk_size, samples in ((256, None), (1000, subset)):
+        ours = _engine_chunks(CINECA, "numpy", chunk_size, samples)
+        theirs = _engine_chunks(CINECA, "pandas-plink", chunk_size, samples)
+        _assert_same_chunks(ours, theirs)
+    assert sum(np.isnan(c.dosages).sum() for c in ours) > 0  # the data has missing calls
+
+
+@needs_plink2
+def test_bed_engines_and_packed_counts_on_odd_sample_count_with_missing(tmp_path):
+    from rvfedprs.genotypes.chunk import GenotypeSource
+    from rvfedprs.genotypes.plink import BedSource
+
+    rng = np.random.default_rng(5)
+    genotypes = np.array(["0/0", "0/1", "1/1", "./."])[rng.choice(4, size=(40, 7))]
+    rows = [f"1 {10 * (i + 1)} v{i} A G . . . GT " + " ".join(g) for i, g in enumerate(genotypes)]
+    vcf = write_vcf(tmp_path / "m.vcf", rows, samples=tuple(f"s{i}" for i in range(7)))
+    subprocess.run(
+        ["plink2", "--vcf", str(vcf), "--make-bed", "--out", str(tmp_path / "m")],
+        check=True,
+        capture_output=True,
+    )
+    expected = np.where(
+        genotypes == "./.", np.nan, np.char.count(genotypes.astype(str), "1")
+    ).T.astype(np.float32)
+    for samples in (None, ["s6", "s0", "s3"]):
+        chunks = _engine_chunks(tmp_path / "m", "numpy", 16, samples)
+        _assert_same_chunks(chunks, _engine_chunks(tmp_path / "m", "pandas-plink", 16, samples))
+        rows_ = slice(None) if samples is None else [6, 0, 3]
+        assert np.array_equal(np.hstack([c.dosages for c in chunks]), expected[rows_], True)
+        source = BedSource(tmp_path / "m")
+        fast = list(source.iter_counts(16, samples=samples))
+        slow = list(GenotypeSource.iter_counts(source, 16, samples=samples))
+        for (v1, s1, c1), (v2, s2, c2) in zip(fast, slow, strict=True):
+            pd.testing.assert_frame_equal(v1, v2)
+            assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
+    with pytest.raises(ValueError, match="unknown .bed engine 'plink'"):
+        BedSource(tmp_path / "m", engine="plink")

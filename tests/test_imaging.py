@@ -1,6 +1,5 @@
 """Imaging module: MedMNIST loader, Dirichlet partition, CNN, metrics, client, CLI."""
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +12,20 @@ from rvfedprs.imaging.loader import load_medmnist
 from rvfedprs.imaging.metrics import classification_metrics
 from rvfedprs.imaging.partition import dirichlet_partition
 
-REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "medmnist_pneumoniamnist" / "pneumoniamnist.npz"
+REAL = (
+    Path(__file__).resolve().parents[1]
+    / ".."
+    / "shared"
+    / "data"
+    / "medmnist_pneumoniamnist"
+    / "pneumoniamnist.npz"
+)
 
 
 def _write_npz(path, n=(60, 12, 12), size=8, n_classes=2, seed=0, **override):
     rng = np.random.default_rng(seed)
     arrays = {}
-    for split, m in zip(("train", "val", "test"), n):
+    for split, m in zip(("train", "val", "test"), n, strict=True):
         y = rng.integers(0, n_classes, m).astype(np.uint8)
         x = rng.integers(0, 100, size=(m, size, size)).astype(np.uint8)
         x[y == 1, : size // 2] += 150  # class 1 is bright on top: learnable
@@ -57,10 +63,12 @@ def test_dirichlet_partition_disjoint_seeded_nonempty():
     assert sorted(allidx.tolist()) == list(range(300))
     assert min(len(p) for p in parts) >= 1
     again = dirichlet_partition(labels, 4, alpha=0.1, random_seed=3)
-    assert all(np.array_equal(a, b) for a, b in zip(parts, again))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
+
     # small alpha = skewed clients, large alpha = near-uniform class mix
     def skew(ps):
         return np.mean([np.max(np.bincount(labels[p], minlength=3)) / len(p) for p in ps])
+
     assert skew(parts) > skew(dirichlet_partition(labels, 4, alpha=100.0, random_seed=3))
     with pytest.raises(InputDataError, match="cannot give"):
         dirichlet_partition(labels[:3], 4, alpha=1.0, random_seed=0)

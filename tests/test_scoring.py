@@ -255,3 +255,82 @@ def test_no_samples_gives_the_match_log_only():
     scores, log = score(open_genotypes(CINECA), PGS / "PGS001229_22.txt", samples=[])
     assert scores.shape == (0, 3)
     assert (log["status"] == "matched").sum() == 782
+
+
+def scalar_classify(effect: str, other: str, ref: str, alt: str) -> tuple[str, str | None]:
+    """The per-pair rule, written plainly (the reference for the vectorised matcher)."""
+    complement = str.maketrans("ACGT", "TGCA")
+    ambiguous = {frozenset("AT"), frozenset("CG")}
+    if other:
+        if frozenset((effect, other)) in ambiguous:
+            return "ambiguous_dropped", None
+        if frozenset((effect, other)) == frozenset((ref, alt)):
+            return "matched", alt if effect == alt else ref
+        flipped = (effect.translate(complement), other.translate(complement))
+        if frozenset(flipped) == frozenset((ref, alt)):
+            return "flipped", alt if flipped[0] == alt else ref
+        return "allele_mismatch", None
+    if frozenset((ref, alt)) in ambiguous:
+        return "ambiguous_dropped", None
+    return ("matched", effect) if effect in (ref, alt) else ("allele_mismatch", None)
+
+
+def test_vectorised_classification_equals_the_scalar_rule_on_every_allele_combination():
+    from itertools import product
+
+    from rvfedprs.genotypes.scoring import _STATUS_NAMES, _classify, _complement
+
+    alleles = ["A", "C", "G", "T", "AC", "GT"]
+    cases = [
+        (e, o, r, a) for e, o, r, a in product(alleles, alleles + [""], alleles, alleles) if r != a
+    ]
+    e, o, r, a = (pd.Series([c[i] for c in cases]) for i in range(4))
+    state, counts_alt = _classify(
+        e.to_numpy(object),
+        o.to_numpy(object),
+        _complement(e),
+        _complement(o),
+        r.to_numpy(object),
+        a.to_numpy(object),
+    )
+    expected = [scalar_classify(*c) for c in cases]
+    assert _STATUS_NAMES[state].tolist() == [s for s, _ in expected]
+    usable = state >= 2
+    got = np.where(counts_alt, a, r)[usable]
+    assert got.tolist() == [allele for _, allele in np.array(expected, object)[usable]]
+    assert set(_STATUS_NAMES[state]) == {
+        "matched",
+        "flipped",
+        "ambiguous_dropped",
+        "allele_mismatch",
+    }
+
+
+def test_a_row_matching_two_variants_is_an_error_and_rows_keep_their_best_candidate(tmp_path):
+    vcf = write_vcf(
+        tmp_path / "g.vcf",
+        [
+            "1 100 rs1 A G . . . GT 0/1 1/1 0/0 0/0",
+            "1 100 rs1b A C . . . GT 0/1 0/0 0/0 0/0",  # same position, other alleles
+            "1 200 rs2 A T . . . GT 0/1 0/0 0/0 0/0",  # ambiguous for a row without other
+            "1 200 rs2b A C . . . GT 0/0 0/1 0/0 0/0",  # usable for the same row
+            "1 300 rs3 A T . . . GT 0/1 0/0 0/0 0/0",
+            "1 300 rs3b G C . . . GT 0/1 0/0 0/0 0/0",  # both ambiguous: the last one is kept
+        ],
+    )
+    sf = tmp_path / "s.txt"  # rows 2 and 3 have no other allele
+    sf.write_text(
+        "chr_name\tchr_position\teffect_allele\tother_allele\teffect_weight\n"
+        "1\t100\tG\tA\t1.0\n1\t200\tC\t\t1.0\n1\t300\tA\t\t1.0\n"
+    )
+    scores, log = score(open_genotypes(vcf), sf, min_overlap=0.1)
+    assert log["status"].tolist() == ["matched", "matched", "ambiguous_dropped"]
+    assert log["variant_key"].tolist() == ["1:100:A:G", "1:200:A:C", "1:300:G:C"]
+    assert np.allclose(scores["SUM"], [1, 3, 0, 0])  # rs1 ALT dosage + rs2b ALT dosage
+    sf2 = write_scorefile(
+        tmp_path / "s2.txt",
+        ["1 100 A 1.0"],
+        "chr_name chr_position effect_allele effect_weight",
+    )
+    with pytest.raises(InputDataError, match="match more than one genotype variant"):
+        score(open_genotypes(vcf), sf2, min_overlap=0.1)

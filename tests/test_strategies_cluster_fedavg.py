@@ -24,13 +24,19 @@ def test_within_cluster_fedavg_oracle_and_order_invariance():
     d = np.array([[0, 1, 5, 1], [1, 0, 4, 2], [5, 4, 0, 6], [1, 2, 6, 0]], dtype=float)
     s = get_strategy("cluster_fedavg", distance=d, distance_clients=ids)
     s.initialize({"w": np.zeros(3)}, ids)
-    results = [FitResult(c, n, {"w": rng.normal(size=3)}) for c, n in zip(ids, [1, 2, 3, 4])]
+    results = [
+        FitResult(c, n, {"w": rng.normal(size=3)}) for c, n in zip(ids, [1, 2, 3, 4], strict=True)
+    ]
     s.aggregate_fit(1, results[::-1])
     c = s.clusters()
     assert c["b"] == c["c"] != c["a"] == c["d"]
-    exp = np.average([results[1].parameters["w"], results[2].parameters["w"]], axis=0, weights=[2, 3])
+    exp = np.average(
+        [results[1].parameters["w"], results[2].parameters["w"]], axis=0, weights=[2, 3]
+    )
     np.testing.assert_allclose(s.parameters_for("c")["w"], exp)
-    exp = np.average([results[0].parameters["w"], results[3].parameters["w"]], axis=0, weights=[1, 4])
+    exp = np.average(
+        [results[0].parameters["w"], results[3].parameters["w"]], axis=0, weights=[1, 4]
+    )
     np.testing.assert_allclose(s.parameters_for("a")["w"], exp)
     state = s.state_dict()
     s2 = get_strategy("cluster_fedavg", distance=d, distance_clients=ids)

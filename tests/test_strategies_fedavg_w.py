@@ -12,7 +12,10 @@ IDS = ["a", "b", "c", "d"]
 
 
 def _results(rng):
-    return [FitResult(c, n, {"w": rng.normal(size=(2, 3))}) for c, n in zip(IDS, [10, 20, 30, 40])]
+    return [
+        FitResult(c, n, {"w": rng.normal(size=(2, 3))})
+        for c, n in zip(IDS, [10, 20, 30, 40], strict=True)
+    ]
 
 
 def test_most_distant_is_largest_column_sum():
@@ -39,8 +42,13 @@ def test_matrix_reordered_and_tsv(tmp_path):
     s.initialize({"w": np.zeros(1)}, IDS)
     np.testing.assert_array_equal(s.distance, D)
     path = tmp_path / "d.tsv"
-    path.write_text("client\t" + "\t".join(IDS) + "\n" + "\n".join(
-        c + "\t" + "\t".join(map(str, row)) for c, row in zip(IDS, D)) + "\n")
+    path.write_text(
+        "client\t"
+        + "\t".join(IDS)
+        + "\n"
+        + "\n".join(c + "\t" + "\t".join(map(str, row)) for c, row in zip(IDS, D, strict=True))
+        + "\n"
+    )
     m, ids2 = read_distance_tsv(path)
     assert ids2 == IDS and np.array_equal(m, D)
     s2 = get_strategy("fedavg_w", distance=str(path))

@@ -42,12 +42,18 @@ def test_two_rounds_match_reference():
         ins = s.configure_fit(t, list(targets))
         xs = s.parameters_for("a")["w"]
         results = [
-            FitResult(k, 10, {"w": _quadratic_client(xs, tg, ins[k].config[CORRECTION_KEY]["w"], steps, lr)},
-                      {"local_steps": steps, "lr": lr})
+            FitResult(
+                k,
+                10,
+                {"w": _quadratic_client(xs, tg, ins[k].config[CORRECTION_KEY]["w"], steps, lr)},
+                {"local_steps": steps, "lr": lr},
+            )
             for k, tg in targets.items()
         ]
         s.aggregate_fit(t, results)
-    np.testing.assert_allclose(s.parameters_for("a")["w"], np.mean(list(targets.values()), axis=0), atol=1e-4)
+    np.testing.assert_allclose(
+        s.parameters_for("a")["w"], np.mean(list(targets.values()), axis=0), atol=1e-4
+    )
 
 
 def test_missing_metrics_is_an_error():

@@ -155,11 +155,16 @@ class GenotypeSource:
     """Base of the readers: sample IDs plus a chunked iterator over variants.
 
     Subclasses set ``path`` (a label for messages) and ``samples`` and implement
-    :meth:`iter_chunks`.
+    :meth:`iter_chunks`; readers that know their variant table without reading genotypes
+    (PLINK1, PLINK2) set ``variants`` and may override :meth:`iter_selected` and
+    :meth:`iter_counts` with faster versions.
     """
 
     path: str
     samples: np.ndarray
+    #: The full variant table (columns as :attr:`GenotypeChunk.variants`) when it is known
+    #: before reading genotypes, else None (VCF/BCF).
+    variants: pd.DataFrame | None = None
 
     def iter_chunks(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
@@ -174,6 +179,73 @@ class GenotypeSource:
             Sample IDs to keep, in this order (default: all, in file order).
         """
         raise NotImplementedError
+
+    def iter_selected(
+        self,
+        index: np.ndarray,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        samples: Sequence[str] | None = None,
+        dtype: type = np.float32,
+    ) -> Iterator[GenotypeChunk]:
+        """Chunks of only the variants at ``index`` (positions in file order), as ``dtype``.
+
+        Parameters
+        ----------
+        index : ndarray of int, shape (n_selected,)
+            Increasing positions of the wanted variants among all the source's variants (the
+            rows of :attr:`variants`, or the concatenated chunks of :meth:`iter_chunks`).
+        chunk_size : int
+            At most this many selected variants per chunk.
+        samples : sequence of str, optional
+        dtype : {numpy.float32, numpy.float64}
+            Dosage type (float64 for exact sums downstream).
+
+        Notes
+        -----
+        The base implementation reads every chunk and keeps the selected columns.
+        """
+        index = np.asarray(index, dtype=np.int64)
+        if len(index) > 1 and (np.diff(index) <= 0).any():
+            raise ValueError("variant index must be strictly increasing")
+        offset = 0
+        for chunk in self.iter_chunks(chunk_size=chunk_size, samples=samples):
+            n = chunk.dosages.shape[1]
+            lo, hi = np.searchsorted(index, [offset, offset + n])
+            cols = index[lo:hi] - offset
+            offset += n
+            if len(cols):
+                yield GenotypeChunk(
+                    chunk.variants.iloc[cols].reset_index(drop=True),
+                    chunk.dosages[:, cols].astype(dtype),
+                    chunk.samples,
+                )
+
+    def iter_counts(
+        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
+    ) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:
+        """Per-variant ALT-dosage sums and hard-call genotype counts, chunk by chunk.
+
+        The base implementation reduces :meth:`iter_chunks`; a reader may compute the same
+        numbers faster from its own encoding (the PLINK1 reader counts packed bytes).
+
+        Yields
+        ------
+        variants : DataFrame, shape (n, 5)
+        alt_sum : ndarray of float64, shape (n,)
+            Sum of the ALT dosages over the called samples.
+        counts : ndarray of int64, shape (n, 4)
+            Samples whose dosage rounds to 0, 1, 2 ALT alleles (hom REF, het, hom ALT), and
+            missing ones.
+        """
+        for chunk in self.iter_chunks(chunk_size=chunk_size, samples=samples):
+            calls = np.rint(chunk.dosages)
+            counts = np.stack(
+                [(calls == value).sum(axis=0, dtype=np.int64) for value in (0, 1, 2)]
+                + [np.isnan(calls).sum(axis=0, dtype=np.int64)],
+                axis=1,
+            )
+            alt_sum = np.nansum(chunk.dosages, axis=0, dtype=np.float64)
+            yield chunk.variants, alt_sum, counts
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, n_samples={len(self.samples)})"

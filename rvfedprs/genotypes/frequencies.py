@@ -54,12 +54,12 @@ def allele_counts(
         hard calls) and ``allele_number`` is 2 × the number of non-missing samples (int64).
     """
     parts = []
-    for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
-        called = ~np.isnan(chunk.dosages)
-        table = chunk.variants.copy()
-        table.insert(0, "variant_key", chunk.keys.to_numpy())
-        table["alt_count"] = np.nansum(chunk.dosages, axis=0, dtype=np.float64)
-        table["allele_number"] = 2 * called.sum(axis=0).astype(np.int64)
+    n_samples = len(source.samples) if samples is None else len(list(samples))
+    for variants, alt_sum, counts in source.iter_counts(chunk_size=chunk_size, samples=samples):
+        table = variants.copy()
+        table.insert(0, "variant_key", variant_keys(variants).to_numpy())
+        table["alt_count"] = alt_sum
+        table["allele_number"] = 2 * (n_samples - counts[:, 3]).astype(np.int64)
         parts.append(table)
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in COUNT_COLUMNS})

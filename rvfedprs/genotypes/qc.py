@@ -13,7 +13,7 @@ import pandas as pd
 
 from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeSource
 
-__all__ = ["genotype_counts", "hwe_exact", "sample_call_rates", "variant_qc"]
+__all__ = ["genotype_counts", "hwe_exact", "hwe_exact_many", "sample_call_rates", "variant_qc"]
 
 
 def hwe_exact(n_het: int, n_hom_1: int, n_hom_2: int) -> float:
@@ -41,34 +41,51 @@ def hwe_exact(n_het: int, n_hom_1: int, n_hom_2: int) -> float:
     if n == 0:
         return 1.0
     n_rare = 2 * n_rare_hom + n_het  # copies of the rarer allele
-    probs = np.zeros(n_rare + 1, dtype=np.float64)
     mid = n_rare * (2 * n - n_rare) // (2 * n)
     if (n_rare - mid) % 2:  # heterozygote count has the parity of n_rare
         mid += 1
+    hom_r = (n_rare - mid) // 2
+    hom_c = n - mid - hom_r
+    # The Wigginton recursion as running products of the ratios between neighbouring
+    # heterozygote counts, outwards from the mode (probability 1 before normalising).
+    het = np.arange(mid, 1, -2, dtype=np.float64)  # downwards: het → het - 2
+    step = np.arange(len(het), dtype=np.float64)
+    down = np.cumprod(het * (het - 1) / (4.0 * (hom_r + step + 1) * (hom_c + step + 1)))
+    het = np.arange(mid, n_rare - 1, 2, dtype=np.float64)  # upwards: het → het + 2
+    step = np.arange(len(het), dtype=np.float64)
+    up = np.cumprod(4.0 * (hom_r - step) * (hom_c - step) / ((het + 2.0) * (het + 1.0)))
+    probs = np.zeros(n_rare + 1, dtype=np.float64)
     probs[mid] = 1.0
-    total = 1.0
-    curr_hom_r = (n_rare - mid) // 2
-    curr_hom_c = n - mid - curr_hom_r
-    het = mid
-    while het > 1:  # downwards from the mode
-        probs[het - 2] = probs[het] * het * (het - 1) / (4.0 * (curr_hom_r + 1) * (curr_hom_c + 1))
-        total += probs[het - 2]
-        curr_hom_r += 1
-        curr_hom_c += 1
-        het -= 2
-    curr_hom_r = (n_rare - mid) // 2
-    curr_hom_c = n - mid - curr_hom_r
-    het = mid
-    while het <= n_rare - 2:  # upwards from the mode
-        probs[het + 2] = probs[het] * 4.0 * curr_hom_r * curr_hom_c / ((het + 2.0) * (het + 1.0))
-        total += probs[het + 2]
-        curr_hom_r -= 1
-        curr_hom_c -= 1
-        het += 2
-    probs /= total
+    if len(down):
+        probs[mid - 2 * len(down) : mid - 1 : 2] = down[::-1]
+    if len(up):
+        probs[mid + 2 : mid + 2 * len(up) + 1 : 2] = up
+    probs /= 1.0 + down.sum() + up.sum()
     observed = probs[n_het]
     p = probs[probs <= observed * (1 + 1e-12)].sum()
     return float(min(1.0, p))
+
+
+def hwe_exact_many(n_het: np.ndarray, n_hom_1: np.ndarray, n_hom_2: np.ndarray) -> np.ndarray:
+    """:func:`hwe_exact` for many variants, computed once per distinct genotype-count triple.
+
+    Parameters
+    ----------
+    n_het, n_hom_1, n_hom_2 : array of int, shape (n_variants,)
+
+    Returns
+    -------
+    ndarray of float64, shape (n_variants,)
+    """
+    het = np.asarray(n_het, dtype=np.int64)
+    hom_1 = np.asarray(n_hom_1, dtype=np.int64)
+    hom_2 = np.asarray(n_hom_2, dtype=np.int64)
+    if len(het) == 0:
+        return np.zeros(0, dtype=np.float64)
+    triples = np.stack([het, np.minimum(hom_1, hom_2), np.maximum(hom_1, hom_2)], axis=1)
+    unique, inverse = np.unique(triples, axis=0, return_inverse=True)
+    values = np.array([hwe_exact(*t) for t in unique], dtype=np.float64)
+    return values[inverse.ravel()]
 
 
 def genotype_counts(
@@ -85,12 +102,10 @@ def genotype_counts(
         Variant columns plus ``n_hom_ref``, ``n_het``, ``n_hom_alt``, ``n_missing`` (int64).
     """
     parts = []
-    for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
-        calls = np.rint(chunk.dosages)
-        table = chunk.variants.copy()
-        for name, value in (("n_hom_ref", 0), ("n_het", 1), ("n_hom_alt", 2)):
-            table[name] = (calls == value).sum(axis=0).astype(np.int64)
-        table["n_missing"] = np.isnan(calls).sum(axis=0).astype(np.int64)
+    for variants, _, counts in source.iter_counts(chunk_size=chunk_size, samples=samples):
+        table = variants.copy()
+        for i, name in enumerate(("n_hom_ref", "n_het", "n_hom_alt", "n_missing")):
+            table[name] = counts[:, i]
         parts.append(table)
     return pd.concat(parts, ignore_index=True)
 
@@ -123,10 +138,7 @@ def variant_qc(
     table = genotype_counts(source, samples=samples, chunk_size=chunk_size)
     n = table[["n_hom_ref", "n_het", "n_hom_alt", "n_missing"]].sum(axis=1).to_numpy()
     table["call_rate"] = np.where(n > 0, 1.0 - table["n_missing"] / np.maximum(n, 1), 0.0)
-    table["hwe_p"] = [
-        hwe_exact(h, a, b)
-        for h, a, b in zip(table["n_het"], table["n_hom_ref"], table["n_hom_alt"], strict=True)
-    ]
+    table["hwe_p"] = hwe_exact_many(table["n_het"], table["n_hom_ref"], table["n_hom_alt"])
     low_call = table["call_rate"].to_numpy() < min_call_rate
     bad_hwe = table["hwe_p"].to_numpy() < hwe_p_min
     reasons = np.where(low_call, "call_rate", "").astype(object)

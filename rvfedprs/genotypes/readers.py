@@ -6,6 +6,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from rvfedprs.exceptions import GenotypeFormatError
 from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeChunk, GenotypeSource
@@ -62,6 +63,10 @@ class MultiFileSource(GenotypeSource):
                     f"{first.path} ({len(first.samples)}): {detail}"
                 )
         self.samples = first.samples
+        tables = [s.variants for s in self.sources]
+        if all(t is not None for t in tables):
+            self.variants = pd.concat(tables, ignore_index=True)
+            self._offsets = np.cumsum([0] + [len(t) for t in tables])
 
     def iter_chunks(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
@@ -69,6 +74,33 @@ class MultiFileSource(GenotypeSource):
         """Yield the chunks of each file in turn (a chunk never spans two files)."""
         for source in self.sources:
             yield from source.iter_chunks(chunk_size=chunk_size, samples=samples)
+
+    def iter_selected(
+        self,
+        index: np.ndarray,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        samples: Sequence[str] | None = None,
+        dtype: type = np.float32,
+    ) -> Iterator[GenotypeChunk]:
+        """Each file's share of ``index`` (positions over all files together) in turn."""
+        if self.variants is None:
+            yield from super().iter_selected(index, chunk_size, samples, dtype)
+            return
+        index = np.asarray(index, dtype=np.int64)
+        if len(index) and (index[0] < 0 or index[-1] >= len(self.variants)):
+            raise ValueError(f"variant index outside 0..{len(self.variants) - 1}")
+        bounds = np.searchsorted(index, self._offsets)
+        for i, source in enumerate(self.sources):
+            part = index[bounds[i] : bounds[i + 1]] - self._offsets[i]
+            if len(part):
+                yield from source.iter_selected(part, chunk_size, samples, dtype)
+
+    def iter_counts(
+        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
+    ) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:
+        """Each file's :meth:`GenotypeSource.iter_counts` in turn."""
+        for source in self.sources:
+            yield from source.iter_counts(chunk_size=chunk_size, samples=samples)
 
 
 def open_genotypes(

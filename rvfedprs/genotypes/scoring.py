@@ -24,7 +24,13 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeSource, normalise_chrom
+from rvfedprs.genotypes.chunk import (
+    DEFAULT_CHUNK_SIZE,
+    GenotypeSource,
+    normalise_chrom,
+    sample_index,
+    variant_keys,
+)
 
 __all__ = [
     "MATCH_STATUSES",
@@ -46,7 +52,6 @@ MATCH_STATUSES = (
     "duplicate",
 )
 _COMPLEMENT = str.maketrans("ACGT", "TGCA")
-_AMBIGUOUS = {frozenset("AT"), frozenset("CG")}
 _UNSUPPORTED_TRUE = ("is_dominant", "is_recessive", "is_haplotype", "is_diplotype")
 
 
@@ -169,27 +174,103 @@ def read_scorefile(path: str | Path) -> ScoreFile:
     return ScoreFile(str(path), table, header, build)
 
 
-def _classify(effect: str, other: str, ref: str, alt: str) -> tuple[str, str | None]:
-    """Status of one score row against one genotype variant, and the effect allele as coded there.
+# status codes of a (score row, genotype variant) pair, in order of precedence within a row
+_MISMATCH, _AMBIGUOUS_CODE, _MATCHED, _FLIPPED = 0, 1, 2, 3
+_STATUS_NAMES = np.array(["allele_mismatch", "ambiguous_dropped", "matched", "flipped"], object)
+_CHROM_CODES = {c: i for i, c in enumerate([str(i) for i in range(1, 23)] + ["X", "Y", "XY", "MT"])}
 
-    Returns ``(status, allele)`` where ``allele`` is ``ref`` or ``alt`` (None when unusable).
+
+def _is_ambiguous(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Whether the allele pairs ``{x, y}`` are ``{A, T}`` or ``{C, G}`` (element-wise)."""
+    return (
+        ((x == "A") & (y == "T"))
+        | ((x == "T") & (y == "A"))
+        | ((x == "C") & (y == "G"))
+        | ((x == "G") & (y == "C"))
+    )
+
+
+def _same_pair(x: np.ndarray, y: np.ndarray, ref: np.ndarray, alt: np.ndarray) -> np.ndarray:
+    """Whether the sets ``{x, y}`` and ``{ref, alt}`` are equal (element-wise)."""
+    return (
+        ((x == ref) | (x == alt))
+        & ((y == ref) | (y == alt))
+        & ((ref == x) | (ref == y))
+        & ((alt == x) | (alt == y))
+    )
+
+
+def _classify(
+    effect: np.ndarray,
+    other: np.ndarray,
+    effect_flip: np.ndarray,
+    other_flip: np.ndarray,
+    ref: np.ndarray,
+    alt: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Status of score rows against genotype variants, pair by pair (all arrays of shape (n,)).
+
+    ``effect``/``other`` are the row's alleles (``other`` ``""`` when absent), ``*_flip`` their
+    strand complements, ``ref``/``alt`` the genotype alleles (upper case).
+
+    Returns
+    -------
+    status : ndarray of int8, shape (n,)
+        ``_MISMATCH``, ``_AMBIGUOUS_CODE``, ``_MATCHED`` or ``_FLIPPED``.
+    counts_alt : ndarray of bool, shape (n,)
+        For matched/flipped pairs, whether the effect allele is the genotype ALT (else REF).
     """
-    ref, alt = ref.upper(), alt.upper()
-    if other:
-        pair = frozenset((effect, other))
-        if pair in _AMBIGUOUS:
-            return "ambiguous_dropped", None
-        if pair == frozenset((ref, alt)):
-            return "matched", alt if effect == alt else ref
-        flipped = (effect.translate(_COMPLEMENT), other.translate(_COMPLEMENT))
-        if frozenset(flipped) == frozenset((ref, alt)):
-            return "flipped", alt if flipped[0] == alt else ref
-        return "allele_mismatch", None
-    if frozenset((ref, alt)) in _AMBIGUOUS:
-        return "ambiguous_dropped", None
-    if effect in (ref, alt):
-        return "matched", effect
-    return "allele_mismatch", None
+    has_other = other != ""
+    direct = _same_pair(effect, other, ref, alt)
+    flipped = _same_pair(effect_flip, other_flip, ref, alt)
+    with_other = np.select(
+        [_is_ambiguous(effect, other), direct, flipped],
+        [_AMBIGUOUS_CODE, _MATCHED, _FLIPPED],
+        _MISMATCH,
+    )
+    alone = np.select(
+        [_is_ambiguous(ref, alt), (effect == ref) | (effect == alt)],
+        [_AMBIGUOUS_CODE, _MATCHED],
+        _MISMATCH,
+    )
+    status = np.where(has_other, with_other, alone).astype(np.int8)
+    counts_alt = np.where(status == _FLIPPED, effect_flip == alt, effect == alt)
+    return status, counts_alt.astype(bool)
+
+
+class _Lookup:
+    """Score rows grouped by a key, to pair them with genotype variants in one vectorised step."""
+
+    def __init__(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        codes, uniques = pd.factorize(pd.Series(keys))
+        self.index = pd.Index(uniques)
+        order = np.argsort(codes, kind="stable")
+        self.rows = np.asarray(rows)[order]
+        self.sizes = np.bincount(codes, minlength=len(uniques))
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+
+    def pairs(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in ``keys``, score row) of every pair with equal keys, by position."""
+        if len(self.index) == 0 or len(keys) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        where = self.index.get_indexer(pd.Series(keys))
+        hit = np.flatnonzero(where >= 0)
+        group = where[hit]
+        sizes = self.sizes[group]
+        j = np.repeat(hit, sizes)
+        first = np.repeat(self.starts[group] - (np.cumsum(sizes) - sizes), sizes)
+        return j.astype(np.int64), self.rows[first + np.arange(len(j))]
+
+
+def _position_keys(chrom: pd.Series, pos: np.ndarray) -> np.ndarray:
+    """One int64 per (chrom, pos): chromosome code × 2^40 + position."""
+    code = chrom.map(_CHROM_CODES).to_numpy(dtype=np.float64)
+    code = np.where(np.isnan(code), -1, code).astype(np.int64)
+    return code * (1 << 40) + np.asarray(pos, dtype=np.int64)
+
+
+def _complement(alleles: pd.Series) -> np.ndarray:
+    return alleles.str.translate(_COMPLEMENT).to_numpy(dtype=object)
 
 
 def _row_key(table: pd.DataFrame) -> pd.Series:
@@ -259,104 +340,235 @@ def score(
     dup = _row_key(table).duplicated().to_numpy()
     log.loc[dup, "status"] = "duplicate"
     usable = table[~dup]
-    by_pos: dict[tuple[str, int], list[int]] = {}
-    by_id: dict[str, list[int]] = {}
-    for row, chrom, pos, rsid in zip(
-        usable["row"], usable["chrom"], usable["pos"], usable["rsid"], strict=True
-    ):
-        if pos is pd.NA:
-            if rsid:
-                by_id.setdefault(rsid, []).append(int(row))
-        else:
-            by_pos.setdefault((chrom, int(pos)), []).append(int(row))
+    placed = usable["pos"].notna().to_numpy()
+    by_pos = _Lookup(
+        _position_keys(usable["chrom"][placed], usable["pos"][placed].to_numpy(dtype=np.int64)),
+        usable["row"].to_numpy()[placed],
+    )
+    named = ~placed & (usable["rsid"] != "").to_numpy()
+    by_id = _Lookup(usable["rsid"].to_numpy()[named], usable["row"].to_numpy()[named])
     freq_lookup = None
     if frequencies is not None:
         freq_lookup = pd.Series(
             frequencies["alt_freq"].to_numpy(dtype=np.float64),
             index=frequencies["variant_key"].to_numpy(),
         )
-    effect = table["effect_allele"].to_numpy()
-    other = table["other_allele"].to_numpy()
-    weights = table["effect_weight"].to_numpy()
+    alleles = (
+        table["effect_allele"].to_numpy(dtype=object),
+        table["other_allele"].to_numpy(dtype=object),
+        _complement(table["effect_allele"]),
+        _complement(table["other_allele"]),
+    )
+    weights = table["effect_weight"].to_numpy(dtype=np.float64)
+    rows_out = sample_index(source.samples, samples, source.path)
+    total = np.zeros(len(rows_out), dtype=np.float64)
+    found = []  # (row, status, counts_alt, allele, variant key, variant id, variant index) pairs
+    if source.variants is not None:  # match on the variant table, then read matched variants
+        if len(source.variants) == 0:
+            raise InputDataError(f"{source.path}: no variants to score")
+        pairs = _match(source.variants, by_pos, by_id, alleles)
+        found.append(pairs)
+        n_ok = _resolve_statuses(log, found, sf.path, len(table), min_overlap, source.path)
+        rows, state, counts_alt, _, keys, _, j = pairs
+        use = state >= _MATCHED
+        j_use = j[use]
+        index = np.unique(j_use)
+        col_of_pair = np.searchsorted(index, j_use)
+        done = 0
+        for chunk in source.iter_selected(index, chunk_size, samples, np.float64):
+            k = chunk.dosages.shape[1]
+            lo, hi = np.searchsorted(col_of_pair, [done, done + k])
+            cols = col_of_pair[lo:hi] - done
+            total += _weighted_sum(
+                chunk.dosages,
+                None if np.array_equal(cols, np.arange(k)) else cols,
+                np.where(counts_alt[use][lo:hi], 1.0, -1.0),
+                weights[rows[use][lo:hi]],
+                keys[use][lo:hi],
+                freq_lookup,
+            )
+            done += k
+    else:  # stream: match each chunk's variants as they come
+        offset = 0
+        any_chunk = False
+        for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
+            any_chunk = True
+            pairs = _match(chunk.variants, by_pos, by_id, alleles, offset)
+            offset += len(chunk.variants)
+            found.append(pairs)
+            rows, state, counts_alt, _, keys, _, j = pairs
+            use = state >= _MATCHED
+            if use.any():
+                total += _weighted_sum(
+                    chunk.dosages,
+                    j[use] - (offset - len(chunk.variants)),
+                    np.where(counts_alt[use], 1.0, -1.0),
+                    weights[rows[use]],
+                    keys[use],
+                    freq_lookup,
+                )
+        if not any_chunk:
+            raise InputDataError(f"{source.path}: no variants to score")
+        n_ok = _resolve_statuses(log, found, sf.path, len(table), min_overlap, source.path)
     status = log["status"].to_numpy(dtype=object)
-    counted = log["counted_allele"].to_numpy(dtype=object)
-    vkey = log["variant_key"].to_numpy(dtype=object)
-    vid = log["variant_id"].to_numpy(dtype=object)
-    total = None
-    out_samples = None
-    n_used = 0
-    for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
-        out_samples = chunk.samples
-        if total is None:
-            total = np.zeros(len(chunk.samples), dtype=np.float64)
-        v = chunk.variants
-        keys = chunk.keys.to_numpy()
-        cols, signs, offsets, wts = [], [], [], []
-        for j, (chrom, pos, ident, ref, alt) in enumerate(
-            zip(v["chrom"], v["pos"], v["id"], v["ref"], v["alt"], strict=True)
-        ):
-            rows = by_pos.get((chrom, int(pos)), [])
-            if ident in by_id:
-                rows = rows + by_id[ident]
-            for row in rows:
-                state, allele = _classify(effect[row], other[row], ref, alt)
-                if status[row] in ("matched", "flipped"):
-                    if allele is not None:  # a second genotype variant for the same row
-                        status[row] = "duplicate"
-                        logger.warning("%s: row %d matches two variants", sf.path, row + 1)
-                    continue
-                if state == "allele_mismatch" and status[row] == "ambiguous_dropped":
-                    continue
-                status[row], vkey[row], vid[row] = state, keys[j], ident
-                if allele is None:
-                    continue
-                counted[row] = allele
-                cols.append(j)
-                signs.append(1.0 if allele == alt.upper() else -1.0)
-                offsets.append(0.0 if allele == alt.upper() else 2.0)
-                wts.append(weights[row])
-        if not cols:
-            continue
-        dos = chunk.dosages[:, cols].astype(np.float64)
-        sign = np.asarray(signs)
-        effect_dosage = offsets + sign * dos  # ALT dosage, or 2 - ALT dosage
-        missing = np.isnan(effect_dosage)
-        if missing.any():
-            if freq_lookup is not None:
-                alt_p = freq_lookup.reindex(keys[cols]).to_numpy()
-                if np.isnan(alt_p).any():
-                    absent = keys[cols][np.isnan(alt_p)][0]
-                    raise InputDataError(f"variant {absent} is absent from the frequency table")
-            else:
-                alt_p = np.nanmean(dos, axis=0) / 2.0
-            effect_p = np.where(sign > 0, alt_p, 1.0 - alt_p)
-            effect_dosage = np.where(missing, 2.0 * effect_p, effect_dosage)
-        total += effect_dosage @ np.asarray(wts)
-        n_used += len(cols)
-    # rows whose status changed to duplicate after contributing must not stay counted
-    if total is None:
-        raise InputDataError(f"{source.path}: no variants to score")
-    log["status"], log["variant_key"], log["variant_id"] = status, vkey, vid
-    log["counted_allele"] = counted
     log["weight_used"] = np.where(np.isin(status, ["matched", "flipped"]), weights, 0.0)
-    n_ok = int(np.isin(status, ["matched", "flipped"]).sum())
-    if n_used != n_ok:
-        raise InputDataError(
-            f"{sf.path}: some scoring-file rows match more than one genotype variant "
-            f"(see the 'duplicate' rows in the match log); deduplicate the genotypes"
-        )
-    fraction = n_ok / max(len(table), 1)
-    counts = log["status"].value_counts().to_dict()
-    logger.info("%s: %d of %d rows usable (%s)", sf.path, n_ok, len(table), counts)
-    if fraction < min_overlap:
-        raise InputDataError(
-            f"only {n_ok} of {len(table)} rows of {sf.path} ({fraction:.1%}) match the genotypes "
-            f"in {source.path}, below min_overlap={min_overlap:g}; statuses: {counts}"
-        )
     scores = pd.DataFrame(
-        {"sample_id": out_samples, "SUM": total, "n_matched": np.full(len(total), n_ok, np.int64)}
+        {
+            "sample_id": source.samples[rows_out],
+            "SUM": total,
+            "n_matched": np.full(len(total), n_ok, np.int64),
+        }
     )
     return scores, log
+
+
+def _match(
+    variants: pd.DataFrame,
+    by_pos: _Lookup,
+    by_id: _Lookup,
+    alleles: tuple[np.ndarray, ...],
+    offset: int = 0,
+) -> tuple[np.ndarray, ...]:
+    """Every (score row, genotype variant) pair on chr:pos (rsID for rows without a position).
+
+    Returns
+    -------
+    tuple of arrays, each of shape (n_pairs,), in variant order
+        ``rows``, ``status`` (int8 codes), ``counts_alt`` (bool), the counted ``allele``, the
+        variant ``key`` and ``id``, and the variant index (``offset`` + position in ``variants``).
+    """
+    j_pos, rows_pos = by_pos.pairs(_position_keys(variants["chrom"], variants["pos"].to_numpy()))
+    j_id, rows_id = by_id.pairs(variants["id"].to_numpy())
+    j = np.concatenate([j_pos, j_id])
+    rows = np.concatenate([rows_pos, rows_id])
+    order = np.argsort(j, kind="stable")  # variant order: a row's last candidate counts
+    j, rows = j[order], rows[order]
+    picked = variants.iloc[j]
+    ref = picked["ref"].str.upper().to_numpy(dtype=object)
+    alt = picked["alt"].str.upper().to_numpy(dtype=object)
+    effect, other, effect_flip, other_flip = (a[rows] for a in alleles)
+    state, counts_alt = _classify(effect, other, effect_flip, other_flip, ref, alt)
+    keys = variant_keys(picked).to_numpy(dtype=object)
+    ids = picked["id"].to_numpy(dtype=object)
+    return rows, state, counts_alt, np.where(counts_alt, alt, ref), keys, ids, j + offset
+
+
+def _weighted_sum(
+    dosages: np.ndarray,
+    cols: np.ndarray | None,
+    sign: np.ndarray,
+    weights: np.ndarray,
+    keys: np.ndarray,
+    freq_lookup: pd.Series | None,
+) -> np.ndarray:
+    """Σ weight × effect-allele dosage per sample over the columns ``cols`` of a chunk.
+
+    Parameters
+    ----------
+    dosages : ndarray, shape (n_samples, n_variants)
+        ALT dosages, NaN missing (float64 ones are zero-filled in place).
+    cols : ndarray of int, shape (n_terms,), or None
+        Column of each term (None: every column once, in order).
+    sign, weights : ndarray of float64, shape (n_terms,)
+        +1 when the effect allele is ALT, −1 when it is REF (effect dosage 2 − ALT dosage).
+    keys : ndarray of str, shape (n_terms,)
+        Variant keys, to look up ``freq_lookup``.
+    freq_lookup : Series or None
+        ALT frequency by variant key; None imputes from the scored samples (plink2).
+
+    Returns
+    -------
+    ndarray of float64, shape (n_samples,)
+
+    Notes
+    -----
+    A missing dosage counts 2·p of the effect allele. Computed as
+    ``Σ w·offset + X₀ @ (w·sign) + Σ_missing w·(2p − offset)`` with ``X₀`` the dosages with
+    NaN set to 0 (offset 2 for REF effect alleles), so no imputed matrix is built.
+    """
+    if cols is None:
+        x = dosages if dosages.dtype == np.float64 else dosages.astype(np.float64)
+    else:
+        x = dosages[:, cols].astype(np.float64, copy=False)
+    n = x.shape[0]
+    offset = np.where(sign > 0, 0.0, 2.0)
+    result = np.full(n, float(weights @ offset))
+    if x.flags.f_contiguous:  # scan in memory order: nonzero over a strided view is slow
+        miss_cols, miss_rows = np.nonzero(np.isnan(x.T))
+    else:
+        miss_rows, miss_cols = np.nonzero(np.isnan(x))
+    if len(miss_cols):
+        x[miss_rows, miss_cols] = 0.0
+        n_missing = np.bincount(miss_cols, minlength=x.shape[1])
+        gaps = np.flatnonzero(n_missing)
+        if freq_lookup is not None:
+            alt_p = freq_lookup.reindex(keys).to_numpy()
+            if np.isnan(alt_p).any():
+                absent = keys[np.isnan(alt_p)][0]
+                raise InputDataError(f"variant {absent} is absent from the frequency table")
+            alt_p = alt_p[gaps]
+        else:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                alt_p = x.sum(axis=0)[gaps] / (n - n_missing[gaps]) / 2.0
+        effect_p = np.where(sign[gaps] > 0, alt_p, 1.0 - alt_p)
+        fill = np.zeros(x.shape[1])
+        fill[gaps] = weights[gaps] * (2.0 * effect_p - offset[gaps])
+        result += np.bincount(miss_rows, weights=fill[miss_cols], minlength=n)
+    return result + x @ (weights * sign)
+
+
+def _resolve_statuses(
+    log: pd.DataFrame,
+    found: list,
+    path: str,
+    n_rows: int,
+    min_overlap: float,
+    genotypes: str,
+) -> int:
+    """Fill the match log from every (row, variant) pair found; return the usable row count.
+
+    A row keeps its one matched/flipped variant; with none, its last ambiguous variant, else its
+    last variant (allele mismatch).
+
+    Raises
+    ------
+    InputDataError
+        When a row has two or more usable variants (plink2 would count it twice), or the
+        usable fraction of rows is below ``min_overlap``.
+    """
+    if found:
+        rows, state, _, allele, keys, ids, _ = (
+            np.concatenate(parts) for parts in zip(*found, strict=True)
+        )
+        usable = state >= _MATCHED
+        n_usable = np.bincount(rows[usable], minlength=len(log))
+        if (n_usable > 1).any():
+            for row in np.flatnonzero(n_usable > 1)[:5]:
+                logger.warning("%s: row %d matches two variants", path, row + 1)
+            raise InputDataError(
+                f"{path}: some scoring-file rows match more than one genotype variant "
+                f"(see the 'duplicate' rows in the match log); deduplicate the genotypes"
+            )
+        rank = np.where(usable, 2, np.where(state == _AMBIGUOUS_CODE, 1, 0))
+        order = np.lexsort((np.arange(len(rows)), rank, rows))  # last of the best rank per row
+        last = np.flatnonzero(np.append(rows[order][1:] != rows[order][:-1], True))
+        pick = order[last]
+        target = rows[pick]
+        log.loc[target, "status"] = _STATUS_NAMES[state[pick]]
+        log.loc[target, "variant_key"] = keys[pick]
+        log.loc[target, "variant_id"] = ids[pick]
+        log.loc[target, "counted_allele"] = np.where(usable[pick], allele[pick], "")
+    status = log["status"].to_numpy(dtype=object)
+    n_ok = int(np.isin(status, ["matched", "flipped"]).sum())
+    fraction = n_ok / max(n_rows, 1)
+    counts = log["status"].value_counts().to_dict()
+    logger.info("%s: %d of %d rows usable (%s)", path, n_ok, n_rows, counts)
+    if fraction < min_overlap:
+        raise InputDataError(
+            f"only {n_ok} of {n_rows} rows of {path} ({fraction:.1%}) match the genotypes "
+            f"in {genotypes}, below min_overlap={min_overlap:g}; statuses: {counts}"
+        )
+    return n_ok
 
 
 def _check_build(sf: ScoreFile, expected: str | None) -> None:

@@ -68,7 +68,9 @@ def _figure_maf(variants: pd.DataFrame, rare_maf_max: float, path: Path) -> Path
         for name, colour in (("common", "#4c72b0"), ("rare", "#dd8452"), ("excluded", "#999")):
             values = maf[classes == name]
             if len(values):
-                ax.hist(values, bins=bins, color=colour, alpha=0.85, label=f"{name} ({len(values)})")
+                ax.hist(
+                    values, bins=bins, color=colour, alpha=0.85, label=f"{name} ({len(values)})"
+                )
         ax.set_xscale("log")
     ax.axvline(rare_maf_max, color="k", linestyle="--", linewidth=1)
     ax.text(rare_maf_max, ax.get_ylim()[1] * 0.95, f" rare_maf_max = {rare_maf_max}", va="top")
@@ -97,7 +99,11 @@ def _figure_prs(samples: Mapping[str, pd.DataFrame], path: Path) -> Path:
             if len(values) == 0:
                 continue
             parts = ax.violinplot(
-                values, positions=[row + offset], vert=False, widths=0.32, showmedians=True
+                values,
+                positions=[row + offset],
+                orientation="horizontal",
+                widths=0.32,
+                showmedians=True,
             )
             for body in parts["bodies"]:
                 body.set_facecolor(colour)
@@ -119,8 +125,9 @@ def _figure_clients(clients: pd.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, max(3.0, 0.35 * len(clients) + 1.5)),
-                             constrained_layout=True)
+    fig, axes = plt.subplots(
+        1, 2, figsize=(10, max(3.0, 0.35 * len(clients) + 1.5)), constrained_layout=True
+    )
     y = np.arange(len(clients))
     controls = clients["n_samples"] - clients["n_cases"]
     axes[0].barh(y, controls, color="#4c72b0", label="controls")
@@ -199,20 +206,28 @@ def write_data_report(
     for name, table in samples.items():
         for label in (0, 1):
             values = table.loc[table["phenotype"] == label, "prs"]
-            prs_rows.append({"client": name, "group": "cases" if label else "controls",
-                             "n": len(values), "mean": values.mean(), "sd": values.std()})
+            prs_rows.append(
+                {
+                    "client": name,
+                    "group": "cases" if label else "controls",
+                    "n": len(values),
+                    "mean": values.mean(),
+                    "sd": values.std(),
+                }
+            )
     fig_clients = _figure_clients(clients_table, figures / "clients.png")
     fig_maf = _figure_maf(variants_table, rare_maf_max, figures / "maf_spectrum.png")
     fig_prs = _figure_prs(samples, figures / "prs_by_client.png")
 
     n_variants = len(variants_table)
-    classes = variants_table["class"].value_counts().reindex(
-        ["common", "rare", "excluded"], fill_value=0
+    classes = (
+        variants_table["class"].value_counts().reindex(["common", "rare", "excluded"], fill_value=0)
     )
     matches = match_summary(match_table)
     excluded_summary = (
         excluded.groupby(["step", "kind"]).size().rename("n").reset_index()
-        if len(excluded) else pd.DataFrame({"step": [], "kind": [], "n": []})
+        if len(excluded)
+        else pd.DataFrame({"step": [], "kind": [], "n": []})
     )
     totals = clients_table.drop(columns="client").sum(numeric_only=True)
     parts = [
@@ -225,10 +240,14 @@ def write_data_report(
         "<h2>Clients</h2>",
         "<p class='note'>carriers = samples with at least one rare allele; rare carried = rare "
         "variants with at least one carrier in the client.</p>",
-        _table_html(clients_table), _img(fig_clients, "samples per client"),
-        "<h2>Scoring-file variant matching</h2>", _table_html(matches),
-        "<h2>Minor-allele frequency spectrum</h2>", _img(fig_maf, "MAF spectrum"),
-        "<h2>PRS distributions</h2>", _table_html(pd.DataFrame(prs_rows)),
+        _table_html(clients_table),
+        _img(fig_clients, "samples per client"),
+        "<h2>Scoring-file variant matching</h2>",
+        _table_html(matches),
+        "<h2>Minor-allele frequency spectrum</h2>",
+        _img(fig_maf, "MAF spectrum"),
+        "<h2>PRS distributions</h2>",
+        _table_html(pd.DataFrame(prs_rows)),
         _img(fig_prs, "PRS per client"),
         "<h2>Exclusions</h2>",
         "<p class='note'>Every excluded sample, client and variant is listed with its reason "

@@ -60,12 +60,16 @@ def write_cohort(
     for c in range(n_clients):  # 20 % cases per client
         idx = np.flatnonzero(clients == f"site{c}")
         phenotype[rng.choice(idx, size=max(2, per_client // 5), replace=False)] = 1
-    pd.DataFrame({"sample_id": samples, "population": clients, "cluster": 0, "client": clients}).to_csv(
-        root / "samples.tsv", sep="\t", index=False
-    )
     pd.DataFrame(
-        {"eid": [f"fake{i}" for i in range(n)], "Subject id": samples, "disease": phenotype,
-         "disease_liability": rng.normal(size=n)}
+        {"sample_id": samples, "population": clients, "cluster": 0, "client": clients}
+    ).to_csv(root / "samples.tsv", sep="\t", index=False)
+    pd.DataFrame(
+        {
+            "eid": [f"fake{i}" for i in range(n)],
+            "Subject id": samples,
+            "disease": phenotype,
+            "disease_liability": rng.normal(size=n),
+        }
     ).to_csv(root / "phenotypes.tsv", sep="\t", index=False)
     scored = variants.sample(frac=0.6, random_state=seed).sort_index()
     flip = rng.random(len(scored)) < 0.5

@@ -28,9 +28,13 @@ def settings(**overrides):
 
 def validate(cohort, out, **kwargs):
     args = dict(
-        genotypes=[str(cohort["bed"])], samples=cohort["samples"], phenotypes=cohort["phenotypes"],
-        scoring_file=cohort["scoring_file"], pipeline=settings(),
-        out_cohort=out / "cohort.tsv", out_exclusions=out / "excl.tsv",
+        genotypes=[str(cohort["bed"])],
+        samples=cohort["samples"],
+        phenotypes=cohort["phenotypes"],
+        scoring_file=cohort["scoring_file"],
+        pipeline=settings(),
+        out_cohort=out / "cohort.tsv",
+        out_exclusions=out / "excl.tsv",
     )
     args.update(kwargs)
     return load("validate_inputs").main(**args)
@@ -46,28 +50,44 @@ def prepared(tiny_cohort, tmp_path_factory):
     clients = sorted(pd.read_csv(out / "cohort.tsv", sep="\t")["client"].unique())
     for client in clients:
         load("sample_qc").main(
-            genotypes=genotypes, cohort=out / "cohort.tsv", client=client, pipeline=pipe,
-            out_qc=out / f"qc_{client}.tsv", out_exclusions=out / f"excl_qc_{client}.tsv",
+            genotypes=genotypes,
+            cohort=out / "cohort.tsv",
+            client=client,
+            pipeline=pipe,
+            out_qc=out / f"qc_{client}.tsv",
+            out_exclusions=out / f"excl_qc_{client}.tsv",
         )
         load("client_counts").main(
-            genotypes=genotypes, qc=out / f"qc_{client}.tsv", pipeline=pipe,
-            out_counts=out / f"counts_{client}.parquet", out_skipped=out / f"skip_{client}.tsv",
+            genotypes=genotypes,
+            qc=out / f"qc_{client}.tsv",
+            pipeline=pipe,
+            out_counts=out / f"counts_{client}.parquet",
+            out_skipped=out / f"skip_{client}.tsv",
         )
     load("combine_counts").main(
         counts=[out / f"counts_{c}.parquet" for c in clients],
-        skipped=[out / f"skip_{c}.tsv" for c in clients], pipeline=pipe,
-        out_variants=out / "variants.tsv", out_rare=out / "rare_variants.tsv",
+        skipped=[out / f"skip_{c}.tsv" for c in clients],
+        pipeline=pipe,
+        out_variants=out / "variants.tsv",
+        out_rare=out / "rare_variants.tsv",
         out_exclusions=out / "excl_combine.tsv",
     )
     load("match_scores").main(
-        genotypes=genotypes, variants=out / "variants.tsv",
-        scoring_file=tiny_cohort["scoring_file"], pipeline=pipe,
-        out_weights=out / "weights.txt.gz", out_match=out / "score_match.tsv",
+        genotypes=genotypes,
+        variants=out / "variants.tsv",
+        scoring_file=tiny_cohort["scoring_file"],
+        pipeline=pipe,
+        out_weights=out / "weights.txt.gz",
+        out_match=out / "score_match.tsv",
     )
     for client in clients:
         load("client_features").main(
-            genotypes=genotypes, qc=out / f"qc_{client}.tsv", variants=out / "variants.tsv",
-            rare=out / "rare_variants.tsv", weights=out / "weights.txt.gz", pipeline=pipe,
+            genotypes=genotypes,
+            qc=out / f"qc_{client}.tsv",
+            variants=out / "variants.tsv",
+            rare=out / "rare_variants.tsv",
+            weights=out / "weights.txt.gz",
+            pipeline=pipe,
             out_samples=out / "clients" / client / "samples.parquet",
             out_rare=out / "clients" / client / "rare_dosages.npz",
         )
@@ -101,8 +121,9 @@ def test_sample_mismatch_excluded_is_logged(tiny_cohort, tmp_path):
     phen = pd.read_csv(tiny_cohort["phenotypes"], sep="\t", dtype=str).drop(index=[3, 4])
     path = tmp_path / "phen.tsv"
     phen.to_csv(path, sep="\t", index=False)
-    cohort = validate(tiny_cohort, tmp_path, phenotypes=path,
-                      pipeline=settings(on_sample_mismatch="exclude"))
+    cohort = validate(
+        tiny_cohort, tmp_path, phenotypes=path, pipeline=settings(on_sample_mismatch="exclude")
+    )
     excluded = pd.read_csv(tmp_path / "excl.tsv", sep="\t")
     assert sorted(excluded["id"]) == ["S0003", "S0004"]
     assert excluded["reason"].str.contains("absent from phenotype table").all()
@@ -121,7 +142,9 @@ def test_duplicate_sample_ids_named(tiny_cohort, tmp_path):
     sheet = pd.concat([sheet, sheet.iloc[[7]]])
     path = tmp_path / "samples.tsv"
     sheet.to_csv(path, sep="\t", index=False)
-    with pytest.raises(InputDataError, match=r"1 duplicate ID\(s\) in samples sheet .*S0007 \(x2\)"):
+    with pytest.raises(
+        InputDataError, match=r"1 duplicate ID\(s\) in samples sheet .*S0007 \(x2\)"
+    ):
         validate(tiny_cohort, tmp_path, samples=path)
 
 
@@ -139,8 +162,9 @@ def test_single_class_client_is_excluded_or_an_error(tiny_cohort, tmp_path):
     assert "single phenotype class (30 controls" in client_row["reason"].iloc[0]
     assert (excluded["kind"] == "sample").sum() == 30
     with pytest.raises(InputDataError, match=r"client 'site1' has a single phenotype class"):
-        validate(tiny_cohort, tmp_path, phenotypes=path,
-                 pipeline=settings(on_invalid_client="error"))
+        validate(
+            tiny_cohort, tmp_path, phenotypes=path, pipeline=settings(on_invalid_client="error")
+        )
 
 
 def test_build_mismatch_names_both_builds(tiny_cohort, tmp_path):
@@ -149,12 +173,17 @@ def test_build_mismatch_names_both_builds(tiny_cohort, tmp_path):
         text = handle.read().replace("#genome_build=GRCh37", "#genome_build=hg38")
     with gzip.open(path, "wt") as handle:
         handle.write(text)
-    with pytest.raises(InputDataError, match=r"score38.txt.gz is on build GRCh38 but pipeline.genome_build is GRCh37"):
+    with pytest.raises(
+        InputDataError,
+        match=r"score38.txt.gz is on build GRCh38 but pipeline.genome_build is GRCh37",
+    ):
         validate(tiny_cohort, tmp_path, scoring_file=path)
 
 
 def test_all_clients_too_small_is_an_error(tiny_cohort, tmp_path):
-    with pytest.raises(InputDataError, match="no client left.*30 samples, fewer than min_samples_per_client=31"):
+    with pytest.raises(
+        InputDataError, match="no client left.*30 samples, fewer than min_samples_per_client=31"
+    ):
         validate(tiny_cohort, tmp_path, pipeline=settings(min_samples_per_client=31))
 
 
@@ -177,8 +206,16 @@ def test_rare_split_and_exclusion_log(prepared):
     out = prepared["out"]
     variants = pd.read_csv(out / "variants.tsv", sep="\t")
     rare = pd.read_csv(out / "rare_variants.tsv", sep="\t")
-    assert list(rare.columns) == ["variant_key", "chrom", "pos", "id", "ref", "alt",
-                                  "minor_allele", "maf"]
+    assert list(rare.columns) == [
+        "variant_key",
+        "chrom",
+        "pos",
+        "id",
+        "ref",
+        "alt",
+        "minor_allele",
+        "maf",
+    ]
     ok = variants["qc_pass"] & (variants["maf"] > 0) & (variants["maf"] <= 0.01)
     assert rare["variant_key"].tolist() == variants.loc[ok, "variant_key"].tolist()
     excluded = pd.read_csv(out / "excl_combine.tsv", sep="\t")
@@ -198,8 +235,18 @@ def test_hwe_p_in_controls_matches_plink2(prepared, tmp_path):
     ids = cohort.loc[cohort["phenotype"] == 0, "sample_id"]
     pd.DataFrame({"FID": ids, "IID": ids}).to_csv(keep, sep="\t", index=False, header=False)
     subprocess.run(
-        ["plink2", "--bfile", str(prepared["cohort"]["bed"]), "--keep", str(keep), "--hardy",
-         "--out", str(tmp_path / "h")], check=True, capture_output=True,
+        [
+            "plink2",
+            "--bfile",
+            str(prepared["cohort"]["bed"]),
+            "--keep",
+            str(keep),
+            "--hardy",
+            "--out",
+            str(tmp_path / "h"),
+        ],
+        check=True,
+        capture_output=True,
     )
     hardy = pd.read_csv(tmp_path / "h.hardy", sep="\t")
     variants = pd.read_csv(out / "variants.tsv", sep="\t")
@@ -263,11 +310,17 @@ def test_min_overlap_after_qc_is_enforced(prepared, tmp_path):
     path = tmp_path / "padded.txt.gz"
     with gzip.open(path, "wt") as handle:
         handle.write(text + extra)
-    with pytest.raises(InputDataError, match=r"of 132 rows of .*padded.txt.gz .* match QC-passing variants.*below min_overlap=0.75"):
+    with pytest.raises(
+        InputDataError,
+        match=r"of 132 rows of .*padded.txt.gz .* match QC-passing .*below min_overlap=0.75",
+    ):
         load("match_scores").main(
-            genotypes=[str(prepared["cohort"]["bed"])], variants=out / "variants.tsv",
-            scoring_file=path, pipeline=settings(),
-            out_weights=tmp_path / "w.txt.gz", out_match=tmp_path / "m.tsv",
+            genotypes=[str(prepared["cohort"]["bed"])],
+            variants=out / "variants.tsv",
+            scoring_file=path,
+            pipeline=settings(),
+            out_weights=tmp_path / "w.txt.gz",
+            out_match=tmp_path / "m.tsv",
         )
 
 
@@ -290,9 +343,12 @@ def test_summary_exclusions_and_report(prepared, tmp_path):
     assert list(merged.columns) == ["kind", "id", "reason", "step"]
     assert len(merged) == len(pd.read_csv(out / "excl_combine.tsv", sep="\t"))
     html = load("data_report").main(
-        clients=tmp_path / "clients.tsv", variants=out / "variants.tsv",
-        score_match=out / "score_match.tsv", exclusions=tmp_path / "exclusions.tsv",
-        client_samples=samples, out_html=tmp_path / "report" / "data_report.html",
+        clients=tmp_path / "clients.tsv",
+        variants=out / "variants.tsv",
+        score_match=out / "score_match.tsv",
+        exclusions=tmp_path / "exclusions.tsv",
+        client_samples=samples,
+        out_html=tmp_path / "report" / "data_report.html",
     )
     text = Path(html).read_text()
     assert text.count("data:image/png;base64,") == 3
