@@ -2,6 +2,11 @@
 
 Runs each tool in its own process under ``/usr/bin/time`` at two cohort sizes that differ only in
 the number of variants, to show that our readers' memory does not grow with it (chunked reading).
+Tasks: a full VCF pass (our ``VcfSource`` vs ``bcftools query``), and ``.bed`` allele counts
+(our ``allele_counts`` with the numpy engine, optionally the pandas-plink engine, vs
+``plink2 --freq``), for all samples and, with ``--keep-fraction``, for one client's subset
+(``plink2 --freq --keep``). The 1-minute load average is recorded before every run (the
+machine may be shared).
 
     python benchmarks/bench_readers.py                      # dummy cohorts from plink2 --dummy
     python benchmarks/bench_readers.py --bfile sim/genotypes/cohort   # an existing cohort
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,8 +29,10 @@ from pathlib import Path
 import numpy as np
 
 
-def make_cohort(folder: Path, n_samples: int, n_variants: int, seed: int = 1) -> Path:
-    """A PLINK1 + VCF cohort from ``plink2 --dummy`` with unambiguous alleles and real positions."""
+def make_cohort(
+    folder: Path, n_samples: int, n_variants: int, seed: int = 1, vcf: bool = True
+) -> Path:
+    """A PLINK1 (+ VCF) cohort from ``plink2 --dummy`` with unambiguous alleles and positions."""
     prefix = folder / f"dummy_{n_samples}x{n_variants}"
     subprocess.run(
         [
@@ -49,6 +57,8 @@ def make_cohort(folder: Path, n_samples: int, n_variants: int, seed: int = 1) ->
     with open(f"{prefix}.bim", "w") as bim:
         for i, (alt, ref) in enumerate(alleles):
             bim.write(f"1\tv{i}\t0\t{(i + 1) * 10}\t{alt}\t{ref}\n")
+    if not vcf:
+        return prefix
     subprocess.run(
         [
             "plink2",
@@ -69,6 +79,7 @@ def make_cohort(folder: Path, n_samples: int, n_variants: int, seed: int = 1) ->
 
 def measure(cmd: list[str]) -> dict:
     """Wall seconds and peak RSS (MiB) of one command, via GNU time."""
+    load = round(os.getloadavg()[0], 2)
     start = time.perf_counter()
     proc = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -76,58 +87,92 @@ def measure(cmd: list[str]) -> dict:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
     rss_kb = int(proc.stderr.strip().splitlines()[-1])
     return {
+        "load_1min": load,
         "wall_s": round(wall, 3),
         "peak_rss_mib": round(rss_kb / 1024, 1),
         "stdout": proc.stdout.strip(),
     }
 
 
-def worker(kind: str, path: str, chunk_size: int) -> None:
-    """One full pass of our reader (``kind`` = vcf: dosages; bed: allele counts)."""
+def worker(kind: str, path: str, chunk_size: int, keep: str = "", engine: str = "numpy") -> None:
+    """One full pass of our reader (``kind`` = read: dosages; counts: allele counts)."""
     start = time.perf_counter()
     from rvfedprs.genotypes import open_genotypes
     from rvfedprs.genotypes.frequencies import allele_counts
+    from rvfedprs.genotypes.plink import BedSource
 
-    source = open_genotypes(path)
+    source = BedSource(path, engine=engine) if kind == "counts" else open_genotypes(path)
+    samples = Path(keep).read_text().split()[1::2] if keep else None
     if kind == "counts":
-        n = len(allele_counts(source, chunk_size=chunk_size))
+        n = len(allele_counts(source, samples=samples, chunk_size=chunk_size))
     else:
         n = 0
-        for chunk in source.iter_chunks(chunk_size=chunk_size):
+        for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
             n += chunk.dosages.shape[1]
     print(f"{n} variants in {time.perf_counter() - start:.3f} s")
 
 
-def run(prefix: Path, chunk_size: int, out_dir: Path) -> list[dict]:
+def write_keep(prefix: Path, fraction: float, path: Path, seed: int = 2) -> Path:
+    """A plink ``--keep`` file (FID IID) with a random ``fraction`` of the samples."""
+    fam = Path(f"{prefix}.fam").read_text().split("\n")
+    fam = [line.split() for line in fam if line.strip()]
+    rng = np.random.default_rng(seed)
+    chosen = np.sort(rng.choice(len(fam), size=max(1, int(fraction * len(fam))), replace=False))
+    path.write_text("".join(f"{fam[i][0]} {fam[i][1]}\n" for i in chosen))
+    return path
+
+
+def run(
+    prefix: Path,
+    chunk_size: int,
+    out_dir: Path,
+    keep_fraction: float = 0.0,
+    pandas_plink: bool = False,
+) -> list[dict]:
     me = [sys.executable, str(Path(__file__).resolve()), "--worker"]
     vcf = f"{prefix}.vcf.gz"
-    cases = [
-        ("VCF full pass", "rvfedprs VcfSource", me + ["read", vcf, str(chunk_size)]),
-        (
-            "VCF full pass",
-            "bcftools query '[%GT]'",
-            ["bcftools", "query", "-f", "[%GT]\\n", "-o", "/dev/null", vcf],
-        ),
+    freq = ["plink2", "--bfile", str(prefix), "--freq", "--threads", "1"]
+    cases = []
+    if Path(vcf).is_file():
+        cases += [
+            ("VCF full pass", "rvfedprs VcfSource", me + ["read", vcf, str(chunk_size)]),
+            (
+                "VCF full pass",
+                "bcftools query '[%GT]'",
+                ["bcftools", "query", "-f", "[%GT]\\n", "-o", "/dev/null", vcf],
+            ),
+        ]
+    cases += [
         (
             "bed allele counts",
-            "rvfedprs allele_counts",
+            "rvfedprs allele_counts (numpy)",
             me + ["counts", str(prefix), str(chunk_size)],
         ),
-        (
-            "bed allele counts",
-            "plink2 --freq",
-            [
-                "plink2",
-                "--bfile",
-                str(prefix),
-                "--freq",
-                "--threads",
-                "1",
-                "--out",
-                str(out_dir / "freq"),
-            ],
-        ),
     ]
+    if pandas_plink:
+        cases.append(
+            (
+                "bed allele counts",
+                "rvfedprs allele_counts (pandas-plink)",
+                me + ["counts", str(prefix), str(chunk_size), "", "pandas-plink"],
+            )
+        )
+    cases.append(("bed allele counts", "plink2 --freq", freq + ["--out", str(out_dir / "freq")]))
+    if keep_fraction:
+        keep = write_keep(prefix, keep_fraction, out_dir / "keep.txt")
+        task = f"bed allele counts, {keep_fraction:.0%} of samples"
+        cases += [
+            (
+                task,
+                "rvfedprs allele_counts (numpy)",
+                me + ["counts", str(prefix), str(chunk_size), str(keep)],
+            ),
+            (
+                task,
+                "plink2 --freq --keep",
+                freq + ["--keep", str(keep), "--out", str(out_dir / "k")],
+            ),
+        ]
     rows = []
     for task, tool, cmd in cases:
         result = measure(cmd)
@@ -140,31 +185,35 @@ def run(prefix: Path, chunk_size: int, out_dir: Path) -> list[dict]:
                 "wall_s": result["wall_s"],
                 "pass_s": float(inner) if inner else None,
                 "peak_rss_mib": result["peak_rss_mib"],
+                "load_1min": result["load_1min"],
+                "command": " ".join(cmd),
             }
         )
+    for row in rows:  # ratio to the external tool of the same task
+        ref = [r for r in rows if r["task"] == row["task"] and not r["tool"].startswith("rvf")]
+        row["ratio"] = round(row["wall_s"] / ref[0]["wall_s"], 2) if ref else None
     return rows
 
 
 def to_markdown(results: list[dict]) -> str:
     lines = [
         "| cohort (samples × variants) | task | tool | wall (s) | of which the pass (s) "
-        "| peak RSS (MiB) |",
-        "|---|---|---|---:|---:|---:|",
+        "| × tool | peak RSS (MiB) | load (1 min) |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         inner = f"{r['pass_s']:.2f}" if r.get("pass_s") is not None else "—"
+        ratio = f"{r['ratio']:.2f}" if r.get("ratio") is not None else "—"
         lines.append(
             f"| {r['cohort']} | {r['task']} | {r['tool']} | {r['wall_s']:.2f} | "
-            f"{inner} | {r['peak_rss_mib']:.0f} |"
+            f"{inner} | {ratio} | {r['peak_rss_mib']:.0f} | {r['load_1min']:.2f} |"
         )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--worker", nargs=3, metavar=("KIND", "PATH", "CHUNK"), help=argparse.SUPPRESS
-    )
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--bfile", help="existing PLINK1 prefix (with a .vcf.gz beside it)")
     parser.add_argument(
         "--sizes",
@@ -172,10 +221,18 @@ def main(argv: list[str] | None = None) -> int:
         help="dummy cohorts as SAMPLESxVARIANTS, comma-separated",
     )
     parser.add_argument("--chunk-size", type=int, default=2048)
+    parser.add_argument("--no-vcf", action="store_true", help="skip the VCF (large cohorts)")
+    parser.add_argument(
+        "--keep-fraction", type=float, default=0.0, help="also count a client subset of samples"
+    )
+    parser.add_argument(
+        "--pandas-plink", action="store_true", help="also time the pandas-plink .bed engine"
+    )
     parser.add_argument("--out", default="benchmarks/results/readers.json")
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker[0], args.worker[1], int(args.worker[2]))
+        kind, path, chunk, *rest = args.worker
+        worker(kind, path, int(chunk), *rest)
         return 0
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -186,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             cohorts = []
             for size in args.sizes.split(","):
                 n, m = (int(v) for v in size.split("x"))
-                cohorts.append((f"{n} × {m}", make_cohort(tmp, n, m)))
+                cohorts.append((f"{n} × {m}", make_cohort(tmp, n, m, vcf=not args.no_vcf)))
         for label, prefix in cohorts:
-            for row in run(prefix, args.chunk_size, tmp):
+            for row in run(prefix, args.chunk_size, tmp, args.keep_fraction, args.pandas_plink):
                 results.append({"cohort": label, "chunk_size": args.chunk_size, **row})
     table = to_markdown(results)
     print(table)

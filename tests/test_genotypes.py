@@ -398,5 +398,44 @@ def test_bed_engines_and_packed_counts_on_odd_sample_count_with_missing(tmp_path
         for (v1, s1, c1), (v2, s2, c2) in zip(fast, slow, strict=True):
             pd.testing.assert_frame_equal(v1, v2)
             assert np.array_equal(s1, s2) and np.array_equal(c1, c2)
+        coef = np.linspace(-1, 2, 40)[::-1]
+        sums, n_missing = source.dosage_dot(np.arange(40), coef, samples=samples, chunk_size=16)
+        assert np.allclose(sums, _naive_dot(expected[rows_], coef), rtol=1e-12)
+        assert np.array_equal(n_missing, np.isnan(expected[rows_]).sum(axis=0))
     with pytest.raises(ValueError, match="unknown .bed engine 'plink'"):
         BedSource(tmp_path / "m", engine="plink")
+
+
+def _naive_dot(x: np.ndarray, coef: np.ndarray, fill=None) -> np.ndarray:
+    """Mean- (or ``fill``-) imputed dosages times coef, the plain way."""
+    x = x.astype(np.float64)
+    value = np.nanmean(x, axis=0) if fill is None else fill
+    return np.where(np.isnan(x), value, x) @ coef
+
+
+@needs_cineca
+def test_bed_packed_dosage_dot_equals_dense_reference():
+    from rvfedprs.genotypes.chunk import GenotypeSource
+    from rvfedprs.genotypes.plink import BedSource
+
+    source = BedSource(CINECA)
+    _, x, _ = read_all(source)
+    rng = np.random.default_rng(7)
+    index = np.sort(rng.choice(x.shape[1], size=400, replace=False))
+    coef = rng.normal(size=len(index))
+    fill = rng.uniform(0, 2, size=len(index))
+    subset = list(rng.permutation(source.samples)[:333])
+    rows = pd.Index(source.samples).get_indexer(subset)
+    for samples, sub in ((None, slice(None)), (subset, rows)):
+        for value in (None, fill):
+            fast, missing = source.dosage_dot(index, coef, value, samples, chunk_size=150)
+            dense, missing_dense = GenotypeSource.dosage_dot(
+                source, index, coef, value, samples, chunk_size=150
+            )
+            expected = _naive_dot(x[sub][:, index], coef, value)
+            assert np.allclose(fast, expected, rtol=1e-12, atol=1e-9)
+            assert np.allclose(dense, expected, rtol=1e-12, atol=1e-9)
+            assert np.array_equal(missing, np.isnan(x[sub][:, index]).sum(axis=0))
+            assert np.array_equal(missing, missing_dense) and missing.sum() > 0
+    with pytest.raises(ValueError, match="strictly increasing"):
+        source.dosage_dot(index[::-1], coef)

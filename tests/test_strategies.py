@@ -173,3 +173,13 @@ def test_strategy_from_config_passes_options():
     config = validate_config({"train": {"proximal_mu": 0.2, "server_lr": 0.3}})
     assert strategy_from_config("fedprox", config).proximal_mu == 0.2
     assert strategy_from_config("fedadam", config).server_lr == 0.3
+
+
+def test_schema_enum_lists_exactly_the_registered_strategies():
+    import json
+    from importlib import resources
+
+    from rvfedprs.strategies import STRATEGY_NAMES
+
+    schema = json.loads((resources.files("rvfedprs") / "schemas" / "train.schema.json").read_text())
+    assert sorted(schema["properties"]["strategy"]["enum"]) == sorted(STRATEGY_NAMES)

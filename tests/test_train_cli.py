@@ -131,11 +131,6 @@ def test_bad_input_exits_2_with_a_clear_message(setup, capsys, tmp_path):
     )
     assert "strategy 'fedcee' unknown; choose from" in capsys.readouterr().err
     assert (
-        main(["train", "--config", str(config), "--engine", "flower-sim", "--out", str(tmp_path)])
-        == 2
-    )
-    assert "engine 'flower-sim' is not available yet" in capsys.readouterr().err
-    assert (
         main(
             [
                 "train",

@@ -28,7 +28,15 @@ from rvfedprs.exceptions import InputDataError
 from rvfedprs.model import TwoPathwayModel, set_parameters
 from rvfedprs.training import ClientData, evaluate
 
-__all__ = ["Truth", "load_truth", "carrier_masks", "predict_clients", "federation_metrics"]
+__all__ = [
+    "Truth",
+    "load_truth",
+    "carrier_masks",
+    "predict_clients",
+    "federation_metrics",
+    "evaluate_models",
+    "cluster_recovery",
+]
 
 
 @dataclass(frozen=True)
@@ -215,6 +223,3 @@ def _plain(value: object) -> object:
 def cluster_recovery(predicted: Mapping[str, object], truth: Truth) -> float:
     """ARI of predicted client clusters against the true ones."""
     return cluster_ari(predicted, truth.client_clusters())
-
-
-__all__ += ["cluster_recovery", "evaluate_models"]

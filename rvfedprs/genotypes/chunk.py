@@ -18,6 +18,7 @@ from rvfedprs.exceptions import GenotypeFormatError, InputDataError
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "VARIANT_COLUMNS",
+    "dot_dosages",
     "GenotypeChunk",
     "GenotypeSource",
     "normalise_chrom",
@@ -80,15 +81,17 @@ def variant_keys(variants: pd.DataFrame) -> pd.Series:
     -------
     Series of str, shape (n_variants,)
     """
-    return (
-        variants["chrom"].astype(str)
-        + ":"
-        + variants["pos"].astype("int64").astype(str)
-        + ":"
-        + variants["ref"].astype(str)
-        + ":"
-        + variants["alt"].astype(str)
-    )
+    keys = [
+        f"{c}:{p}:{r}:{a}"
+        for c, p, r, a in zip(
+            variants["chrom"].tolist(),
+            variants["pos"].astype("int64").tolist(),
+            variants["ref"].tolist(),
+            variants["alt"].tolist(),
+            strict=True,
+        )
+    ]
+    return pd.Series(keys, index=variants.index, dtype=object)
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,49 @@ class GenotypeSource:
                     chunk.samples,
                 )
 
+    def dosage_dot(
+        self,
+        index: np.ndarray,
+        coef: np.ndarray,
+        fill: np.ndarray | None = None,
+        samples: Sequence[str] | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per-sample ``Σ_j coef[j] × ALT dosage`` over the variants at ``index``.
+
+        Parameters
+        ----------
+        index : ndarray of int, shape (n_selected,)
+            Strictly increasing variant positions (as for :meth:`iter_selected`).
+        coef : ndarray of float64, shape (n_selected,)
+        fill : ndarray of float64, shape (n_selected,), optional
+            The ALT dosage a missing genotype counts as (NaN allowed where nothing is missing);
+            default: the variant's mean ALT dosage over the called ``samples`` (plink2's mean
+            imputation).
+        samples : sequence of str, optional
+        chunk_size : int
+
+        Returns
+        -------
+        sums : ndarray of float64, shape (n_samples,)
+        n_missing : ndarray of int64, shape (n_selected,)
+            Missing genotypes per selected variant among ``samples``.
+        """
+        coef = np.asarray(coef, dtype=np.float64)
+        rows = sample_index(self.samples, samples, self.path)
+        sums = np.zeros(len(rows), dtype=np.float64)
+        n_missing = np.zeros(len(coef), dtype=np.int64)
+        done = 0
+        for chunk in self.iter_selected(index, chunk_size, samples, np.float64):
+            k = chunk.dosages.shape[1]
+            part = slice(done, done + k)
+            add, n_missing[part] = dot_dosages(
+                chunk.dosages, coef[part], None if fill is None else fill[part]
+            )
+            sums += add
+            done += k
+        return sums, n_missing
+
     def iter_counts(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
     ) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:
@@ -251,6 +297,42 @@ class GenotypeSource:
         return f"{type(self).__name__}({self.path!r}, n_samples={len(self.samples)})"
 
 
+def dot_dosages(
+    dosages: np.ndarray, coef: np.ndarray, fill: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``dosages @ coef`` with missing dosages counted as ``fill`` (default: column means).
+
+    Parameters
+    ----------
+    dosages : ndarray, shape (n_samples, n_variants)
+        NaN where missing; a float64 array is zero-filled in place.
+    coef : ndarray of float64, shape (n_variants,)
+    fill : ndarray of float64, shape (n_variants,), optional
+        Value of a missing dosage per variant; default the mean over the called samples.
+
+    Returns
+    -------
+    sums : ndarray of float64, shape (n_samples,)
+    n_missing : ndarray of int64, shape (n_variants,)
+    """
+    x = dosages if dosages.dtype == np.float64 else dosages.astype(np.float64)
+    n = x.shape[0]
+    if x.flags.f_contiguous:  # scan in memory order: nonzero over a strided view is slow
+        miss_cols, miss_rows = np.nonzero(np.isnan(x.T))
+    else:
+        miss_rows, miss_cols = np.nonzero(np.isnan(x))
+    n_missing = np.bincount(miss_cols, minlength=x.shape[1]).astype(np.int64)
+    sums = np.zeros(n, dtype=np.float64)
+    if len(miss_cols):
+        x[miss_rows, miss_cols] = 0.0
+        if fill is None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                fill = x.sum(axis=0) / (n - n_missing)
+        weight = np.asarray(coef, dtype=np.float64) * np.asarray(fill, dtype=np.float64)
+        sums += np.bincount(miss_rows, weights=weight[miss_cols], minlength=n)
+    return sums + x @ np.asarray(coef, dtype=np.float64), n_missing
+
+
 def check_chunk_size(chunk_size: int) -> int:
     """Validate a chunk size (a positive int)."""
     if int(chunk_size) < 1:
@@ -266,12 +348,19 @@ def make_variant_table(
     alt: Sequence[str],
 ) -> pd.DataFrame:
     """Build a variant table with the contract's dtypes."""
+
+    def strings(values: Sequence[str]) -> np.ndarray:
+        out = np.asarray(values, dtype=object)
+        if all(type(v) is str for v in out.tolist()):
+            return out
+        return out.astype(str).astype(object)
+
     return pd.DataFrame(
         {
-            "chrom": np.asarray(chrom, dtype=object).astype(str).astype(object),
+            "chrom": strings(chrom),
             "pos": np.asarray(pos, dtype=np.int64),
-            "id": np.asarray(ids, dtype=object).astype(str).astype(object),
-            "ref": np.asarray(ref, dtype=object).astype(str).astype(object),
-            "alt": np.asarray(alt, dtype=object).astype(str).astype(object),
+            "id": strings(ids),
+            "ref": strings(ref),
+            "alt": strings(alt),
         }
     )

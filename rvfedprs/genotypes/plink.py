@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import logging
+import mmap
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -62,17 +63,14 @@ def _byte_table(dtype: type) -> np.ndarray:
 
 
 _BYTE_TABLES = {np.dtype(t): _byte_table(t) for t in (np.float32, np.float64)}
+_BYTE_CODES = (np.arange(256, dtype=np.uint8)[:, None] >> _SHIFTS) & 3  # (256, 4)
+#: ALT dosage of each sample of a byte with missing counted as 0, shape (256, 4).
+_BYTE_DOSAGE_0 = np.nan_to_num(_CODE_ALT_DOSAGE)[_BYTE_CODES]
+#: 1.0 for each sample of a byte whose genotype is missing, shape (256, 4).
+_BYTE_MISSING = (_BYTE_CODES == 1).astype(np.float64)
+_MISSING_COUNT_BYTE = (_BYTE_CODES == 1).sum(axis=1)
+_CODE_ALT_COUNT = np.array([2, 0, 1, 0], dtype=np.uint8)
 _EVEN_BITS = np.uint64(0x5555555555555555)
-
-
-def _popcount_even(words: np.ndarray) -> np.ndarray:
-    """Number of set bits per row of ``words`` (uint64, only even bit positions may be set)."""
-    x = (words & np.uint64(0x3333333333333333)) + (
-        (words >> np.uint64(2)) & np.uint64(0x3333333333333333)
-    )
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    x = (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
-    return x.sum(axis=1, dtype=np.int64)
 
 
 def _normalise_chroms(values: pd.Series, source: str) -> list[str]:
@@ -199,30 +197,103 @@ class BedSource(GenotypeSource):
             yield from super().iter_selected(index, chunk_size, samples, dtype)
             return
         chunk_size = check_chunk_size(chunk_size)
-        index = np.asarray(index, dtype=np.int64)
-        if len(index) and (index[0] < 0 or index[-1] >= len(self.variants)):
-            raise ValueError(f"variant index outside 0..{len(self.variants) - 1}")
-        if len(index) > 1 and (np.diff(index) <= 0).any():
-            raise ValueError("variant index must be strictly increasing")
+        index = self._check_index(index)
         rows = None if samples is None else sample_index(self.samples, samples, self.path)
         out_samples = self.samples if rows is None else self.samples[rows]
         bed = self._memmap()
         for start in range(0, len(index), chunk_size):
             part = index[start : start + chunk_size]
-            packed = (
-                np.asarray(bed[part]) if bed is not None else np.zeros((len(part), 0), np.uint8)
-            )
+            packed = bed[part] if bed is not None else np.zeros((len(part), 0), np.uint8)
             block = _decode(packed, len(self.samples), rows, dtype)
             yield GenotypeChunk(
                 self.variants.iloc[part].reset_index(drop=True), block.T, out_samples
             )
 
-    def _memmap(self) -> np.memmap | None:
+    def dosage_dot(
+        self,
+        index: np.ndarray,
+        coef: np.ndarray,
+        fill: np.ndarray | None = None,
+        samples: Sequence[str] | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``Σ_j coef[j] × ALT dosage`` per sample, computed on the packed bytes.
+
+        See :meth:`GenotypeSource.dosage_dot`. No dosage matrix is built: for each byte
+        column (four samples) the coefficients are summed per byte value (a weighted
+        histogram, ``np.bincount``), and the histogram times the byte → dosages table gives
+        the sums; missing genotypes (rare) are found from the bytes and added one by one.
+        For a sample subset the same is done on 2-bit codes per sample.
+        """
+        if self.engine == "pandas-plink":
+            return super().dosage_dot(index, coef, fill, samples, chunk_size)
+        chunk_size = check_chunk_size(chunk_size)
+        index = self._check_index(index)
+        coef = np.asarray(coef, dtype=np.float64)
+        if coef.shape != index.shape or (fill is not None and np.shape(fill) != index.shape):
+            raise ValueError(f"coef and fill must have the shape of index {index.shape}")
+        rows = None if samples is None else sample_index(self.samples, samples, self.path)
+        n = len(self.samples)
+        n_out = n if rows is None else len(rows)
+        n_missing = np.zeros(len(index), dtype=np.int64)
+        bed = self._memmap()
+        if bed is None or n_out == 0 or len(index) == 0:
+            return np.zeros(n_out, dtype=np.float64), n_missing
+        width = self._bytes_per_variant
+        cells_per_row = 256 if rows is None else 4  # byte values, or 2-bit codes
+        n_cells = width if rows is None else n_out
+        hist = np.zeros(n_cells * cells_per_row, dtype=np.float64)
+        base = (np.arange(n_cells, dtype=np.intp) * cells_per_row)[:, None]  # subset only
+        missing_sum = np.zeros(n_cells * (256 if rows is None else 1), dtype=np.float64)
+        for start in range(0, len(index), chunk_size):
+            part = slice(start, start + len(index[start : start + chunk_size]))
+            packed = bed[index[part]]
+            if rows is None:
+                j, col, value, count, alt = _scan_packed(packed, n, alt=fill is None)
+                positions = col * 256 + value  # into the histogram of missing-holding bytes
+                miss = np.bincount(j, weights=count, minlength=len(packed)).astype(np.int64)
+            else:
+                codes = _codes(packed, rows)
+                cells = np.ascontiguousarray(codes.T)  # (n_out, b): 2-bit codes
+                alt = _CODE_ALT_COUNT[codes].sum(axis=1, dtype=np.int64)
+                positions, j = np.nonzero(cells == 1)
+                miss = np.bincount(j, minlength=codes.shape[0])
+            n_missing[part] = miss
+            c = coef[part]
+            if rows is None:
+                _add_byte_histogram(hist, packed, c)
+            else:
+                hist += np.bincount(
+                    (base + cells).ravel(),
+                    weights=np.broadcast_to(c, cells.shape).ravel(),
+                    minlength=len(hist),
+                )
+            if len(positions):
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    imputed = alt / (n_out - miss) if fill is None else np.asarray(fill)[part]
+                missing_sum += np.bincount(
+                    positions, weights=(c * imputed)[j], minlength=len(missing_sum)
+                )
+        if rows is None:
+            sums = (hist.reshape(width, 256) @ _BYTE_DOSAGE_0).ravel()[:n]
+            sums += (missing_sum.reshape(width, 256) @ _BYTE_MISSING).ravel()[:n]
+        else:
+            sums = hist.reshape(n_out, 4) @ np.array([2.0, 0.0, 1.0, 0.0]) + missing_sum
+        return sums, n_missing
+
+    def _check_index(self, index: np.ndarray) -> np.ndarray:
+        index = np.asarray(index, dtype=np.int64)
+        if len(index) and (index[0] < 0 or index[-1] >= len(self.variants)):
+            raise ValueError(f"variant index outside 0..{len(self.variants) - 1}")
+        if len(index) > 1 and (np.diff(index) <= 0).any():
+            raise ValueError("variant index must be strictly increasing")
+        return index
+
+    def _memmap(self) -> _PackedBed | None:
         """The packed genotypes, shape (n_variants, bytes_per_variant); None when empty."""
         if len(self.variants) == 0 or self._bytes_per_variant == 0:
             return None
-        shape = (len(self.variants), self._bytes_per_variant)
-        return np.memmap(self.bed, dtype=np.uint8, mode="r", offset=3, shape=shape)
+        return _PackedBed(self.bed, len(self.variants), self._bytes_per_variant)
 
     def iter_counts(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
@@ -258,7 +329,7 @@ class BedSource(GenotypeSource):
             if bed is None:  # no samples: nothing to map
                 yield start, np.zeros((min(chunk_size, n_var - start), 0), dtype=np.uint8)
             else:
-                yield start, np.asarray(bed[start : start + chunk_size])
+                yield start, bed[start : start + chunk_size]
 
     def _iter_chunks_pandas_plink(
         self, chunk_size: int, samples: Sequence[str] | None
@@ -288,6 +359,27 @@ class BedSource(GenotypeSource):
             )
 
 
+class _PackedBed:
+    """A read-only memory map of a ``.bed``'s genotype bytes that does not pile up in RSS.
+
+    ``bed[rows]`` copies the rows (a slice or an index array) out of the map and then drops the
+    mapped pages from this process (``madvise(MADV_DONTNEED)``; they stay in the page cache),
+    so peak memory stays at one chunk however many variants are read.
+    """
+
+    def __init__(self, path: Path, n_variants: int, width: int) -> None:
+        with path.open("rb") as handle:
+            self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        self._array = np.frombuffer(self._map, dtype=np.uint8, count=n_variants * width, offset=3)
+        self._array = self._array.reshape(n_variants, width)
+
+    def __getitem__(self, rows: slice | np.ndarray) -> np.ndarray:
+        out = np.array(self._array[rows])
+        if hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED)
+        return out
+
+
 def _codes(packed: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """2-bit genotype codes of the samples ``rows``, shape (n_variants, len(rows)), uint8."""
     return (packed[:, rows // 4] >> _SHIFTS[rows % 4]) & np.uint8(3)
@@ -300,6 +392,77 @@ def _decode(packed: np.ndarray, n_samples: int, rows: np.ndarray | None, dtype: 
     table = _BYTE_TABLES[np.dtype(dtype)]
     flat = table[packed].view(dtype).reshape(len(packed), -1)
     return flat if flat.shape[1] == n_samples else flat[:, :n_samples]
+
+
+_TILE = 64  # byte columns per histogram tile: 64 × 256 × 8 bytes stay in the L2 cache
+
+
+def _add_byte_histogram(hist: np.ndarray, packed: np.ndarray, coef: np.ndarray) -> None:
+    """``hist[col * 256 + byte] += coef[row]`` for every byte ``packed[row, col]``, in place.
+
+    Runs over tiles of byte columns so that the part of ``hist`` being updated stays in cache.
+    """
+    width = packed.shape[1]
+    offsets = (np.arange(_TILE, dtype=np.intp) * 256)[None, :]
+    weights = np.repeat(coef, _TILE)
+    for start in range(0, width, _TILE):
+        stop = min(width, start + _TILE)
+        span = stop - start
+        cells = (packed[:, start:stop] + offsets[:, :span]).ravel()
+        w = weights if span == _TILE else np.repeat(coef, span)
+        hist[start * 256 : stop * 256] += np.bincount(cells, weights=w, minlength=span * 256)
+
+
+def _scan_packed(
+    packed: np.ndarray, n_samples: int, alt: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Missing genotypes and ALT counts of packed rows of shape (n, width), on 64-bit words.
+
+    Copies the rows into whole words with the padding bits cleared, flags the missing code
+    (0b01: low bit set, high bit clear), and looks into flagged words only.
+
+    Returns
+    -------
+    row, col : ndarray of int64, shape (m,)
+        Position of each byte that holds a missing genotype.
+    value : ndarray of uint8, shape (m,)
+        That byte (padding bits cleared).
+    count : ndarray of int64, shape (m,)
+        Missing genotypes in it.
+    alt_count : ndarray of int64, shape (n,), or None
+        With ``alt``: ALT alleles over the called samples per row, ``2·n − popcount − missing``
+        (each genotype code's two bits sum to 2 − ALT count, and to 1 when missing); zeros
+        when nothing is missing (then no imputation needs them).
+    """
+    n_rows, width = packed.shape
+    words = np.zeros((n_rows, -(-width // 8) * 8), dtype=np.uint8)
+    words[:, :width] = packed
+    if n_samples % 4:
+        words[:, width - 1] &= np.uint8((1 << (2 * (n_samples % 4))) - 1)
+    x = words.view(np.uint64)
+    flags = x & ~(x >> np.uint64(1)) & _EVEN_BITS
+    row, word = np.nonzero(flags)
+    in_word, byte = np.nonzero(flags[row, word].view(np.uint8).reshape(-1, 8))
+    row = row[in_word]
+    col = word[in_word] * 8 + byte
+    value = words[row, col]
+    count = _MISSING_COUNT_BYTE[value].astype(np.int64)
+    alt_count = None
+    if alt:  # only needed to impute missing genotypes
+        alt_count = np.zeros(n_rows, dtype=np.int64)
+    if alt and len(row):
+        missing = np.bincount(row, weights=count, minlength=n_rows).astype(np.int64)
+        alt_count = 2 * n_samples - _popcount(x) - missing
+    return row, col, value, count, alt_count
+
+
+def _popcount(words: np.ndarray) -> np.ndarray:
+    """Set bits per row of a uint64 array of shape (n, w), as int64 of shape (n,)."""
+    x = words - ((words >> np.uint64(1)) & _EVEN_BITS)
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    x = (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+    return x.sum(axis=1, dtype=np.int64)
 
 
 def _packed_counts(packed: np.ndarray, n_samples: int) -> np.ndarray:
@@ -317,9 +480,9 @@ def _packed_counts(packed: np.ndarray, n_samples: int) -> np.ndarray:
     x = buf.view(np.uint64)
     low = x & _EVEN_BITS
     high = (x >> np.uint64(1)) & _EVEN_BITS
-    n_missing = _popcount_even(low & ~high)
-    n_het = _popcount_even(high & ~low)
-    n_hom_ref = _popcount_even(low & high)
+    n_missing = _popcount(low & ~high)
+    n_het = _popcount(high & ~low)
+    n_hom_ref = _popcount(low & high)
     n_hom_alt = n_samples - n_missing - n_het - n_hom_ref
     return np.stack([n_hom_ref, n_het, n_hom_alt, n_missing], axis=1)
 

@@ -27,6 +27,7 @@ from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes.chunk import (
     DEFAULT_CHUNK_SIZE,
     GenotypeSource,
+    dot_dosages,
     normalise_chrom,
     sample_index,
     variant_keys,
@@ -158,10 +159,8 @@ def read_scorefile(path: str | Path) -> ScoreFile:
         chroms = raw[chrom_col].str.strip()
         positions = pd.to_numeric(raw[pos_col], errors="coerce").astype("Int64")
         known = (chroms != "") & positions.notna()
-        table["chrom"] = [
-            normalise_chrom(c, source=str(path)) if k else ""
-            for c, k in zip(chroms, known, strict=True)
-        ]
+        names = {c: normalise_chrom(c, source=str(path)) for c in pd.unique(chroms[known])}
+        table["chrom"] = chroms.map(names).where(known, "").to_numpy(dtype=object)
         table["pos"] = positions.where(known)
     else:
         table["chrom"] = ""
@@ -369,25 +368,19 @@ def score(
         pairs = _match(source.variants, by_pos, by_id, alleles)
         found.append(pairs)
         n_ok = _resolve_statuses(log, found, sf.path, len(table), min_overlap, source.path)
-        rows, state, counts_alt, _, keys, _, j = pairs
+        rows, state, counts_alt, _, _, _, j = pairs
         use = state >= _MATCHED
-        j_use = j[use]
-        index = np.unique(j_use)
-        col_of_pair = np.searchsorted(index, j_use)
-        done = 0
-        for chunk in source.iter_selected(index, chunk_size, samples, np.float64):
-            k = chunk.dosages.shape[1]
-            lo, hi = np.searchsorted(col_of_pair, [done, done + k])
-            cols = col_of_pair[lo:hi] - done
-            total += _weighted_sum(
-                chunk.dosages,
-                None if np.array_equal(cols, np.arange(k)) else cols,
-                np.where(counts_alt[use][lo:hi], 1.0, -1.0),
-                weights[rows[use][lo:hi]],
-                keys[use][lo:hi],
-                freq_lookup,
-            )
-            done += k
+        index, inverse = np.unique(j[use], return_inverse=True)
+        sign = np.where(counts_alt[use], 1.0, -1.0)
+        w = weights[rows[use]]
+        coef = np.bincount(inverse, weights=w * sign, minlength=len(index))
+        fill, keys = None, None
+        if freq_lookup is not None:
+            keys = variant_keys(source.variants.iloc[index]).to_numpy(dtype=object)
+            fill = 2.0 * freq_lookup.reindex(keys).to_numpy()
+        _check_frequencies(fill, keys)
+        sums, _ = source.dosage_dot(index, coef, fill, samples, chunk_size)
+        total += float(w @ np.where(sign > 0, 0.0, 2.0)) + sums
     else:  # stream: match each chunk's variants as they come
         offset = 0
         any_chunk = False
@@ -455,7 +448,7 @@ def _match(
 
 def _weighted_sum(
     dosages: np.ndarray,
-    cols: np.ndarray | None,
+    cols: np.ndarray,
     sign: np.ndarray,
     weights: np.ndarray,
     keys: np.ndarray,
@@ -466,9 +459,9 @@ def _weighted_sum(
     Parameters
     ----------
     dosages : ndarray, shape (n_samples, n_variants)
-        ALT dosages, NaN missing (float64 ones are zero-filled in place).
-    cols : ndarray of int, shape (n_terms,), or None
-        Column of each term (None: every column once, in order).
+        ALT dosages, NaN missing.
+    cols : ndarray of int, shape (n_terms,)
+        Column of each term.
     sign, weights : ndarray of float64, shape (n_terms,)
         +1 when the effect allele is ALT, −1 when it is REF (effect dosage 2 − ALT dosage).
     keys : ndarray of str, shape (n_terms,)
@@ -482,39 +475,28 @@ def _weighted_sum(
 
     Notes
     -----
-    A missing dosage counts 2·p of the effect allele. Computed as
-    ``Σ w·offset + X₀ @ (w·sign) + Σ_missing w·(2p − offset)`` with ``X₀`` the dosages with
-    NaN set to 0 (offset 2 for REF effect alleles), so no imputed matrix is built.
+    The effect dosage is ``offset + sign × ALT dosage`` (offset 2 for a REF effect allele), and
+    a missing ALT dosage counts 2·p, so a missing effect dosage counts 2·p of the effect allele.
     """
-    if cols is None:
-        x = dosages if dosages.dtype == np.float64 else dosages.astype(np.float64)
-    else:
-        x = dosages[:, cols].astype(np.float64, copy=False)
-    n = x.shape[0]
-    offset = np.where(sign > 0, 0.0, 2.0)
-    result = np.full(n, float(weights @ offset))
-    if x.flags.f_contiguous:  # scan in memory order: nonzero over a strided view is slow
-        miss_cols, miss_rows = np.nonzero(np.isnan(x.T))
-    else:
-        miss_rows, miss_cols = np.nonzero(np.isnan(x))
-    if len(miss_cols):
-        x[miss_rows, miss_cols] = 0.0
-        n_missing = np.bincount(miss_cols, minlength=x.shape[1])
-        gaps = np.flatnonzero(n_missing)
-        if freq_lookup is not None:
-            alt_p = freq_lookup.reindex(keys).to_numpy()
-            if np.isnan(alt_p).any():
-                absent = keys[np.isnan(alt_p)][0]
-                raise InputDataError(f"variant {absent} is absent from the frequency table")
-            alt_p = alt_p[gaps]
-        else:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                alt_p = x.sum(axis=0)[gaps] / (n - n_missing[gaps]) / 2.0
-        effect_p = np.where(sign[gaps] > 0, alt_p, 1.0 - alt_p)
-        fill = np.zeros(x.shape[1])
-        fill[gaps] = weights[gaps] * (2.0 * effect_p - offset[gaps])
-        result += np.bincount(miss_rows, weights=fill[miss_cols], minlength=n)
-    return result + x @ (weights * sign)
+    fill = None if freq_lookup is None else 2.0 * freq_lookup.reindex(keys).to_numpy()
+    _check_frequencies(fill, keys)
+    sums, _ = dot_dosages(dosages[:, cols], weights * sign, fill)
+    return float(weights @ np.where(sign > 0, 0.0, 2.0)) + sums
+
+
+def _check_frequencies(fill: np.ndarray | None, keys: np.ndarray | None) -> None:
+    """Raise when a scored variant is absent from the given frequency table.
+
+    Every scored variant must have a frequency, whether or not it has missing genotypes (so
+    the outcome does not depend on the chunk size).
+    """
+    if fill is None:
+        return
+    absent = np.isnan(fill)
+    if absent.any():
+        raise InputDataError(
+            f"variant {keys[np.flatnonzero(absent)[0]]} is absent from the frequency table"
+        )
 
 
 def _resolve_statuses(
