@@ -28,6 +28,8 @@ include: "snakemake/common.smk"
 include: "snakemake/simulate.smk"
 include: "snakemake/prepare.smk"
 include: "snakemake/report.smk"
+include: "snakemake/train.smk"
+include: "snakemake/evaluate.smk"
 
 
 rule all:

@@ -12,8 +12,11 @@ FedAvg or FedCE, R rounds (default 4), the same seed on every engine. For each e
 
 It also checks that the final weights agree with the in-process engine.
 
+With ``--data DIR`` it runs on an existing per-client folder instead (e.g. the demo cohort's
+``results/``, read only; ``--clients``/``--samples`` are then ignored).
+
 Usage: python benchmarks/bench_flower.py [--clients 10] [--rounds 4] [--strategy fedavg]
-       [--samples 300] [--engines inprocess flower-sim flower-deploy]
+       [--samples 300] [--data results] [--engines inprocess flower-sim flower-deploy]
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.data import load_federation  # noqa: E402
 from rvfedprs.federation.flower.launch import run_flower  # noqa: E402
 from rvfedprs.federation.inprocess import run_inprocess  # noqa: E402
+from rvfedprs.federation.settings import local_training_config  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
-from rvfedprs.training import LocalTrainingConfig  # noqa: E402
 
 SEED = 3
 
@@ -51,19 +54,16 @@ def run_engine(engine, federation, config, rounds, out):
     strategy = strategy_from_config(name, config)
     t0 = time.time()
     if engine == "inprocess":
-        t = config["train"]
+        train = federation.train.values()
         result = run_inprocess(
             federation,
             strategy,
             rounds=rounds,
             model_config=config["model"],
-            training=LocalTrainingConfig(
-                epochs=t["local_epochs"],
-                lr=t["lr"],
-                momentum=t["momentum"],
-                batch_size=t["batch_size"],
-                pos_weight=t["pos_weight"],
-                weight_decay=t["weight_decay"],
+            training=local_training_config(
+                config["train"],
+                n_samples=sum(d.n_samples for d in train),
+                n_cases=sum(float(d.y.sum()) for d in train),
             ),
             random_seed=SEED,
             out=out,
@@ -92,23 +92,27 @@ def main(argv=None) -> None:
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--strategy", default="fedavg")
+    parser.add_argument("--data", type=Path, help="existing per-client folder (read only)")
     parser.add_argument(
         "--engines", nargs="+", default=["inprocess", "flower-sim", "flower-deploy"]
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        paths = write_federation(
-            root,
-            n_clients=args.clients,
-            n_clusters=3,
-            samples_per_client=args.samples,
-            private_per_cluster=20,
-            n_shared=18,
-            causal_private=4,
-            causal_shared=3,
-        )
-        federation = load_federation(paths["data"])
+        if args.data is not None:
+            data = args.data.resolve()
+        else:
+            data = write_federation(
+                root,
+                n_clients=args.clients,
+                n_clusters=3,
+                samples_per_client=args.samples,
+                private_per_cluster=20,
+                n_shared=18,
+                causal_private=4,
+                causal_shared=3,
+            )["data"]
+        federation = load_federation(data)
         config = load_config(
             None,
             overrides={
@@ -116,7 +120,7 @@ def main(argv=None) -> None:
                     "strategy": args.strategy,
                     "rounds": args.rounds,
                     "seed": SEED,
-                    "data": str(paths["data"]),
+                    "data": str(data),
                 },
                 "fedce": {"n_clusters": 3},
             },
@@ -131,8 +135,10 @@ def main(argv=None) -> None:
             rows.append((engine, timing, diff))
             print(f"{engine}: done in {timing['total']:.1f} s", file=sys.stderr)
     base = next((t["per_round"] for e, t, _ in rows if e == "inprocess"), float("nan"))
+    n_train = sum(d.n_samples for d in federation.train.values())
     print(
-        f"\n{args.clients} clients × {args.samples} samples, {args.strategy}, {args.rounds} rounds"
+        f"\n{len(federation.client_ids)} clients, {n_train} training samples, "
+        f"{federation.n_rare} rare variants ({data}), {args.strategy}, {args.rounds} rounds"
     )
     print(
         f"{'engine':<15}{'total s':>10}{'startup s':>11}{'per round s':>13}"

@@ -8,8 +8,9 @@ A variant no local sample carries has an exactly zero loss gradient in ``rare.in
 carries, so every step costs O(nnz · h) instead of O(P · h).  The columns left out follow a
 data-free recursion (weight decay and the proximal pull towards the reference only); it is
 applied once, in closed form, after training, so the result equals plain dense SGD on the whole
-model (up to float rounding).  Under DP-SGD (:mod:`rvfedprs.privacy`) every column receives
-noise and the whole model is trained densely.
+model (up to float rounding).  A SCAFFOLD correction ``c − c_k`` (a constant added to every
+gradient) is part of that recursion too.  Under DP-SGD (:mod:`rvfedprs.privacy`) every column
+receives noise and the whole model is trained densely.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "evaluate",
     "batch_indices",
     "to_torch_sparse",
+    "add_gradient_terms",
 ]
 
 RARE_INPUT = "rare.input.weight"
@@ -231,6 +233,58 @@ def _seed_from(random_seed: int | None, generator: np.random.Generator | None) -
     return draw_seed(random_seed)
 
 
+def add_gradient_terms(
+    params: Mapping[str, torch.Tensor],
+    *,
+    reference: Mapping[str, torch.Tensor] | None = None,
+    mu: float = 0.0,
+    correction: Mapping[str, torch.Tensor] | None = None,
+) -> None:
+    """Add the FedProx and SCAFFOLD terms to every parameter's ``.grad`` (in place).
+
+    ``grad += μ (p − reference)`` (gradient of μ/2‖w − w^t‖²) when ``mu > 0``, then
+    ``grad += correction`` (SCAFFOLD's c − c_k) when given.  Shared by the genomic and the
+    imaging clients.
+
+    Parameters
+    ----------
+    params : mapping of str to Parameter
+        The model's named parameters, gradients already computed.
+    reference : mapping of str to Tensor, optional
+        w^t, same names and shapes; required when ``mu > 0``.
+    mu : float
+    correction : mapping of str to Tensor, optional
+        Same names and shapes as ``params``.
+    """
+    with torch.no_grad():
+        for name, p in params.items():
+            if mu > 0:
+                p.grad.add_(p - reference[name], alpha=mu)
+            if correction is not None:
+                p.grad.add_(correction[name])
+
+
+def _check_correction(
+    correction: Mapping[str, np.ndarray], start: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The correction as float32 arrays, names and shapes checked against the model's."""
+    if set(correction) != set(start):
+        raise ValueError(
+            "SCAFFOLD correction tensor names differ from the model's: "
+            f"{sorted(set(correction) ^ set(start))[:5]}"
+        )
+    out = {}
+    for name, value in correction.items():
+        arr = np.asarray(value, dtype=np.float32)
+        if arr.shape != start[name].shape:
+            raise ValueError(
+                f"SCAFFOLD correction {name!r} has shape {arr.shape}, "
+                f"the parameter has {start[name].shape}"
+            )
+        out[name] = arr
+    return out
+
+
 def local_update(
     model: TwoPathwayModel,
     data: ClientData,
@@ -241,6 +295,7 @@ def local_update(
     random_seed: int | None = None,
     generator: np.random.Generator | None = None,
     dp: DPState | None = None,
+    correction: Mapping[str, np.ndarray] | None = None,
 ) -> LocalResult:
     """Train ``model`` on ``data`` for ``config.epochs`` epochs of mini-batch SGD (in place).
 
@@ -261,6 +316,9 @@ def local_update(
         Source of the seed when ``random_seed`` is None.
     dp : DPState, optional
         Run DP-SGD (opacus) and extend the client's accountant; see :mod:`rvfedprs.privacy`.
+    correction : dict of str to ndarray, optional
+        SCAFFOLD's c − c_k, one array per parameter, added to the gradient before every step
+        (``y ← y − η_l (g_k(y) + c − c_k)``); not supported with ``dp``.
 
     Returns
     -------
@@ -274,6 +332,8 @@ def local_update(
         raise InputDataError(f"client {data.client_id}: no training samples")
     seed = _seed_from(random_seed, generator)
     if dp is not None:
+        if correction is not None:
+            raise ValueError("a SCAFFOLD correction is not supported with DP-SGD (dp)")
         from rvfedprs.privacy import dp_local_update
 
         return dp_local_update(
@@ -285,6 +345,7 @@ def local_update(
         raise ValueError(
             f"reference parameter names differ from the model's: {sorted(set(ref) ^ set(start))}"
         )
+    corr = _check_correction(correction, start) if correction is not None else None
 
     active = data.carried_variants()
     if active.size == 0:
@@ -300,6 +361,9 @@ def local_update(
     compact_ref = {
         name: torch.from_numpy(value) for name, value in _take_columns(ref, active).items()
     }
+    compact_corr = None
+    if corr is not None:
+        compact_corr = {k: torch.from_numpy(v) for k, v in _take_columns(corr, active).items()}
     rare_compact = data.rare[:, active].tocsr()
     compact_data = ClientData(data.client_id, data.sample_ids, data.prs, rare_compact, data.y)
 
@@ -328,17 +392,20 @@ def local_update(
                 loss.backward()
                 if infl is not None:
                     infl += torch.linalg.vector_norm(w_in.grad.double(), dim=0)
-                if mu > 0:
-                    with torch.no_grad():
-                        for name, p in named.items():
-                            p.grad.add_(p - compact_ref[name], alpha=mu)
+                add_gradient_terms(named, reference=compact_ref, mu=mu, correction=compact_corr)
                 optimizer.step()
                 steps += 1
                 loss_sum += float(loss.detach()) * len(rows)
             epoch_loss = loss_sum / data.n_samples
 
     trained = get_parameters(compact)
-    full_w = _data_free_columns(start[RARE_INPUT], ref[RARE_INPUT], config, steps)
+    full_w = _data_free_columns(
+        start[RARE_INPUT],
+        ref[RARE_INPUT],
+        config,
+        steps,
+        correction=None if corr is None else corr[RARE_INPUT],
+    )
     full_w[:, active] = trained[RARE_INPUT]
     trained[RARE_INPUT] = full_w
     set_parameters(model, trained)
@@ -359,24 +426,34 @@ def _take_columns(params: Mapping[str, np.ndarray], columns: np.ndarray) -> dict
 
 
 def _data_free_columns(
-    w0: np.ndarray, ref: np.ndarray, config: LocalTrainingConfig, steps: int
+    w0: np.ndarray,
+    ref: np.ndarray,
+    config: LocalTrainingConfig,
+    steps: int,
+    *,
+    correction: np.ndarray | None = None,
 ) -> np.ndarray:
     """Weights after ``steps`` SGD steps whose loss gradient is zero (closed form).
 
-    Each entry follows ``g = λw + μ(w − r)``, ``v ← m·v + g`` (``v`` = g at the first step),
-    ``w ← w − lr·v``; the state stays linear in ``(w0, r)``, so the coefficients are iterated on
-    scalars and applied once.
+    Each entry follows ``g = λw + μ(w − r) + k`` (``k`` the SCAFFOLD correction, 0 without
+    one), ``v ← m·v + g`` (``v`` = g at the first step), ``w ← w − lr·v``; the state stays
+    linear in ``(w0, r, k)``, so the coefficients are iterated on scalars and applied once.
+    With m = 0, λ = μ = 0 this is ``w0 − lr·steps·k``.
     """
     lam, mu = float(config.weight_decay), float(config.proximal_mu)
-    if lam == 0.0 and mu == 0.0:
+    if lam == 0.0 and mu == 0.0 and correction is None:
         return w0.copy()
-    a, b, c, d = 1.0, 0.0, 0.0, 0.0  # w = a·w0 + b·r ; v = c·w0 + d·r
+    a, b, e = 1.0, 0.0, 0.0  # w = a·w0 + b·r + e·k
+    c, d, f = 0.0, 0.0, 0.0  # v = c·w0 + d·r + f·k
     m, lr = float(config.momentum), float(config.lr)
     for _ in range(steps):
-        ga, gb = (lam + mu) * a, (lam + mu) * b - mu
-        c, d = m * c + ga, m * d + gb
-        a, b = a - lr * c, b - lr * d
-    return (a * w0.astype(np.float64) + b * ref.astype(np.float64)).astype(np.float32)
+        ga, gb, ge = (lam + mu) * a, (lam + mu) * b - mu, (lam + mu) * e + 1.0
+        c, d, f = m * c + ga, m * d + gb, m * f + ge
+        a, b, e = a - lr * c, b - lr * d, e - lr * f
+    out = a * w0.astype(np.float64) + b * ref.astype(np.float64)
+    if correction is not None:
+        out += e * correction.astype(np.float64)
+    return out.astype(np.float32)
 
 
 def select_influential(

@@ -1,14 +1,21 @@
 """In-process, Flower simulation and a real Flower deployment give the same model.
 
-One small synthetic federation (3 clients), FedAvg and FedCE, 2 rounds, fixed seed. The
-deployment is a real SuperLink and 3 SuperNodes on 127.0.0.1 (insecure), plus a fourth SuperNode
-that claims a client nobody has: it must be reported and left out while the others train. Every
-process is stopped by its id when the module's fixture ends, and the test checks they are gone.
+One small synthetic federation (3 clients), FedAvg and FedCE, 2 rounds, fixed seed: one
+flower-sim and one flower-deploy run per strategy, sharing one SuperLink per engine (the
+deployment's SuperLink and SuperNodes are started once for both strategies). The deployment is a
+real SuperLink and 3 SuperNodes on 127.0.0.1 (insecure), plus a fourth SuperNode that claims a
+client nobody has: it must be reported and left out while the others train. Every process is
+stopped by its id when the module's fixture ends, and the test checks they are gone. Last,
+``rvfedprs train --engine flower-sim`` run as a command fails cleanly when no client can answer
+in time.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +29,6 @@ from _federation_fixtures import write_federation  # noqa: E402
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.data import load_federation  # noqa: E402
 from rvfedprs.federation.flower.launch import (  # noqa: E402
-    FlowerRunError,
     client_nodes,
     run_flower,
     start_local,
@@ -58,6 +64,28 @@ def _training(config: dict) -> LocalTrainingConfig:
         pos_weight=t["pos_weight"],
         weight_decay=t["weight_decay"],
     )
+
+
+def _processes_using(home: Path) -> list[int]:
+    """Pids of live processes whose environment names ``home`` as FLWR_HOME."""
+    needle = f"FLWR_HOME={home}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
+                found.append(int(entry.name))
+        except (PermissionError, FileNotFoundError, ProcessLookupError):
+            continue
+    return found
+
+
+def _listening(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, int(port))) == 0
 
 
 def _alive(pid: int) -> bool:
@@ -117,25 +145,6 @@ def runs(tmp_path_factory):
                 min_replies=3,
                 timeout=240,
             )
-        # Requiring every node's reply makes the ghost fatal: the run must fail, clearly.
-        config = _config("fedavg", paths["data"])
-        try:
-            run_flower(
-                "flower-deploy",
-                federation=federation,
-                strategy=strategy_from_config("fedavg", config),
-                config=config,
-                rounds=1,
-                random_seed=SEED,
-                out=root / "deploy-strict",
-                superlink=link,
-                expected_nodes=4,
-                min_replies=4,
-                timeout=120,
-            )
-            out["strict_error"] = None
-        except FlowerRunError as exc:
-            out["strict_error"] = str(exc)
     with start_local(root / "sim", simulation=True) as link:
         pids += list(link.processes.pids().values())
         for name in STRATEGIES:
@@ -152,6 +161,8 @@ def runs(tmp_path_factory):
                 timeout=300,
             )
     out["pids"] = pids
+    out["homes"] = [(root / "deploy" / "home").resolve(), (root / "sim" / "home").resolve()]
+    out["data"] = paths["data"]
     return out
 
 
@@ -181,12 +192,44 @@ def test_ghost_node_reported_and_left_out(runs):
     assert "completed" in status
 
 
-def test_too_few_replies_fails_the_run_clearly(runs):
-    error = runs["strict_error"]
-    assert error is not None, "a run that cannot reach min_replies must fail"
-    assert "3 of 4 clients answered the setup" in error and "min_replies=4" in error
-
-
 def test_every_process_stopped(runs):
     assert len(runs["pids"]) == 1 + 4 + 1  # deploy SuperLink + 4 SuperNodes, sim SuperLink
     assert [pid for pid in runs["pids"] if _alive(pid)] == []
+    # nor any child (ServerApp, ClientApps, simulation backend) of theirs
+    assert [pid for home in runs["homes"] for pid in _processes_using(home)] == []
+
+
+def test_cli_flower_sim_failure_is_reported_and_cleaned_up(runs, tmp_path):
+    config = tmp_path / "config.yaml"
+    # a round timeout no client can meet: the setup gets no reply, the run cannot go on
+    config.write_text("flower:\n  round_timeout: 0.001\n  timeout: 240\n")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "rvfedprs", "train", "--config", str(config)]
+    argv += ["--data", str(runs["data"]), "--strategy", "fedavg", "--engine", "flower-sim"]
+    argv += ["--rounds", "1", "--seed", "3", "--out", str(out), "--no-progress"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "rvfedprs train: error: the Flower run failed" in done.stderr
+    assert "only 0 of 3 clients answered the setup (min_replies=3)" in done.stderr
+    status = json.loads((out / "flower" / "status.json").read_text())
+    assert status["status"] == "failed"
+    assert not (out / "metrics.json").exists()
+    started = json.loads((out / "flower" / "logs" / "processes.json").read_text())
+    assert list(started) == ["superlink"]
+    assert [pid for pid in started.values() if _alive(pid)] == []
+    assert _processes_using((out / "flower" / "home").resolve()) == []
+    address = (out / "flower" / "home" / "config.toml").read_text().split('address = "')[1]
+    assert not _listening(address.split('"')[0])
+
+
+def test_cli_impossible_min_replies_refused_before_any_process(runs, tmp_path, capsys):
+    from rvfedprs.cli import main
+
+    config = tmp_path / "config.yaml"
+    config.write_text("flower:\n  min_replies: 5\n")
+    argv = ["train", "--config", str(config), "--data", str(runs["data"]), "--engine"]
+    argv += ["flower-sim", "--rounds", "1", "--seed", "1", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "min_replies must be in [1, 3] (the number of clients), got 5" in err
+    assert not (tmp_path / "out" / "flower" / "logs").exists()

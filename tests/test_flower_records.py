@@ -149,3 +149,124 @@ def test_job_min_replies_checked(tmp_path):
         expected_clients=3,
     )
     assert json.loads(path.read_text())["min_replies"] == 3
+
+
+def _over_the_wire(content: RecordDict) -> RecordDict:
+    """What the other side gets: Flower's protobuf serialisation and back."""
+    from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+
+    proto = recorddict_to_proto(content)
+    return recorddict_from_proto(type(proto).FromString(proto.SerializeToString()))
+
+
+def _assert_same(got, want, where="config"):
+    if isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray) and got.dtype == want.dtype, where
+        np.testing.assert_array_equal(got, want, err_msg=where)
+    elif isinstance(want, dict):
+        assert set(got) == set(want), where
+        for key in want:
+            _assert_same(got[key], want[key], f"{where}.{key}")
+    else:
+        assert got == want and type(got) is type(want), where
+
+
+@pytest.mark.parametrize("name", ["scaffold", "ditto", "fedce"])
+def test_real_strategy_instructions_survive_flower(name):
+    from rvfedprs.config import load_config
+    from rvfedprs.strategies import strategy_from_config
+
+    overrides = {"fedce": {"top_k": None, "relative_threshold": 0.3}}
+    strategy = strategy_from_config(name, load_config(None, overrides=overrides))
+    strategy.initialize(_params(), ["site1", "site2"])
+    instruction = strategy.configure_fit(1, ["site1", "site2"])["site2"]
+    content = instruction_to_content(instruction, server_round=1, seed=7, run={})
+    back, _, _, _ = content_to_instruction(_over_the_wire(content))
+    _assert_same(back.config, instruction.config)
+    has_arrays = name in ("scaffold", "ditto")
+    assert ("config-arrays" in content.array_records) == has_arrays
+    if name == "fedce":
+        assert back.config["top_k"] is None and back.config["relative_threshold"] == 0.3
+
+
+def test_config_codec_nested_arrays_scalars_and_refusals():
+    from rvfedprs.federation.flower.records import decode_config, encode_config
+
+    config = {
+        "a": None,
+        "b": np.float32(0.25),
+        "c": [{"x": np.arange(4, dtype=np.int64)}, 3],
+        "d": {"e": {"f": np.ones((2, 2), np.float32)}},
+    }
+    text, arrays = encode_config(config)
+    assert sorted(arrays) == ["c/0/x", "d/e/f"]
+    back = decode_config(text, arrays)
+    assert back["a"] is None and back["b"] == 0.25 and back["c"][1] == 3
+    np.testing.assert_array_equal(back["c"][0]["x"], np.arange(4))
+    assert back["d"]["e"]["f"].dtype == np.float32
+    with pytest.raises(TypeError, match=r"config value at 'd/when' has type datetime"):
+        import datetime
+
+        encode_config({"d": {"when": datetime.datetime(2020, 1, 1)}})
+    with pytest.raises(TypeError, match=r"reserved key '__array__'"):
+        encode_config({"x": {"__array__": "y"}})
+
+
+def test_ditto_personal_tensors_accepted_and_checked():
+    personal = {f"personal/{k}": v + 1 for k, v in _params(1).items()}
+    content = _reply(parameters={**_params(1), **personal})
+    result = reply_to_fit_result(
+        _over_the_wire(content), client_id="site1", expected=_params(), bloom=BLOOM
+    )
+    np.testing.assert_array_equal(
+        result.parameters["personal/head.bias"], _params(1)["head.bias"] + 1
+    )
+    bad_shape = {**personal, "personal/head.bias": np.zeros(2, np.float32)}
+    with pytest.raises(MalformedReplyError, match=r"'personal/head.bias' has shape \(2,\)"):
+        reply_to_fit_result(
+            _reply(parameters={**_params(1), **bad_shape}),
+            client_id="site1",
+            expected=_params(),
+            bloom=BLOOM,
+        )
+    unknown = {**_params(1), "personal/other.weight": np.zeros(1, np.float32)}
+    with pytest.raises(MalformedReplyError, match=r"unexpected \['personal/other.weight'\]"):
+        reply_to_fit_result(
+            _reply(parameters=unknown), client_id="site1", expected=_params(), bloom=BLOOM
+        )
+
+
+def test_flower_section_defaults_and_checks():
+    from rvfedprs.config import load_config
+
+    assert load_config(None)["flower"] == {
+        "min_replies": None,
+        "round_timeout": None,
+        "node_wait": 60,
+        "timeout": 3600,
+        "superlink": None,
+        "root_certificates": None,
+    }
+    with pytest.raises(ConfigError, match=r"'flower.superlink': 'localhost' does not match"):
+        load_config(None, overrides={"flower": {"superlink": "localhost"}})
+    with pytest.raises(ConfigError, match=r"flower.min_replies"):
+        load_config(None, overrides={"flower": {"min_replies": 0}})
+
+
+def test_remote_superlink_refused_for_simulation(tmp_path):
+    from rvfedprs.config import load_config
+    from rvfedprs.federation.flower.launch import run_flower
+    from rvfedprs.strategies import strategy_from_config
+
+    config = load_config(None, overrides={"flower": {"superlink": "10.0.0.1:9093"}})
+    with pytest.raises(ConfigError, match=r"flower.superlink \('10.0.0.1:9093'\) applies to"):
+        run_flower(
+            "flower-sim",
+            federation=None,  # refused before the federation is looked at
+            strategy=strategy_from_config("fedavg", config),
+            config=config,
+            rounds=1,
+            random_seed=1,
+            out=tmp_path,
+        )
+    assert not (tmp_path / "flower").exists()

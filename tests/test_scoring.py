@@ -332,5 +332,5 @@ def test_a_row_matching_two_variants_is_an_error_and_rows_keep_their_best_candid
         ["1 100 A 1.0"],
         "chr_name chr_position effect_allele effect_weight",
     )
-    with pytest.raises(InputDataError, match="match more than one genotype variant"):
+    with pytest.raises(InputDataError, match=r"1 scoring-file rows \(rows 1\) match more than one"):
         score(open_genotypes(vcf), sf2, min_overlap=0.1)

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from scipy.integrate import trapezoid
 from scipy.stats import multivariate_normal
 
 from rvfedprs import similarity
@@ -26,7 +27,7 @@ def test_hellinger_oracle_1d_closed_form_and_numeric():
     x = np.linspace(-20, 20, 200001)
     p = multivariate_normal(m1, s1**2).pdf(x)
     q = multivariate_normal(m2, s2**2).pdf(x)
-    assert h == pytest.approx(np.sqrt(1 - np.trapezoid(np.sqrt(p * q), x)), abs=1e-6)
+    assert h == pytest.approx(np.sqrt(1 - trapezoid(np.sqrt(p * q), x)), abs=1e-6)
     assert gaussian_hellinger(np.zeros(3), np.eye(3), np.zeros(3), np.eye(3)) == 0.0
 
 

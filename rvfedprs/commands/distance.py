@@ -118,11 +118,24 @@ def _genomic_embeddings(federation, params, model_config):
 
 
 def _genomics(config: Mapping[str, Any], method: str, seed: int, data: Path | None):
-    from rvfedprs import similarity
-    from rvfedprs.exceptions import ConfigError
     from rvfedprs.federation.data import load_federation
 
     federation = load_federation(data or config["train"]["data"])
+    return genomic_distance(config, federation, method, seed)
+
+
+def genomic_distance(config: Mapping[str, Any], federation, method: str, seed: int):
+    """The ``(K, K)`` distance matrix of ``method`` on a genomic federation, and its client ids.
+
+    What each method sees: ``emd`` the clients' standardised-PRS distributions and/or the
+    distributions of their per-variant rare allele frequencies (``distance.emd_metadata``);
+    ``euclidean`` / ``ot`` the penultimate activations of the model after one FedAvg round;
+    ``jaccard`` 1 − Jaccard of the Bloom filters of each client's influential rare variants after
+    one local round from w^0 (FedCE's matrix, ``fedce`` section options).
+    """
+    from rvfedprs import similarity
+    from rvfedprs.exceptions import ConfigError
+
     ids = federation.client_ids
     opts = config["distance"]
     if method == "emd":
@@ -200,6 +213,23 @@ def _genomic_jaccard(config, federation, seed) -> np.ndarray:
         bits.append(result.bloom_bits)
     spec = BloomSpec(fedce["bloom_capacity"], fedce["bloom_error_rate"], key)
     return similarity.to_distance(similarity.compute("jaccard", bits, spec), "similarity")
+
+
+def strategy_distance(
+    name: str, config: Mapping[str, Any], federation, seed: int
+) -> dict[str, Any]:
+    """``distance``/``distance_clients`` for :func:`~rvfedprs.strategies.strategy_from_config`.
+
+    Empty unless strategy ``name`` uses a distance matrix and ``strategies.distance`` names a
+    method, which is then computed on ``federation`` (a TSV path is read by the strategy).
+    """
+    from rvfedprs.strategies import DISTANCE_METHODS, DISTANCE_STRATEGIES
+
+    source = config["strategies"]["distance"]
+    if name not in DISTANCE_STRATEGIES or source not in DISTANCE_METHODS:
+        return {}
+    matrix, ids = genomic_distance(config, federation, source, seed)
+    return {"distance": matrix, "distance_clients": list(ids)}
 
 
 def run(args: argparse.Namespace) -> int:

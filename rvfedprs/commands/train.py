@@ -73,22 +73,49 @@ def read_bloom_key(path: str | None) -> bytes | None:
 
 def training_config(config: Mapping[str, Any], federation) -> Any:
     """The clients' :class:`LocalTrainingConfig` from the ``train`` section."""
-    from rvfedprs.training import LocalTrainingConfig
+    from rvfedprs.federation.settings import local_training_config
 
-    train = config["train"]
-    pos_weight = train["pos_weight"]
-    if pos_weight == "auto":
-        n_cases = sum(float(d.y.sum()) for d in federation.train.values())
-        n_all = sum(d.n_samples for d in federation.train.values())
-        pos_weight = (n_all - n_cases) / n_cases
-    return LocalTrainingConfig(
-        epochs=train["local_epochs"],
-        lr=train["lr"],
-        momentum=train["momentum"],
-        batch_size=train["batch_size"],
-        pos_weight=pos_weight,
-        weight_decay=train["weight_decay"],
+    return local_training_config(
+        config["train"],
+        n_samples=sum(d.n_samples for d in federation.train.values()),
+        n_cases=sum(float(d.y.sum()) for d in federation.train.values()),
     )
+
+
+def dp_client_state(config: Mapping[str, Any], client_ids) -> dict[str, dict[str, Any]] | None:
+    """Per-client state holding a fresh :class:`~rvfedprs.privacy.DPState` when ``dp.enabled``.
+
+    Each client (and the pooled client of the centralised baseline) gets its own accountant,
+    kept across rounds so that ε is cumulative. None when DP is off.
+    """
+    dp = config.get("dp", {})
+    if not dp.get("enabled", False):
+        return None
+    from rvfedprs.federation.inprocess import POOLED_CLIENT
+    from rvfedprs.privacy import DPState
+
+    return {
+        c: {"dp": DPState(dp["noise_multiplier"], dp["max_grad_norm"], dp["delta"])}
+        for c in [*client_ids, POOLED_CLIENT]
+    }
+
+
+def dp_training(config: Mapping[str, Any], training: Any) -> Any:
+    """``training`` with ``dp.batch_size`` as the batch size when DP is on and it is set."""
+    from dataclasses import replace
+
+    dp = config.get("dp", {})
+    if dp.get("enabled", False) and dp.get("batch_size") is not None:
+        return replace(training, batch_size=int(dp["batch_size"]))
+    return training
+
+
+def dp_epsilon(client_state: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    """``{"epsilon": max over clients, "epsilon_clients": {...}}`` of trained DP states, or {}."""
+    if client_state is None:
+        return {}
+    eps = {c: s["dp"].epsilon() for c, s in client_state.items() if s["dp"].rounds > 0}
+    return {"epsilon": max(eps.values()) if eps else 0.0, "epsilon_clients": eps}
 
 
 def load_truth_from_config(config: Mapping[str, Any]):
@@ -130,6 +157,7 @@ def write_metrics(out: Path, metrics: Mapping[str, Any]) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Train, evaluate every client on its test split, write metrics, checkpoints, provenance."""
+    from rvfedprs.commands.distance import strategy_distance
     from rvfedprs.config import load_config
     from rvfedprs.evaluation import evaluate_models
     from rvfedprs.federation.data import load_federation
@@ -148,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
     config["train"]["seed"] = seed
     federation = load_federation(config["train"]["data"])
     truth = load_truth_from_config(config)
-    strategy = strategy_from_config(name, config)
+    distance = strategy_distance(name, config, federation, seed)  # fedavg_w / cluster_fedavg
+    strategy = strategy_from_config(name, config, **distance)
     model_config = dict(config["model"])
 
     def per_round(s) -> dict[str, float]:
@@ -157,17 +186,19 @@ def run(args: argparse.Namespace) -> int:
         )
         return {"auc": m["auc"]}
 
+    client_state = dp_client_state(config, federation.client_ids)
     if config["train"]["engine"] == "inprocess":
         result = run_inprocess(
             federation,
             strategy,
             rounds=config["train"]["rounds"],
             model_config=model_config,
-            training=training_config(config, federation),
+            training=dp_training(config, training_config(config, federation)),
             random_seed=seed,
             out=args.out,
             resume=args.resume,
             bloom_key=read_bloom_key(config["fedce"]["bloom_key_file"]),
+            client_state=client_state,
             evaluate_round=per_round,
             checkpoint_extra={"config": config, "strategy_name": name},
             progress=config["train"]["progress"],
@@ -196,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
         truth=truth,
     )
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
+    record.update(dp_epsilon(client_state))
     path = write_metrics(args.out, record)
     inputs = [federation.data_dir / "rare_variants.tsv", federation.data_dir / "clients.tsv"]
     for client in federation.client_ids:

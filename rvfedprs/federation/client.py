@@ -10,7 +10,13 @@ from ``instruction.config`` (SPEC §5):
 - ``bloom`` — ``{"capacity": int, "error_rate": float}``: encode the influential variants'
   keys (``top_k`` / ``relative_threshold``) in a Bloom filter and return its bit array. The
   hashing key (HMAC secret) is the client's own (:attr:`ClientContext.bloom_key`), never sent by
-  the server.
+  the server;
+- ``scaffold_correction`` — SCAFFOLD's c − c_k (dict of arrays) added to every gradient (Option
+  II; plain SGD only, momentum must be 0);
+- ``ditto_personal`` + ``ditto_lambda`` — after the global update, train the personal model v_k
+  on f_k(v) + λ/2‖v − w^t‖² and return it as ``personal/<name>`` tensors.
+
+Every result reports ``metrics["local_steps"]`` (K) and ``metrics["lr"]`` (η_l).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import numpy as np
 
 from rvfedprs.model import TwoPathwayModel, set_parameters
 from rvfedprs.strategies.base import FitInstruction, FitResult
+from rvfedprs.strategies.ditto import personal_request, with_personal
+from rvfedprs.strategies.scaffold import client_correction
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
 
 __all__ = ["ClientContext", "fit_client", "build_model", "influential_bloom_bits"]
@@ -121,9 +129,13 @@ def fit_client(
     Returns
     -------
     FitResult
-        Full updated parameters, n_k, ``{"loss": ...}`` and, when asked, the Bloom bits.
+        Full updated parameters (plus ``personal/*`` for Ditto), n_k, metrics ``loss``,
+        ``local_steps``, ``lr`` (and ``personal_loss`` for Ditto) and, when asked, the Bloom
+        bits.
     """
     config = instruction.config
+    correction = client_correction(config, momentum=context.training.momentum)
+    ditto = personal_request(config)
     model = build_model(len(context.variant_keys), context.model_config)
     set_parameters(model, instruction.parameters)
     training = replace(context.training, proximal_mu=float(config.get("proximal_mu", 0.0)))
@@ -136,7 +148,28 @@ def fit_client(
         influence=bool(config.get("influence", False)) or want_bloom,
         random_seed=random_seed,
         dp=context.state.get("dp"),
+        correction=correction,
     )
+    parameters = result.parameters
+    metrics = {
+        "loss": float(result.loss),
+        "local_steps": float(result.steps),
+        "lr": float(context.training.lr),
+    }
+    if ditto is not None:
+        personal_start, lam = ditto
+        personal = build_model(len(context.variant_keys), context.model_config)
+        set_parameters(personal, personal_start)
+        own = local_update(
+            personal,
+            context.data,
+            replace(context.training, proximal_mu=lam),
+            reference=instruction.parameters,
+            random_seed=random_seed + 1,
+            dp=context.state.get("dp"),
+        )
+        metrics["personal_loss"] = float(own.loss)
+        parameters = with_personal(parameters, own.parameters)
     bits = None
     if want_bloom:
         bits = influential_bloom_bits(
@@ -145,7 +178,7 @@ def fit_client(
     return FitResult(
         client_id=context.data.client_id,
         n_samples=result.n_samples,
-        parameters=result.parameters,
-        metrics={"loss": float(result.loss)},
+        parameters=parameters,
+        metrics=metrics,
         bloom_bits=bits,
     )

@@ -205,6 +205,7 @@ def run_inprocess(
         The clients' shared HMAC secret for keyed Bloom hashing.
     client_state : dict, optional
         Per-client persistent state (e.g. DP accountants), keyed by client id; created when None.
+        Saved in every checkpoint and restored in place on ``resume``.
     evaluate_round : callable, optional
         Called with the strategy after every round; its mapping is merged into the history.
     checkpoint_extra : mapping, optional
@@ -243,7 +244,7 @@ def run_inprocess(
         out=out,
         checkpoint_extra=checkpoint_extra,
     )
-    start, history = begin_run(strategy, setup, resume=resume)
+    start, history = begin_run(strategy, setup, resume=resume, client_state=client_state)
     checkpoints: list[Path] = []
 
     bar = _progress(rounds, start, progress)
@@ -258,7 +259,13 @@ def run_inprocess(
             for c in client_ids
         ]
         entry, path = finish_round(
-            strategy, setup, server_round, results, history, evaluate_round=evaluate_round
+            strategy,
+            setup,
+            server_round,
+            results,
+            history,
+            evaluate_round=evaluate_round,
+            client_state=client_state,
         )
         loss = entry["loss"]
         if path is not None:

@@ -8,10 +8,18 @@ lives here so that all engines give the same model for the same seed:
   or restore it from the latest checkpoint;
 - :func:`client_seed` — the seed client ``c`` trains with in round ``t``;
 - :func:`finish_round` — aggregate, record the round's history entry, write the checkpoint.
+
+A checkpoint also holds the clients' persistent state when the engine keeps it (the in-process
+engine: DP accountants and whatever else a client stores in ``ClientContext.state``), so that a
+resumed run equals an uninterrupted one. Values are kept as they are (arrays, numbers, strings,
+nested mappings and lists); an object with ``state_dict()`` and a ``from_state_dict``
+classmethod (e.g. :class:`~rvfedprs.privacy.DPState`) is saved as its state and rebuilt on
+resume. In a Flower deployment client state lives on the SuperNodes instead (``context.state``).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -22,7 +30,15 @@ import numpy as np
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.strategies.base import FitResult, Strategy
 
-__all__ = ["RunSetup", "begin_run", "client_seed", "finish_round", "SEED_SCHEME"]
+__all__ = [
+    "RunSetup",
+    "begin_run",
+    "client_seed",
+    "finish_round",
+    "encode_client_state",
+    "decode_client_state",
+    "SEED_SCHEME",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +87,85 @@ def client_seed(random_seed: int, server_round: int, client_id: str) -> int:
     return derive_seed(random_seed, server_round, client_id)
 
 
+_OBJECT = "__rvfedprs_object__"
+_PLAIN = (str, bytes, bool, int, float, type(None), np.ndarray, np.generic)
+
+
+def encode_client_state(client_state: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The clients' persistent state in a form a checkpoint can hold.
+
+    Parameters
+    ----------
+    client_state : mapping
+        Client id → that client's state (a mapping of plain values, arrays, nested mappings
+        and lists, and objects with ``state_dict()`` / ``from_state_dict``).
+
+    Returns
+    -------
+    dict
+        Objects replaced by ``{"__rvfedprs_object__": "module:Class", "state": ...}``.
+
+    Raises
+    ------
+    TypeError
+        For a value that cannot be saved, naming the client and the key.
+    """
+
+    def walk(value: Any, where: str) -> Any:
+        if isinstance(value, _PLAIN):
+            return value
+        if isinstance(value, Mapping):
+            return {str(k): walk(v, f"{where}.{k}") for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        cls = type(value)
+        if callable(getattr(value, "state_dict", None)) and hasattr(cls, "from_state_dict"):
+            if not cls.__module__.startswith("rvfedprs."):
+                raise TypeError(f"client state {where}: only rvfedprs classes can be saved")
+            return {
+                _OBJECT: f"{cls.__module__}:{cls.__qualname__}",
+                "state": walk(value.state_dict(), where),
+            }
+        raise TypeError(
+            f"client state {where} has type {cls.__name__}, which a checkpoint cannot hold "
+            "(give it state_dict() and from_state_dict)"
+        )
+
+    return {str(c): walk(dict(state), str(c)) for c, state in client_state.items()}
+
+
+def decode_client_state(saved: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Inverse of :func:`encode_client_state` (objects rebuilt with ``from_state_dict``)."""
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            if _OBJECT in value:
+                module, _, name = str(value[_OBJECT]).partition(":")
+                if not module.startswith("rvfedprs."):
+                    raise InputDataError(f"checkpoint client state names {module!r}")
+                cls = importlib.import_module(module)
+                for part in name.split("."):
+                    cls = getattr(cls, part)
+                return cls.from_state_dict(walk(value["state"]))
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return {str(c): walk(state) for c, state in saved.items()}
+
+
 def begin_run(
-    strategy: Strategy, setup: RunSetup, *, resume: bool = False
+    strategy: Strategy,
+    setup: RunSetup,
+    *,
+    resume: bool = False,
+    client_state: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """Initialise ``strategy`` (or restore it from the latest checkpoint when ``resume``).
+
+    When resuming and ``client_state`` is given, each client's dict in it is refilled in place
+    from the checkpoint (so contexts holding those dicts see the restored state).
 
     Returns
     -------
@@ -106,6 +197,11 @@ def begin_run(
             f"not {setup.random_seed}"
         )
     strategy.load_state_dict(record["strategy_state"])
+    if client_state is not None:
+        for client, state in decode_client_state(record.get("client_state", {})).items():
+            target = client_state.setdefault(client, {})
+            target.clear()
+            target.update(state)
     log.info("resuming from %s (round %d)", latest, int(record["round"]))
     return int(record["round"]), list(record.get("history", []))
 
@@ -119,6 +215,7 @@ def finish_round(
     *,
     failures: Mapping[str, str] | None = None,
     evaluate_round: Callable[[Strategy], Mapping[str, Any]] | None = None,
+    client_state: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], Path | None]:
     """Aggregate ``results``, append the round's entry to ``history``, write the checkpoint.
 
@@ -136,6 +233,9 @@ def finish_round(
         in the entry under ``failed`` (absent when every client replied).
     evaluate_round : callable, optional
         Called with the strategy after aggregation; its mapping is merged into the entry.
+    client_state : mapping, optional
+        Client id → persistent state after this round, saved in the checkpoint
+        (:func:`encode_client_state`).
 
     Returns
     -------
@@ -170,5 +270,7 @@ def finish_round(
         "model_config": dict(setup.model_config),
         **setup.checkpoint_extra,
     }
+    if client_state is not None:
+        record["client_state"] = encode_client_state(client_state)
     path = setup.out / "checkpoints" / f"round_{server_round:03d}.pt"
     return entry, save_checkpoint(path, record)

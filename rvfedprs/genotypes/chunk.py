@@ -351,7 +351,7 @@ def make_variant_table(
 
     def strings(values: Sequence[str]) -> np.ndarray:
         out = np.asarray(values, dtype=object)
-        if all(type(v) is str for v in out.tolist()):
+        if pd.api.types.infer_dtype(out, skipna=False) == "string":  # str already: no copy
             return out
         return out.astype(str).astype(object)
 

@@ -70,6 +70,10 @@ _BYTE_DOSAGE_0 = np.nan_to_num(_CODE_ALT_DOSAGE)[_BYTE_CODES]
 _BYTE_MISSING = (_BYTE_CODES == 1).astype(np.float64)
 _MISSING_COUNT_BYTE = (_BYTE_CODES == 1).sum(axis=1)
 _CODE_ALT_COUNT = np.array([2, 0, 1, 0], dtype=np.uint8)
+#: Per byte value: how many of its first 1-4 samples have each code, shape (256, 4) per entry.
+_CODE_COUNTS = [None] + [
+    (_BYTE_CODES[:, :v, None] == np.arange(4)).sum(axis=1).astype(np.int64) for v in (1, 2, 3, 4)
+]
 _EVEN_BITS = np.uint64(0x5555555555555555)
 
 
@@ -430,9 +434,8 @@ def _scan_packed(
     count : ndarray of int64, shape (m,)
         Missing genotypes in it.
     alt_count : ndarray of int64, shape (n,), or None
-        With ``alt``: ALT alleles over the called samples per row, ``2·n − popcount − missing``
-        (each genotype code's two bits sum to 2 − ALT count, and to 1 when missing); zeros
-        when nothing is missing (then no imputation needs them).
+        With ``alt``: ALT alleles over the called samples per row; zeros when nothing is
+        missing (then no imputation needs them).
     """
     n_rows, width = packed.shape
     words = np.zeros((n_rows, -(-width // 8) * 8), dtype=np.uint8)
@@ -451,40 +454,28 @@ def _scan_packed(
     if alt:  # only needed to impute missing genotypes
         alt_count = np.zeros(n_rows, dtype=np.int64)
     if alt and len(row):
-        missing = np.bincount(row, weights=count, minlength=n_rows).astype(np.int64)
-        alt_count = 2 * n_samples - _popcount(x) - missing
+        counts = _packed_counts(packed, n_samples)
+        alt_count = 2 * counts[:, 2] + counts[:, 1]
     return row, col, value, count, alt_count
-
-
-def _popcount(words: np.ndarray) -> np.ndarray:
-    """Set bits per row of a uint64 array of shape (n, w), as int64 of shape (n,)."""
-    x = words - ((words >> np.uint64(1)) & _EVEN_BITS)
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    x = (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
-    return x.sum(axis=1, dtype=np.int64)
 
 
 def _packed_counts(packed: np.ndarray, n_samples: int) -> np.ndarray:
     """Counts of (hom REF, het, hom ALT, missing) per variant, shape (n_variants, 4), int64.
 
-    Pads every row to whole 64-bit words with zeros (code 0b00) and clears the padding bits of
-    the last byte, so the padding adds only to the hom-A1 code, which is derived as the rest.
+    A histogram of byte values per row (``np.bincount``) times the per-byte code counts; the
+    last byte of a row counts only its real samples (not the padding bits).
     """
     n_var, width = packed.shape
-    words = -(-width // 8)
-    buf = np.zeros((n_var, words * 8), dtype=np.uint8)
-    buf[:, :width] = packed
-    if n_samples % 4 and width:
-        buf[:, width - 1] &= np.uint8((1 << (2 * (n_samples % 4))) - 1)
-    x = buf.view(np.uint64)
-    low = x & _EVEN_BITS
-    high = (x >> np.uint64(1)) & _EVEN_BITS
-    n_missing = _popcount(low & ~high)
-    n_het = _popcount(high & ~low)
-    n_hom_ref = _popcount(low & high)
-    n_hom_alt = n_samples - n_missing - n_het - n_hom_ref
-    return np.stack([n_hom_ref, n_het, n_hom_alt, n_missing], axis=1)
+    if width == 0:
+        return np.zeros((n_var, 4), dtype=np.int64)
+    counts = _CODE_COUNTS[n_samples - 4 * (width - 1)][packed[:, -1]]  # the last byte
+    step = max(1, (1 << 22) // width)  # rows per block: ≤ 32 MiB of bincount indices
+    for start in range(0, n_var, step):
+        block = packed[start : start + step, :-1]
+        offsets = (np.arange(len(block), dtype=np.intp) * 256)[:, None]
+        hist = np.bincount((block + offsets).ravel(), minlength=len(block) * 256)
+        counts[start : start + step] += hist.reshape(len(block), 256) @ _CODE_COUNTS[4]
+    return counts[:, [3, 2, 0, 1]]  # codes 0b11 hom REF, 0b10 het, 0b00 hom ALT, 0b01 missing
 
 
 def _read_pvar(path: Path) -> pd.DataFrame:

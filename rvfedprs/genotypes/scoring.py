@@ -304,8 +304,8 @@ def score(
     scorefile : path or ScoreFile
     frequencies : DataFrame, optional
         With ``variant_key`` and ``alt_freq`` (e.g. the global federated frequencies); used to
-        impute missing dosages as 2·p of the effect allele. Default: frequencies over the scored
-        samples (plink2's mean imputation).
+        impute missing dosages as 2·p of the effect allele, so every scored variant must be
+        listed. Default: frequencies over the scored samples (plink2's mean imputation).
     min_overlap : float
         Fewest usable rows (matched or flipped) as a fraction of the scoring file.
     samples : sequence of str, optional
@@ -326,7 +326,15 @@ def score(
     Raises
     ------
     InputDataError
-        When the usable fraction is below ``min_overlap`` or the build disagrees.
+        When the usable fraction is below ``min_overlap``, the build disagrees, a row matches
+        two genotype variants, or a scored variant is absent from ``frequencies``.
+
+    Notes
+    -----
+    Sources that know their variant table up front (PLINK1/2) are matched first and then only
+    the matched variants are read, through :meth:`GenotypeSource.dosage_dot` (for a ``.bed``,
+    on the packed bytes); VCF/BCF chunks are matched as they stream. Matching is vectorised:
+    one table lookup on chr:pos (rsID) per chunk, allele-pair rules on whole arrays.
     """
     sf = scorefile if isinstance(scorefile, ScoreFile) else read_scorefile(scorefile)
     _check_build(sf, genome_build)
@@ -525,11 +533,11 @@ def _resolve_statuses(
         usable = state >= _MATCHED
         n_usable = np.bincount(rows[usable], minlength=len(log))
         if (n_usable > 1).any():
-            for row in np.flatnonzero(n_usable > 1)[:5]:
-                logger.warning("%s: row %d matches two variants", path, row + 1)
+            twice = np.flatnonzero(n_usable > 1)
+            shown = ", ".join(str(r + 1) for r in twice[:5])
             raise InputDataError(
-                f"{path}: some scoring-file rows match more than one genotype variant "
-                f"(see the 'duplicate' rows in the match log); deduplicate the genotypes"
+                f"{path}: {len(twice)} scoring-file rows (rows {shown}) match more than one "
+                f"genotype variant; deduplicate the genotypes"
             )
         rank = np.where(usable, 2, np.where(state == _AMBIGUOUS_CODE, 1, 0))
         order = np.lexsort((np.arange(len(rows)), rank, rows))  # last of the best rank per row

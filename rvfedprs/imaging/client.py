@@ -26,8 +26,9 @@ from torch import nn
 from rvfedprs.imaging.cnn import SmallCNN
 from rvfedprs.imaging.loader import ImageDataset
 from rvfedprs.strategies.base import FitInstruction, FitResult
-from rvfedprs.strategies.ditto import LAMBDA_KEY, PERSONAL_KEY, PERSONAL_PREFIX
-from rvfedprs.strategies.scaffold import CORRECTION_KEY
+from rvfedprs.strategies.ditto import personal_request, with_personal
+from rvfedprs.strategies.scaffold import client_correction
+from rvfedprs.training import add_gradient_terms
 
 __all__ = [
     "ImagingTrainingConfig",
@@ -162,12 +163,7 @@ def _train(
                 opt.zero_grad()
                 loss = loss_fn(model(images[batch]), labels[batch])
                 loss.backward()
-                with torch.no_grad():
-                    for name, p in params.items():
-                        if mu > 0:
-                            p.grad.add_(p.detach() - ref[name], alpha=mu)
-                        if corr is not None:
-                            p.grad.add_(corr[name])
+                add_gradient_terms(params, reference=ref, mu=mu, correction=corr)
                 opt.step()
                 total += loss.item() * len(batch)
                 count += len(batch)
@@ -196,6 +192,8 @@ def fit_imaging_client(
     if len(client.train) == 0:
         raise ValueError(f"client {client.client_id}: no training samples")
     config = instruction.config
+    correction = client_correction(config, momentum=client.training.momentum)
+    ditto = personal_request(config)
     model = build_cnn(client.in_channels, client.n_classes, client.image_size)
     set_cnn_parameters(model, instruction.parameters)
     loss, steps = _train(
@@ -204,26 +202,26 @@ def fit_imaging_client(
         client.training,
         reference=instruction.parameters,
         mu=float(config.get("proximal_mu", 0.0)),
-        correction=config.get(CORRECTION_KEY),
+        correction=correction,
         seed=random_seed,
     )
     parameters = get_cnn_parameters(model)
     metrics = {"loss": loss, "local_steps": float(steps), "lr": float(client.training.lr)}
-    if config.get(PERSONAL_KEY) is not None:
+    if ditto is not None:
+        personal_start, lam = ditto
         personal = build_cnn(client.in_channels, client.n_classes, client.image_size)
-        set_cnn_parameters(personal, config[PERSONAL_KEY])
+        set_cnn_parameters(personal, personal_start)
         p_loss, _ = _train(
             personal,
             client.train,
             client.training,
             reference=instruction.parameters,
-            mu=float(config.get(LAMBDA_KEY, 0.0)),
+            mu=lam,
             correction=None,
             seed=random_seed + 1,
         )
         metrics["personal_loss"] = p_loss
-        for k, v in get_cnn_parameters(personal).items():
-            parameters[PERSONAL_PREFIX + k] = v
+        parameters = with_personal(parameters, get_cnn_parameters(personal))
     return FitResult(
         client_id=client.client_id,
         n_samples=len(client.train),

@@ -2,8 +2,8 @@
 
 Every strategy implements :class:`~rvfedprs.strategies.base.Strategy` and knows nothing of the
 engine that runs it. ``get_strategy("fedce", n_clusters=3)`` builds one;
-:func:`strategy_from_config` maps the validated ``train``/``fedce`` configuration sections onto
-each strategy's options.
+:func:`strategy_from_config` maps the validated ``train``/``fedce``/``strategies`` configuration
+sections onto each strategy's options.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.strategies.base import FitInstruction, FitResult, GlobalModelStrategy, Strategy
 
 __all__ = [
+    "DISTANCE_METHODS",
+    "DISTANCE_STRATEGIES",
     "STRATEGY_NAMES",
     "FitInstruction",
     "FitResult",
@@ -45,6 +47,13 @@ _REGISTRY: dict[str, str] = {
 
 #: Names accepted by :func:`get_strategy` (and by the ``train.strategy`` schema enum).
 STRATEGY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+#: Strategies that need a client×client distance matrix (``strategies.distance``).
+DISTANCE_STRATEGIES: tuple[str, ...] = ("fedavg_w", "cluster_fedavg")
+
+#: Values of ``strategies.distance`` naming a method computed on the federation (anything else
+#: is the path of a TSV matrix).
+DISTANCE_METHODS: tuple[str, ...] = ("emd", "euclidean", "ot", "jaccard")
 
 
 def strategy_class(name: str) -> type[Strategy]:
@@ -78,10 +87,38 @@ def get_strategy(name: str, **config: Any) -> Strategy:
         raise ConfigError(f"strategy {name!r}: {exc}") from None
 
 
-def strategy_from_config(name: str, config: Mapping[str, Any]) -> Strategy:
-    """Build strategy ``name`` from a validated configuration (sections ``train``, ``fedce``)."""
+def strategy_from_config(
+    name: str,
+    config: Mapping[str, Any],
+    *,
+    distance: Any = None,
+    distance_clients: Any = None,
+) -> Strategy:
+    """Build strategy ``name`` from a validated configuration.
+
+    Parameters
+    ----------
+    name : str
+        A registered strategy name.
+    config : mapping
+        Validated configuration (sections ``train``, ``fedce``, ``strategies``).
+    distance : array, shape (K, K), optional
+        The client distance matrix of ``fedavg_w`` / ``cluster_fedavg`` when
+        ``strategies.distance`` names a method: the caller computes it on the federation
+        (``rvfedprs train`` does, through :func:`rvfedprs.commands.distance.strategy_distance`).
+        Not needed when ``strategies.distance`` is a TSV path.
+    distance_clients : sequence of str, optional
+        Row order of ``distance``.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown strategy or option, a distance method with no matrix given, or SCAFFOLD
+        with client momentum.
+    """
     train = config.get("train", {})
     fedce = config.get("fedce", {})
+    section = _strategies_section(config)
     options: dict[str, Any] = {}
     if name == "fedprox":
         options = {"proximal_mu": train["proximal_mu"]}
@@ -112,4 +149,41 @@ def strategy_from_config(name: str, config: Mapping[str, Any]) -> Strategy:
                 "head_aggregation",
             )
         }
+    elif name in DISTANCE_STRATEGIES:
+        if distance is None:
+            source = section["distance"]
+            if source in DISTANCE_METHODS:
+                raise ConfigError(
+                    f"strategy {name!r}: strategies.distance = {source!r} is a method; its matrix "
+                    "must be computed on the federation and passed as distance= (rvfedprs train "
+                    "does this), or set strategies.distance to a TSV written by rvfedprs distance"
+                )
+            distance, distance_clients = source, None
+        options = {"distance": distance, "distance_clients": distance_clients}
+        if name == "fedavg_w":
+            options.update(omega=section["omega"], sample_weighted=section["sample_weighted"])
+        else:
+            options.update(method=section["cluster_method"], n_clusters=section["n_clusters"])
+    elif name in ("scaffold", "fedsvrg"):
+        momentum = train.get("momentum", 0.0)
+        if momentum != 0:
+            raise ConfigError(
+                f"strategy {name!r} (SCAFFOLD Option II) needs plain local SGD, but "
+                f"train.momentum = {momentum}; set train.momentum: 0"
+            )
+        options = {"server_lr": section["scaffold_server_lr"]}
+    elif name == "fedatt":
+        options = {"step": section["fedatt_step"]}
+    elif name == "ditto":
+        options = {"lam": section["ditto_lambda"]}
     return get_strategy(name, **options)
+
+
+def _strategies_section(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``strategies`` section with its schema defaults filled in (it may be absent)."""
+    from rvfedprs.config import validate_config
+
+    section = config.get("strategies")
+    if section is None:
+        section = validate_config({"strategies": {}})["strategies"]
+    return dict(section)

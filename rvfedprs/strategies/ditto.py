@@ -2,19 +2,51 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import FitInstruction, _sorted_results
 from rvfedprs.strategies.fedavg import FedAvg
 
-__all__ = ["Ditto", "PERSONAL_PREFIX", "LAMBDA_KEY", "PERSONAL_KEY"]
+__all__ = [
+    "Ditto",
+    "PERSONAL_PREFIX",
+    "LAMBDA_KEY",
+    "PERSONAL_KEY",
+    "personal_request",
+    "with_personal",
+]
 
 #: Prefix of the personal model's tensors in ``FitResult.parameters``.
 PERSONAL_PREFIX = "personal/"
 #: ``FitInstruction.config`` keys: λ and the client's current personal model (dict of arrays).
 LAMBDA_KEY = "ditto_lambda"
 PERSONAL_KEY = "ditto_personal"
+
+
+def personal_request(config: Mapping[str, Any]) -> tuple[Parameters, float] | None:
+    """``(v_k, λ)`` when the server asks for a Ditto personal step, else None (client side).
+
+    Raises
+    ------
+    ValueError
+        When ``ditto_personal`` comes without a valid ``ditto_lambda``.
+    """
+    personal = config.get(PERSONAL_KEY)
+    if personal is None:
+        return None
+    lam = config.get(LAMBDA_KEY)
+    if lam is None or float(lam) < 0:
+        raise ValueError(f"Ditto: '{PERSONAL_KEY}' needs '{LAMBDA_KEY}' >= 0, got {lam!r}")
+    return personal, float(lam)
+
+
+def with_personal(parameters: Parameters, personal: Parameters) -> Parameters:
+    """``parameters`` plus ``personal``'s tensors under ``personal/<name>`` (a new dict)."""
+    out = dict(parameters)
+    out.update({PERSONAL_PREFIX + k: v for k, v in personal.items()})
+    return out
 
 
 class Ditto(FedAvg):

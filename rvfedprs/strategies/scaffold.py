@@ -2,18 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from rvfedprs.exceptions import ConfigError
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import FitInstruction, _sorted_results
 from rvfedprs.strategies.fedavg import FedAvg
 
-__all__ = ["Scaffold", "CORRECTION_KEY", "control_variate_update"]
+__all__ = ["Scaffold", "CORRECTION_KEY", "control_variate_update", "client_correction"]
 
 #: ``FitInstruction.config`` key of the client's gradient correction c − c_k (dict of arrays).
 CORRECTION_KEY = "scaffold_correction"
+
+
+def client_correction(config: Mapping[str, Any], *, momentum: float) -> Parameters | None:
+    """The correction c − c_k a client must add to its gradients, or None (client side).
+
+    Parameters
+    ----------
+    config : mapping
+        ``FitInstruction.config``.
+    momentum : float
+        The client's SGD momentum; Option II's c_k⁺ = c_k − c + (x − y_k)/(K η_l) holds for
+        plain SGD only.
+
+    Raises
+    ------
+    ConfigError
+        When a correction is sent to a client whose SGD has momentum.
+    """
+    correction = config.get(CORRECTION_KEY)
+    if correction is None:
+        return None
+    if momentum != 0:
+        raise ConfigError(
+            f"SCAFFOLD (Option II) needs plain local SGD, but the client momentum is {momentum}; "
+            "set train.momentum: 0"
+        )
+    return correction
 
 
 def control_variate_update(

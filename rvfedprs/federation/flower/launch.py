@@ -11,7 +11,13 @@ and log every process to ``OUT/flower/logs/``.
 ``flwr run`` returns as soon as the run is submitted (exit 0 even if the run later fails), so
 success is read from ``OUT/flower/status.json``, which the ServerApp writes; the launcher also
 watches the SuperLink process and a deadline. Every process started here is stopped by its
-process-group id when the run ends, however it ends.
+process-group id when the run ends, however it ends; their ids are listed in
+``OUT/flower/logs/processes.json``.
+
+With ``flower.superlink`` set (a real deployment), ``flower-deploy`` starts nothing: it submits
+the run to that SuperLink (TLS with ``flower.root_certificates``) and waits for the status file,
+which the ServerApp must be able to write (run the command on the SuperLink's machine or share
+``OUT``).
 """
 
 from __future__ import annotations
@@ -78,6 +84,11 @@ data-dir = ""
 # Simulation only: the clients' shared Bloom HMAC secret (in a deployment: node config).
 bloom-key-file = ""
 """
+
+
+#: Written beside the logs: label → pid of every process a launcher started (for operators
+#: and tests; each is stopped by its process group when the run ends).
+PROCESSES_FILE = "processes.json"
 
 
 class FlowerRunError(RvfedprsError):
@@ -200,6 +211,7 @@ class FlowerProcesses:
             )
         self.procs[label] = proc
         log.info("started %s (pid %d): %s", label, proc.pid, " ".join(argv))
+        (self.logs / PROCESSES_FILE).write_text(json.dumps(self.pids(), indent=2))
         return proc
 
     def pids(self) -> dict[str, int]:
@@ -222,6 +234,34 @@ class FlowerProcesses:
             _signal_group(proc.pid, signal.SIGKILL)
             if proc.poll() is None:
                 proc.wait(timeout=5)
+        # Some descendants leave the group (the simulation backend's daemons start their own
+        # sessions); each carries this run's private FLWR_HOME in its environment: end those
+        # by pid too.
+        home = self.env.get("FLWR_HOME")
+        if home:
+            for pid in _pids_with_env(f"FLWR_HOME={home}"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def _pids_with_env(entry: str) -> list[int]:
+    """Pids of this user's processes whose environment holds ``entry`` (``NAME=value``)."""
+    needle = entry.encode()
+    found = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for folder in proc.iterdir():
+        if not folder.name.isdigit() or int(folder.name) == os.getpid():
+            continue
+        try:
+            if needle in (folder / "environ").read_bytes().split(b"\0"):
+                found.append(int(folder.name))
+        except OSError:
+            continue
+    return found
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -384,15 +424,53 @@ def _submit(
     return reply.get("run-id")
 
 
+def _run_state(run_id: str | None, env: Mapping[str, str]) -> tuple[str, str]:
+    """(status, details) of ``run_id`` as the SuperLink reports it (``flwr ls``).
+
+    ("", "") when the SuperLink cannot be asked.
+    """
+    if not run_id:
+        return "", ""
+    argv = [_bin("flwr"), "ls", "rvfedprs", "--run-id", str(run_id), "--format", "json"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=60)
+        runs = json.loads(done.stdout[done.stdout.index("{") :]).get("runs", [])
+    except (ValueError, OSError, subprocess.TimeoutExpired):
+        return "", ""
+    if not runs:
+        return "", ""
+    return str(runs[0].get("status", "")), str(runs[0].get("status-details", ""))
+
+
 def _wait_status(
-    status_path: Path, superlink: subprocess.Popen | None, logs: Path, timeout: float
+    status_path: Path,
+    superlink: subprocess.Popen | None,
+    logs: Path,
+    timeout: float,
+    *,
+    run_id: str | None = None,
+    env: Mapping[str, str] | None = None,
+    poll_run: float = 10.0,
 ) -> dict:
     deadline = time.monotonic() + timeout
+    next_poll = time.monotonic() + poll_run
     while time.monotonic() < deadline:
         if status_path.is_file():
             status = json.loads(status_path.read_text())
             if status["status"] in ("completed", "failed"):
                 return status
+        if run_id and env is not None and time.monotonic() >= next_poll:
+            # The ServerApp cannot write a status when the runtime around it dies (the
+            # simulation backend failing, a killed process): ask the SuperLink.
+            next_poll = time.monotonic() + poll_run
+            state, details = _run_state(run_id, env)
+            if state.startswith("finished"):  # yet no final status from the ServerApp
+                time.sleep(1.0)  # a status written just now still wins
+                if status_path.is_file():
+                    status = json.loads(status_path.read_text())
+                    if status["status"] in ("completed", "failed"):
+                        return status
+                return {"status": "failed", "error": f"Flower reports the run {state}: {details}"}
         if superlink is not None and superlink.poll() is not None:
             raise FlowerRunError(
                 f"the SuperLink exited with status {superlink.returncode} during the run; "
@@ -419,7 +497,7 @@ def run_flower(
     evaluate_round: Callable[[Any], Mapping[str, Any]] | None = None,
     min_replies: int | None = None,
     round_timeout: float | None = None,
-    timeout: float = 3600.0,
+    timeout: float | None = None,
     superlink: LocalSuperLink | None = None,
     expected_nodes: int | None = None,
 ):
@@ -434,7 +512,10 @@ def run_flower(
     strategy : Strategy
         A fresh strategy of the configured name; restored from the final checkpoint on return.
     config : mapping
-        The validated configuration (``train.strategy`` names the strategy).
+        The validated configuration (``train.strategy`` names the strategy). Its ``flower``
+        section gives the defaults of ``min_replies``, ``round_timeout``, ``timeout``, the
+        SuperNode wait and, for ``flower-deploy``, a running SuperLink to submit to
+        (``superlink``, ``root_certificates``) instead of starting one on 127.0.0.1.
     rounds, random_seed : int
     out : str or Path
         Output folder: ``checkpoints/``, ``flower/`` (job, app, logs, status).
@@ -446,11 +527,12 @@ def run_flower(
         Applied after the run to the strategy restored from each round's checkpoint; merged
         into the history like the in-process engine's callback.
     min_replies : int, optional
-        Fewest clients a round may aggregate (default: all).
+        Fewest clients a round may aggregate (default: ``flower.min_replies``, else all).
     round_timeout : float, optional
-        Seconds to wait for a round's replies (None: no limit).
-    timeout : float
-        Limit for the whole run.
+        Seconds to wait for a round's replies (default: ``flower.round_timeout``, else no
+        limit).
+    timeout : float, optional
+        Limit for the whole run (default: ``flower.timeout``, else 3600).
     superlink : LocalSuperLink, optional
         Submit to this running SuperLink (from :func:`start_local`; simulation mode for
         ``flower-sim``) instead of starting and stopping one (with SuperNodes) for this run.
@@ -477,6 +559,16 @@ def run_flower(
     simulation = engine == "flower-sim"
     if superlink is not None and superlink.simulation != simulation:
         raise ConfigError(f"engine {engine!r} needs a SuperLink with simulation={simulation}")
+    settings = dict(config.get("flower") or {})
+    min_replies = settings.get("min_replies") if min_replies is None else min_replies
+    round_timeout = settings.get("round_timeout") if round_timeout is None else round_timeout
+    timeout = float(settings.get("timeout") or 3600.0) if timeout is None else float(timeout)
+    remote = settings.get("superlink") if superlink is None else None
+    if remote and simulation:
+        raise ConfigError(
+            f"flower.superlink ({remote!r}) applies to --engine flower-deploy only; "
+            "flower-sim always runs on a SuperLink it starts itself"
+        )
     out = Path(out).resolve()
     work = out / "flower"
     work.mkdir(parents=True, exist_ok=True)
@@ -496,25 +588,31 @@ def run_flower(
         resume=resume,
         min_replies=min_replies,
         round_timeout=round_timeout,
+        node_wait=float(settings.get("node_wait") or 60.0),
     )
     data_dir = str(Path(federation.data_dir).resolve())
     key_file = str(Path(bloom_key_file).resolve()) if bloom_key_file else ""
     run_config = {"job-file": str(job), "data-dir": data_dir, "bloom-key-file": key_file}
     extra = ["--federation-config", f"num-supernodes={len(clients)}"] if simulation else []
 
-    def submit_and_wait(link: LocalSuperLink) -> dict:
+    def submit_and_wait(address: str, process, logs: Path, certificates=None) -> dict:
         home = work / "home"
-        write_connection(home, link.address)
+        write_connection(home, address, root_certificates=certificates)
         env = _env(home)
-        _submit(app, env, work / "logs", run_config, extra)
-        return _wait_status(status_path, link.superlink, link.processes.logs, timeout)
+        run_id = _submit(app, env, work / "logs", run_config, extra)
+        return _wait_status(status_path, process, logs, timeout, run_id=run_id, env=env)
 
     if superlink is not None:
-        status = submit_and_wait(superlink)
+        status = submit_and_wait(superlink.address, superlink.superlink, superlink.processes.logs)
+    elif remote:
+        certificates = settings.get("root_certificates")
+        if certificates and not Path(certificates).is_file():
+            raise ConfigError(f"flower.root_certificates: {certificates} not found")
+        status = submit_and_wait(remote, None, work / "logs", certificates)
     else:
         nodes = None if simulation else client_nodes(data_dir, clients, bloom_key_file=key_file)
         with start_local(work, simulation=simulation, nodes=nodes) as link:
-            status = submit_and_wait(link)
+            status = submit_and_wait(link.address, link.superlink, link.processes.logs)
     if status["status"] != "completed":
         raise FlowerRunError(
             f"the Flower run failed: {status.get('error', 'no reason recorded')} "

@@ -5,13 +5,22 @@ A fit instruction travels as a :class:`~flwr.app.RecordDict` with
 - ``"parameters"``: :class:`~flwr.app.ArrayRecord`, one array per tensor name;
 - ``"config"``: :class:`~flwr.app.ConfigRecord` with ``fit-config`` (the strategy's
   :attr:`FitInstruction.config` as JSON), ``seed`` (the client's seed for this round),
-  ``round`` and ``run`` (JSON: local training settings, model shape, federated PRS moments).
+  ``round`` and ``run`` (JSON: local training settings, model shape, federated PRS moments);
+- ``"config-arrays"``: :class:`~flwr.app.ArrayRecord`, present when the config holds numpy
+  arrays (SCAFFOLD's ``scaffold_correction``, Ditto's ``ditto_personal``: dicts of arrays).
+
+Any config travels (:func:`encode_config` / :func:`decode_config`): ``None`` as JSON ``null``,
+numpy scalars as Python numbers, and every numpy array, at any depth, as an entry of
+``config-arrays`` named by its path (``ditto_personal/head.bias``), its place in the JSON held by
+``{"__array__": <path>}``. Tuples come back as lists.
 
 A reply carries ``"parameters"`` (the full updated model), ``"metrics"``
 (:class:`~flwr.app.MetricRecord`: ``loss``, ``num-examples``) and ``"meta"`` (ConfigRecord:
 ``client-id`` and, for FedCE, ``bloom-bits`` as bytes). :func:`reply_to_fit_result` rejects
 replies with missing or extra tensors, wrong shapes or dtypes, non-finite values, or a missing
-Bloom filter, naming the client.
+Bloom filter, naming the client. Besides the tensors sent, a reply may carry companion tensors
+``<prefix>/<name>`` of a tensor sent (Ditto's ``personal/<name>``), held to the same shape and
+dtype.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ __all__ = [
     "MalformedReplyError",
     "parameters_to_record",
     "record_to_parameters",
+    "encode_config",
+    "decode_config",
     "instruction_to_content",
     "content_to_instruction",
     "fit_result_to_content",
@@ -49,6 +60,71 @@ def parameters_to_record(parameters: Mapping[str, np.ndarray]) -> ArrayRecord:
 def record_to_parameters(record: ArrayRecord) -> dict[str, np.ndarray]:
     """The named numpy arrays of an :class:`ArrayRecord` (writable copies)."""
     return {name: np.array(array.numpy(), copy=True) for name, array in record.items()}
+
+
+_ARRAY = "__array__"
+
+
+def encode_config(config: Mapping[str, Any]) -> tuple[str, dict[str, np.ndarray]]:
+    """Split a strategy config into JSON text and the numpy arrays it holds.
+
+    Parameters
+    ----------
+    config : mapping
+        JSON-like values, ``None``, numpy scalars and numpy arrays at any depth (in mappings
+        with string keys, lists or tuples).
+
+    Returns
+    -------
+    text : str
+        JSON; each array replaced by ``{"__array__": path}``.
+    arrays : dict of str to array
+        Path (keys and list indices joined by ``/``) → array.
+
+    Raises
+    ------
+    TypeError
+        For a value JSON cannot hold (naming its path) or a mapping that uses ``__array__``
+        as a key.
+    """
+    arrays: dict[str, np.ndarray] = {}
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, np.ndarray):
+            arrays[path] = np.ascontiguousarray(value)
+            return {_ARRAY: path}
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, Mapping):
+            if _ARRAY in value:
+                raise TypeError(f"config key {path or '<top>'!r} uses the reserved key {_ARRAY!r}")
+            return {str(k): walk(v, f"{path}/{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, f"{path}/{i}") for i, v in enumerate(value)]
+        if value is None or isinstance(value, (str, bool, int, float)):
+            return value
+        raise TypeError(
+            f"config value at {path or '<top>'!r} has type {type(value).__name__}; "
+            "cannot send it to a Flower client"
+        )
+
+    return json.dumps(walk(dict(config), "")), arrays
+
+
+def decode_config(text: str, arrays: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Inverse of :func:`encode_config`."""
+    arrays = arrays or {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {_ARRAY}:
+                return np.array(arrays[value[_ARRAY]], copy=True)
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(json.loads(text))
 
 
 def instruction_to_content(
@@ -71,12 +147,13 @@ def instruction_to_content(
         JSON-serialisable run-wide settings (``training``, ``model``, ``prs_mean``,
         ``prs_sd``).
     """
-    return RecordDict(
+    text, arrays = encode_config(instruction.config)
+    content = RecordDict(
         {
             "parameters": parameters_to_record(instruction.parameters),
             "config": ConfigRecord(
                 {
-                    "fit-config": json.dumps(instruction.config),
+                    "fit-config": text,
                     "seed": int(seed),
                     "round": int(server_round),
                     "run": json.dumps(dict(run)),
@@ -84,14 +161,20 @@ def instruction_to_content(
             ),
         }
     )
+    if arrays:
+        content["config-arrays"] = parameters_to_record(arrays)
+    return content
 
 
 def content_to_instruction(content: RecordDict) -> tuple[FitInstruction, int, int, dict]:
     """Inverse of :func:`instruction_to_content`: (instruction, round, seed, run)."""
     config = content.config_records["config"]
+    arrays = content.array_records.get("config-arrays")
     instruction = FitInstruction(
         parameters=record_to_parameters(content.array_records["parameters"]),
-        config=json.loads(str(config["fit-config"])),
+        config=decode_config(
+            str(config["fit-config"]), None if arrays is None else record_to_parameters(arrays)
+        ),
     )
     return instruction, int(config["round"]), int(config["seed"]), json.loads(str(config["run"]))
 
@@ -110,6 +193,12 @@ def fit_result_to_content(result: FitResult) -> RecordDict:
             "meta": ConfigRecord(meta),
         }
     )
+
+
+def _companion_of(name: str) -> str | None:
+    """``personal/head.bias`` → ``head.bias``; None for a name without a prefix."""
+    prefix, sep, rest = name.partition("/")
+    return rest if sep and prefix else None
 
 
 def reply_to_fit_result(
@@ -161,11 +250,11 @@ def reply_to_fit_result(
         raise bad(f"it names itself {sender!r}")
     parameters = record_to_parameters(content.array_records["parameters"])
     missing = sorted(set(expected) - set(parameters))
-    extra = sorted(set(parameters) - set(expected))
+    extra = sorted(n for n in set(parameters) - set(expected) if _companion_of(n) not in expected)
     if missing or extra:
         raise bad(f"tensors missing {missing}, unexpected {extra}")
-    for name, ref in expected.items():
-        got = parameters[name]
+    for name, got in parameters.items():
+        ref = expected[name if name in expected else _companion_of(name)]
         if got.shape != ref.shape:
             raise bad(f"tensor {name!r} has shape {got.shape}, expected {ref.shape}")
         if got.dtype != ref.dtype:

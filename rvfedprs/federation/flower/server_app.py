@@ -20,6 +20,7 @@ the launcher reads this file to know whether the run worked.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -132,21 +133,6 @@ def _setup(grid: Grid, nodes: Iterable[int], timeout) -> tuple[dict[str, int], d
     return client_node, moments, failures
 
 
-def _training_settings(train: Mapping[str, Any], n_all: int, n_cases: float) -> dict[str, Any]:
-    """``LocalTrainingConfig`` fields from the ``train`` section (``pos_weight`` resolved)."""
-    pos_weight = train["pos_weight"]
-    if pos_weight == "auto":
-        pos_weight = (n_all - n_cases) / n_cases
-    return {
-        "epochs": train["local_epochs"],
-        "lr": train["lr"],
-        "momentum": train["momentum"],
-        "batch_size": train["batch_size"],
-        "pos_weight": pos_weight,
-        "weight_decay": train["weight_decay"],
-    }
-
-
 def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
     """Run the federated job on ``grid``; returns a summary for the status file.
 
@@ -162,6 +148,7 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
         reply_to_fit_result,
     )
     from rvfedprs.federation.rounds import RunSetup, begin_run, client_seed, finish_round
+    from rvfedprs.federation.settings import local_training_config
     from rvfedprs.strategies import strategy_from_config
 
     config = job["config"]
@@ -185,8 +172,9 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
     mean, sd = combine_moments(moments[c][:3] for c in client_ids)
     n_all = sum(moments[c][0] for c in client_ids)
     n_cases = sum(moments[c][3] for c in client_ids)
+    training = local_training_config(config["train"], n_samples=n_all, n_cases=n_cases)
     run_settings = {
-        "training": _training_settings(config["train"], n_all, n_cases),
+        "training": dataclasses.asdict(training),
         "model": dict(config["model"]),
         "prs_mean": mean,
         "prs_sd": sd,

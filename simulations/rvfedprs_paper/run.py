@@ -1,0 +1,396 @@
+"""Protocol driver for the RV-FedPRS paper's evaluation (paper §III, SPEC §10).
+
+Runs, for every seed, the compared strategies with the same model and budget, audits each
+model a client ends with (LOSS and offline LiRA), attacks FedCE's Bloom filters (plain vs keyed
+hashing), sweeps DP-SGD noise for FedCE (privacy–utility), runs small sensitivity grids, then
+builds Tables II–V and the figures (``rvfedprs report``'s :func:`build_report`).
+
+Layout of ``--out``::
+
+    runs/main/<strategy>/seed<k>/        metrics.json, predictions.parquet, mia.json,
+                                          mia_scores.npz, (fedce) jaccard.npz, bloom_attack.json
+    runs/privacy/<label>/seed<k>/        the same for FedCE under DP / keyed hashing
+    runs/sensitivity/<factor>=<v>/seed<k>/
+    report/                               tables (Markdown + CSV) and figures
+    progress.log
+
+Resumable: a run whose ``metrics.json`` exists is skipped (``metrics.json`` is written last).
+
+Usage::
+
+    python simulations/rvfedprs_paper/run.py --quick --data results \\
+        --samples results/cohort/samples.tsv --truth results/cohort/truth/causal_variants.tsv \\
+        --out simulations/rvfedprs_paper/results/demo_quick
+
+From Snakemake, call :func:`main` with an argument list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rvfedprs.commands.report import build_report
+from rvfedprs.commands.train import client_clusters, jsonable, write_metrics
+from rvfedprs.config import load_config
+from rvfedprs.evaluation import carrier_masks, evaluate_models, load_truth, predict_clients
+from rvfedprs.evaluation.bloom_attack import bloom_membership_attack, plain_vs_keyed
+from rvfedprs.evaluation.mia import (
+    audit_federation,
+    reference_population,
+    train_reference_models,
+)
+from rvfedprs.federation.client import build_model
+from rvfedprs.federation.data import Federation, load_federation
+from rvfedprs.federation.inprocess import POOLED_CLIENT, derive_seed, run_inprocess
+from rvfedprs.federation.settings import local_training_config
+from rvfedprs.model import set_parameters
+from rvfedprs.privacy import DPState, dp_schedule
+from rvfedprs.strategies import strategy_from_config
+from rvfedprs.training import local_update, select_influential
+
+log = logging.getLogger("rvfedprs_paper")
+
+STRATEGIES = ("centralized", "local", "fedavg", "fedprox", "fedadam", "clustered", "fedce")
+SECRET = b"rvfedprs-paper-shared-client-secret"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", type=Path, help="base YAML configuration (sections train, ...)")
+    p.add_argument("--data", type=Path, default=Path("results"), help="per-client inputs")
+    p.add_argument("--samples", type=Path, help="samples.tsv (truth: clusters)")
+    p.add_argument("--truth", type=Path, help="truth/causal_variants.tsv")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--seeds", type=int, default=5, help="number of seeds (0..N-1)")
+    p.add_argument("--rounds", type=int, help="rounds (default train.rounds; --quick: 2)")
+    p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--quick", action="store_true", help="few rounds, 2 seeds, 1 MIA target")
+    p.add_argument("--no-mia", action="store_true")
+    p.add_argument("--no-privacy", action="store_true", help="skip the DP / keyed sweep")
+    p.add_argument("--no-sensitivity", action="store_true")
+    p.add_argument("--dp-batch-size", type=int, help="DP-SGD expected batch size")
+    return p.parse_args(argv)
+
+
+def _config(args: argparse.Namespace) -> dict[str, Any]:
+    overrides: dict[str, Any] = {"train": {"data": str(args.data), "progress": False}}
+    if args.rounds is not None:
+        overrides["train"]["rounds"] = args.rounds
+    elif args.quick:
+        overrides["train"]["rounds"] = 2
+    if args.quick:
+        overrides["mia"] = {"targets": 1, "n_reference": 2}
+        overrides["dp"] = {"epsilon_targets": [2.0, 16.0]}
+    if args.dp_batch_size is not None:
+        overrides.setdefault("dp", {})["batch_size"] = args.dp_batch_size
+    evaluate = {}
+    if args.samples is not None:
+        evaluate["samples"] = str(args.samples)
+    if args.truth is not None:
+        evaluate["truth"] = str(args.truth)
+    if evaluate:
+        overrides["evaluate"] = evaluate
+    return load_config(args.config, overrides=overrides)
+
+
+class Context:
+    """Data, truth, shared settings and per-seed LiRA reference models of one driver call."""
+
+    def __init__(self, config: dict[str, Any], federation: Federation, truth) -> None:
+        self.config = config
+        self.federation = federation
+        self.truth = truth
+        self.model_config = dict(config["model"])
+        fed = federation
+        self.training = local_training_config(
+            config["train"],
+            n_samples=sum(d.n_samples for d in fed.train.values()),
+            n_cases=sum(float(d.y.sum()) for d in fed.train.values()),
+        )
+        self.train_carriers = self.test_carriers = None
+        if truth is not None and truth.causal is not None:
+            self.train_carriers = carrier_masks(fed.train, fed.variant_keys, truth)
+            self.test_carriers = carrier_masks(fed.test, fed.variant_keys, truth)
+        targets = config["mia"]["targets"]
+        self.targets = fed.client_ids[:targets] if isinstance(targets, int) else list(targets)
+        self._references: dict[int, dict[str, list]] = {}
+
+    def references(self, seed: int) -> dict[str, list]:
+        """OUT models per target for this seed (trained once, shared by every strategy)."""
+        if "lira" not in self.config["mia"]["attacks"]:
+            return {}
+        if seed not in self._references:
+            mia = self.config["mia"]
+            epochs = mia["reference_epochs"] or (
+                self.config["train"]["rounds"] * self.config["train"]["local_epochs"]
+            )
+            out = {}
+            for target in self.targets:
+                t0 = time.time()
+                population = reference_population(
+                    {
+                        **_prefixed(self.federation.train, "tr:"),
+                        **_prefixed(self.federation.test, "te:"),
+                    },  # fmt: skip
+                    exclude=[f"tr:{target}", f"te:{target}"],
+                )
+                out[target] = train_reference_models(
+                    population,
+                    n_models=mia["n_reference"],
+                    model_config=self.model_config,
+                    training=replace(self.training, epochs=int(epochs)),
+                    random_seed=derive_seed(seed, "lira", target),
+                )
+                log.info("seed %d: %d LiRA reference models for %s in %.0f s", seed,
+                         mia["n_reference"], target, time.time() - t0)  # fmt: skip
+            self._references[seed] = out
+        return self._references[seed]
+
+
+def _prefixed(datasets, prefix):
+    return {prefix + k: v for k, v in datasets.items()}
+
+
+def _save_json(path: Path, record: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(jsonable(record), indent=2) + "\n")
+
+
+def _predictions_frame(ctx: Context, strategy) -> pd.DataFrame:
+    fed = ctx.federation
+    model = build_model(fed.n_rare, ctx.model_config)
+    predictions = predict_clients(strategy.parameters_for, fed.test, model)
+    frames = []
+    for c in sorted(predictions):
+        carrier = ctx.test_carriers[c] if ctx.test_carriers is not None else False
+        frames.append(pd.DataFrame({"client": c, "sample_id": fed.test[c].sample_ids,
+                                    "y": fed.test[c].y.astype(int), "p": predictions[c],
+                                    "carrier": carrier}))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def _influential_sets(ctx: Context, strategy, seed: int) -> dict[str, list[str]]:
+    """Each client's reported set V_k, recomputed with one more local round from its final
+    personalised model (the filters themselves carry no readable list)."""
+    fed, fedce = ctx.federation, ctx.config["fedce"]
+    out = {}
+    for c in fed.client_ids:
+        model = build_model(fed.n_rare, ctx.model_config)
+        set_parameters(model, strategy.parameters_for(c))
+        result = local_update(model, fed.train[c], ctx.training, influence=True,
+                              random_seed=derive_seed(seed, "influence", c))  # fmt: skip
+        chosen = select_influential(result.influence, top_k=fedce["top_k"],
+                                    relative_threshold=fedce["relative_threshold"])  # fmt: skip
+        out[c] = [fed.variant_keys[i] for i in chosen]
+    return out
+
+
+def run_one(
+    ctx: Context,
+    name: str,
+    seed: int,
+    run_dir: Path,
+    *,
+    experiment: str = "main",
+    label: str | None = None,
+    config_overrides: dict[str, Any] | None = None,
+    dp: dict[str, float] | None = None,
+    bloom_key: bytes | None = None,
+    extra: dict[str, Any] | None = None,
+    audit: bool = True,
+    bloom_audit: bool = False,
+) -> dict[str, Any] | None:
+    """Train, evaluate and audit one (strategy, seed); skipped when metrics.json exists."""
+    if (run_dir / "metrics.json").is_file():
+        log.info("skip %s (done)", run_dir)
+        return None
+    t0 = time.time()
+    fed = ctx.federation
+    config = json.loads(json.dumps(ctx.config))
+    for section, values in (config_overrides or {}).items():
+        config[section].update(values)
+    strategy = strategy_from_config(name, config)
+    training = ctx.training
+    client_state = None
+    if dp is not None:
+        client_state = {
+            c: {"dp": DPState(dp["noise_multiplier"], dp["max_grad_norm"], dp["delta"])}
+            for c in [*fed.client_ids, POOLED_CLIENT]
+        }
+        if dp.get("batch_size"):
+            training = replace(training, batch_size=int(dp["batch_size"]))
+    result = run_inprocess(
+        fed,
+        strategy,
+        rounds=config["train"]["rounds"],
+        model_config=ctx.model_config,
+        training=training,
+        random_seed=seed,
+        bloom_key=bloom_key,
+        client_state=client_state,
+    )
+    metrics = evaluate_models(
+        strategy.parameters_for,
+        client_clusters(strategy, fed.client_ids),
+        fed.test,
+        fed.variant_keys,
+        ctx.model_config,
+        truth=ctx.truth,
+    )
+    record = {
+        "strategy": name,
+        "seed": seed,
+        "experiment": experiment,
+        "label": label or name,
+        **metrics,
+        "history": result.history,
+        **(extra or {}),
+    }
+    if client_state is not None:
+        eps = {c: s["dp"].epsilon() for c, s in client_state.items() if s["dp"].rounds > 0}
+        record["epsilon"] = max(eps.values())
+        record["epsilon_clients"] = eps
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _predictions_frame(ctx, strategy).to_parquet(run_dir / "predictions.parquet", index=False)
+    if getattr(strategy, "similarity_", None) is not None:
+        np.savez(run_dir / "jaccard.npz", similarity=strategy.similarity_,
+                 clients=np.asarray(strategy.similarity_clients_))  # fmt: skip
+    if audit and ctx.config["mia"]["attacks"]:
+        rows, scores = audit_federation(
+            strategy.parameters_for,
+            fed.train,
+            fed.test,
+            ctx.targets,
+            ctx.model_config,
+            attacks=ctx.config["mia"]["attacks"],
+            references=ctx.references(seed),
+            train_carriers=ctx.train_carriers,
+            test_carriers=ctx.test_carriers,
+            fpr_levels=ctx.config["mia"]["fpr_levels"],
+            random_seed=derive_seed(seed, "mia"),
+        )
+        _save_json(run_dir / "mia.json", {"strategy": name, "seed": seed,
+                                           "experiment": experiment, "label": label or name,
+                                           "rows": rows})  # fmt: skip
+        np.savez(run_dir / "mia_scores.npz",
+                 **{f"{c}__{k}": v for c, s in scores.items() for k, v in s.items()})  # fmt: skip
+        general = [r for r in rows if r["subset"] == "general" and r["attack"] == "loss"]
+        if general:
+            record["mia_loss_advantage"] = float(np.mean([r["advantage"] for r in general]))
+    if bloom_audit and name == "fedce":
+        spec = strategy.spec
+        reported = _influential_sets(ctx, strategy, seed)
+        carried = {
+            c: [fed.variant_keys[j] for j in fed.train[c].carried_variants()]
+            for c in fed.client_ids
+        }
+        rows = plain_vs_keyed(reported, fed.variant_keys, capacity=spec.capacity,
+                              error_rate=spec.error_rate, secret=SECRET,
+                              carried=carried)  # fmt: skip
+        # the filters actually sent in the last round, tested against the carried variants
+        sent = [
+            {"client": c, "hashing": "keyed" if bloom_key else "plain", "source": "last_round",
+             **bloom_membership_attack(bits, fed.variant_keys, [], spec, carried=carried[c])}
+            for c, bits in sorted(strategy.filters.items())
+        ]  # fmt: skip
+        _save_json(run_dir / "bloom_attack.json", {"seed": seed, "rows": rows,
+                                                    "last_round": sent})  # fmt: skip
+    record["wall_s"] = time.time() - t0
+    write_metrics(run_dir, record)
+    log.info("%s %s seed %d: auc=%.4f carrier_auc=%s (%.0f s)", experiment, label or name, seed,
+             record["auc"], record.get("carrier_auc"), record["wall_s"])  # fmt: skip
+    return record
+
+
+def calibrate_noise(target_epsilon: float, ctx: Context, delta: float, batch_size: int) -> float:
+    """σ giving ``target_epsilon`` after all rounds for the smallest client (the largest q)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    n = min(d.n_samples for d in ctx.federation.train.values())
+    q, steps = dp_schedule(n, batch_size, ctx.config["train"]["local_epochs"])
+    return float(get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta,
+                                      sample_rate=q, steps=steps * ctx.config["train"]["rounds"],
+                                      accountant="rdp"))  # fmt: skip
+
+
+def sensitivity_grid(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
+    """(factor, value, fedce overrides); h2_rare needs re-simulation and is not included."""
+    clusters = [2, 3, 4, "auto"] if not quick else [2, 4, "auto"]
+    grid = [("n_clusters", str(m), {"n_clusters": m}) for m in clusters]
+    for cap, err in [(500, 0.01), (1000, 0.001), (1000, 0.1)] if not quick else [(1000, 0.1)]:
+        grid.append(("bloom", f"{cap}/{err}", {"bloom_capacity": cap, "bloom_error_rate": err}))
+    for k in [50, 100, 400] if not quick else [50]:
+        grid.append(("top_k", str(k), {"top_k": k}))
+    return grid
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the protocol; returns 0."""
+    args = parse_args(argv)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(out / "progress.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    log.addHandler(handler)
+    log.addHandler(logging.StreamHandler(sys.stderr))
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    config = _config(args)
+    if args.no_mia:
+        config["mia"]["attacks"] = []
+    seeds = list(range(2 if args.quick and args.seeds == 5 else args.seeds))
+    strategies = [s for s in args.strategies.split(",") if s]
+    federation = load_federation(config["train"]["data"])
+    truth = None
+    if config["evaluate"]["samples"] is not None:
+        truth = load_truth(config["evaluate"]["truth"], config["evaluate"]["samples"])
+    ctx = Context(config, federation, truth)
+    (out / "config.json").write_text(json.dumps(jsonable(config), indent=2) + "\n")
+    log.info("driver: %d clients, %d rare variants, seeds %s, strategies %s, rounds %d",
+             len(federation.client_ids), federation.n_rare, seeds, strategies,
+             config["train"]["rounds"])  # fmt: skip
+    runs = out / "runs"
+    for seed in seeds:
+        for name in strategies:
+            run_one(ctx, name, seed, runs / "main" / name / f"seed{seed}",
+                    bloom_audit=True)  # fmt: skip
+    if not args.no_privacy:
+        dp_cfg = config["dp"]
+        batch = dp_cfg["batch_size"] or config["train"]["batch_size"]
+        for seed in seeds:
+            run_one(ctx, "fedce", seed, runs / "privacy" / "keyed" / f"seed{seed}",
+                    experiment="privacy", label="keyed", bloom_key=SECRET,
+                    extra={"epsilon": float("inf"), "hashing": "keyed"})  # fmt: skip
+            for eps in dp_cfg["epsilon_targets"]:
+                sigma = calibrate_noise(eps, ctx, dp_cfg["delta"], batch)
+                dp = {"noise_multiplier": sigma, "max_grad_norm": dp_cfg["max_grad_norm"],
+                      "delta": dp_cfg["delta"], "batch_size": batch}  # fmt: skip
+                run_one(ctx, "fedce", seed, runs / "privacy" / f"dp_eps{eps:g}" / f"seed{seed}",
+                        experiment="privacy", label=f"dp_eps{eps:g}", dp=dp, bloom_key=SECRET,
+                        extra={"target_epsilon": eps, "noise_multiplier": sigma,
+                               "hashing": "keyed"})  # fmt: skip
+    if not args.no_sensitivity:
+        for seed in seeds:
+            for factor, value, overrides in sensitivity_grid(args.quick):
+                run_one(ctx, "fedce", seed, runs / "sensitivity" / f"{factor}={value}".replace(
+                    "/", "_") / f"seed{seed}", experiment="sensitivity", label=f"{factor}={value}",
+                    config_overrides={"fedce": overrides}, audit=False,
+                    extra={"factor": factor, "value": value})  # fmt: skip
+    paths = build_report(runs, out / "report", config, truth=truth)
+    log.info("report: %s", ", ".join(str(p) for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

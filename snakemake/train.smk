@@ -1,0 +1,70 @@
+# Stage 4: train every strategy of `train.compare` on the per-client inputs (results/clients/)
+# into results/train/{strategy}/ (metrics.json, the final checkpoint, provenance.json).
+import yaml
+
+TRAIN = "results/train"
+COMPARE = list(config["train"]["compare"])
+ROUNDS = config["train"]["rounds"]
+FINAL_CHECKPOINT = f"checkpoints/round_{ROUNDS:03d}.pt"
+
+
+def _train_sections():
+    """The sections `rvfedprs train` reads; a simulated cohort brings its own truth."""
+    sections = {k: dict(config[k]) for k in ("model", "train", "fedce", "strategies", "evaluate")}
+    # The list of strategies is the workflow's business: changing it must not retrain the rest.
+    sections["train"].pop("compare")
+    if PIPE["cohort"]["simulate"]:
+        evaluate = sections["evaluate"]
+        if evaluate["truth"] is None:
+            evaluate["truth"] = f"{COHORT_DIR}/truth/causal_variants.tsv"
+        if evaluate["samples"] is None:
+            evaluate["samples"] = COHORT["samples"]
+    return sections
+
+
+TRAIN_SECTIONS = _train_sections()
+
+FINAL_TARGETS += [f"{TRAIN}/{strategy}/metrics.json" for strategy in COMPARE]
+
+
+wildcard_constraints:
+    strategy="[a-z_]+",
+
+
+rule train_config:
+    output:
+        f"{TRAIN}/config.yaml",
+    params:
+        text=yaml.safe_dump(TRAIN_SECTIONS, sort_keys=True),
+    log:
+        f"{LOGS}/train_config.log",
+    run:
+        with open(output[0], "w") as handle:
+            handle.write(params.text)
+
+
+rule train_strategy:
+    input:
+        config=f"{TRAIN}/config.yaml",
+        clients="results/clients.tsv",
+        rare="results/rare_variants.tsv",
+        samples=per_client("results/clients/{client}/samples.parquet"),
+        dosages=per_client("results/clients/{client}/rare_dosages.npz"),
+        truth=[TRAIN_SECTIONS["evaluate"][k] for k in ("truth", "samples") if TRAIN_SECTIONS["evaluate"][k]],
+    output:
+        metrics=f"{TRAIN}/{{strategy}}/metrics.json",
+        checkpoint=f"{TRAIN}/{{strategy}}/{FINAL_CHECKPOINT}",
+    params:
+        out=lambda wildcards: f"{TRAIN}/{wildcards.strategy}",
+        last=f"round_{ROUNDS:03d}.pt",
+    benchmark:
+        f"{TRAIN}/{{strategy}}/benchmark.tsv"
+    log:
+        f"{LOGS}/train/{{strategy}}.log",
+    threads: 1
+    # One torch thread per job so that `--cores N` runs N strategies side by side. Every round
+    # writes a checkpoint (tens of MB with 60k rare variants); only the final one is kept.
+    shell:
+        "OMP_NUM_THREADS={threads} rvfedprs train --config {input.config}"
+        " --strategy {wildcards.strategy} --out {params.out} --no-progress > {log} 2>&1"
+        " && find {params.out}/checkpoints -name 'round_*.pt' ! -name {params.last} -delete"

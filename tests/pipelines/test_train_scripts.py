@@ -1,0 +1,134 @@
+"""``pipelines/compare_strategies.py`` on metrics trained on the tiny synthetic federation."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rvfedprs.commands.train import client_clusters, training_config, write_metrics
+from rvfedprs.config import validate_config
+from rvfedprs.evaluation import evaluate_models, load_truth
+from rvfedprs.exceptions import InputDataError
+from rvfedprs.federation.data import load_federation
+from rvfedprs.federation.inprocess import run_inprocess
+from rvfedprs.strategies import strategy_from_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _federation_fixtures import write_federation  # noqa: E402
+
+PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"pipeline_{name}", PIPELINES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """FedCE and FedAvg trained for a few rounds; their metrics.json and a benchmark file each."""
+    root = tmp_path_factory.mktemp("fed")
+    paths = write_federation(root, n_clients=6, samples_per_client=200, seed=3)
+    config = validate_config(
+        {
+            "train": {"rounds": 3, "local_epochs": 2, "batch_size": 32, "lr": 0.1, "seed": 5},
+            "model": {"rare_hidden": [8], "common_hidden": [4]},
+            "fedce": {"n_clusters": 3},
+        }
+    )
+    federation = load_federation(paths["data"])
+    truth = load_truth(paths["truth"], paths["samples"])
+    out = {"metrics": [], "benchmarks": [], "records": []}
+    for k, name in enumerate(("fedce", "fedavg")):
+        strategy = strategy_from_config(name, config)
+        run_inprocess(
+            federation,
+            strategy,
+            rounds=3,
+            model_config=config["model"],
+            training=training_config(config, federation),
+            random_seed=5,
+        )
+        record = evaluate_models(
+            strategy.parameters_for,
+            client_clusters(strategy, federation.client_ids),
+            federation.test,
+            federation.variant_keys,
+            config["model"],
+            truth=truth,
+        )
+        record = {"strategy": name, "seed": 5, **record, "history": []}
+        folder = root / "train" / name
+        out["metrics"].append(write_metrics(folder, record))
+        bench = folder / "benchmark.tsv"
+        bench.write_text(f"s\th:m:s\tmax_rss\n{12.5 + k}\t0:00:12\t100\n")
+        out["benchmarks"].append(bench)
+        out["records"].append(json.loads((folder / "metrics.json").read_text()))
+    return out
+
+
+def test_compare_writes_table_markdown_and_figure(trained, tmp_path):
+    compare = load("compare_strategies")
+    table = compare.main(
+        trained["metrics"],
+        trained["benchmarks"],
+        tmp_path / "c.csv",
+        tmp_path / "c.md",
+        tmp_path / "c.png",
+    )
+    assert list(table["strategy"]) == ["fedce", "fedavg"]
+    written = pd.read_csv(tmp_path / "c.csv")
+    assert list(written.columns) == list(compare.COLUMNS)
+    for row, record in zip(written.itertuples(index=False), trained["records"], strict=True):
+        aucs = np.array([v for v in record["client_auc"].values() if v is not None])
+        assert row.auc == pytest.approx(record["auc"])
+        assert row.carrier_auc == pytest.approx(record["carrier_auc"])
+        assert row.n_carriers == record["n_carriers"]
+        assert row.client_auc_mean == pytest.approx(aucs.mean())
+        assert row.client_auc_std == pytest.approx(aucs.std())
+        assert row.ari == pytest.approx(record["ari"])
+        assert row.n_clusters == len(set(record["clusters"].values()))
+    assert list(written["wall_s"]) == [12.5, 13.5]
+    # FedAvg puts every client in one cluster: ARI 0 against the three true clusters
+    assert written.loc[1, "n_clusters"] == 1 and written.loc[1, "ari"] == 0.0
+    markdown = (tmp_path / "c.md").read_text().splitlines()
+    assert len(markdown) == 2 + 2 and markdown[2].startswith("| fedce |")
+    assert f"{record['auc']:.3f}" in markdown[3]
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_without_benchmarks_reports_no_wall_time(trained, tmp_path):
+    compare = load("compare_strategies")
+    table = compare.main(
+        trained["metrics"][:1], None, tmp_path / "c.csv", tmp_path / "c.md", tmp_path / "c.png"
+    )
+    assert np.isnan(table.loc[0, "wall_s"])
+    assert "| – |" in (tmp_path / "c.md").read_text()
+
+
+def test_compare_rejects_incomplete_metrics(trained, tmp_path):
+    compare = load("compare_strategies")
+    bad = tmp_path / "metrics.json"
+    bad.write_text(json.dumps({"strategy": "fedce", "auc": 0.6}))
+    with pytest.raises(InputDataError, match=r"metrics.json lacks metrics \['auprc'"):
+        compare.main([bad], None, tmp_path / "c.csv", tmp_path / "c.md", tmp_path / "c.png")
+
+
+def test_compare_rejects_a_file_that_is_not_a_benchmark(trained, tmp_path):
+    compare = load("compare_strategies")
+    bench = tmp_path / "bench.tsv"
+    bench.write_text("seconds\n3\n")
+    with pytest.raises(InputDataError, match="bench.tsv is not a Snakemake benchmark"):
+        compare.main(
+            trained["metrics"][:1],
+            [bench],
+            tmp_path / "c.csv",
+            tmp_path / "c.md",
+            tmp_path / "c.png",
+        )

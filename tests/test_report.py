@@ -1,0 +1,87 @@
+"""The protocol driver (tiny run on the synthetic federation) and `rvfedprs report`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from _federation_fixtures import write_federation
+
+from rvfedprs.cli import main as cli_main
+
+DRIVER = Path(__file__).resolve().parents[1] / "simulations" / "rvfedprs_paper" / "run.py"
+
+
+def _driver():
+    spec = importlib.util.spec_from_file_location("rvfedprs_paper_run", DRIVER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("paper")
+    paths = write_federation(root, n_clients=4, n_clusters=2, samples_per_client=80, seed=3)
+    out = root / "out"
+    argv = [
+        "--quick", "--data", str(paths["data"]), "--samples", str(paths["samples"]),
+        "--truth", str(paths["truth"]), "--out", str(out), "--seeds", "1", "--rounds", "1",
+        "--strategies", "centralized,fedavg,fedce", "--no-privacy", "--no-sensitivity",
+    ]  # fmt: skip
+    assert _driver().main(argv) == 0
+    return paths, out, argv
+
+
+def test_driver_writes_runs_tables_and_figures(tiny_run):
+    _, out, _ = tiny_run
+    for strategy in ("centralized", "fedavg", "fedce"):
+        run = out / "runs" / "main" / strategy / "seed0"
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["strategy"] == strategy and 0 <= metrics["auc"] <= 1
+        mia = json.loads((run / "mia.json").read_text())
+        assert {(r["attack"], r["subset"]) for r in mia["rows"]} == {
+            ("loss", "general"), ("loss", "carriers"), ("lira", "general"), ("lira", "carriers")
+        }  # fmt: skip
+    bloom = json.loads((out / "runs/main/fedce/seed0/bloom_attack.json").read_text())
+    plain = [r for r in bloom["rows"] if r["hashing"] == "plain"]
+    assert plain and all(r["tpr"] == 1.0 for r in plain)
+    report = out / "report"
+    for name in ("table2_performance", "table3_carriers", "table4_fairness", "table5_mia"):
+        assert (report / f"{name}.md").is_file() and (report / f"{name}.csv").is_file()
+    t2 = pd.read_csv(report / "table2_performance.csv")
+    assert set(t2["strategy"]) == {"centralized", "fedavg", "fedce"}
+    for fig in ("roc", "client_auc", "jaccard", "mia_roc"):
+        assert (report / "figures" / f"{fig}.png").stat().st_size > 1000
+    assert "driver:" in (out / "progress.log").read_text()
+
+
+def test_driver_resumes_without_retraining(tiny_run):
+    _, out, argv = tiny_run
+    metrics = out / "runs" / "main" / "fedavg" / "seed0" / "metrics.json"
+    before = metrics.stat().st_mtime_ns
+    assert _driver().main(argv) == 0
+    assert metrics.stat().st_mtime_ns == before
+    assert "skip" in (out / "progress.log").read_text()
+
+
+def test_report_command(tiny_run, tmp_path):
+    paths, out, _ = tiny_run
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"evaluate:\n  samples: {paths['samples']}\n  truth: {paths['truth']}\n"
+        "report:\n  digits: 2\n"
+    )
+    assert cli_main(["report", "--config", str(config), "--runs", str(out / "runs"),
+                     "--out", str(tmp_path / "rep")]) == 0  # fmt: skip
+    text = (tmp_path / "rep" / "table2_performance.md").read_text()
+    assert "FedAvg" in text and "Headline" in text
+    assert (tmp_path / "rep" / "figures" / "jaccard.png").is_file()
+
+
+def test_report_command_without_runs_fails_clearly(tmp_path, capsys):
+    assert cli_main(["report", "--runs", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "no metrics.json found under" in capsys.readouterr().err
