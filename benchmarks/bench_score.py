@@ -28,7 +28,12 @@ def write_pgs_file(prefix: Path, path: Path, fraction: float, seed: int = 1) -> 
     """Write a PGS Catalog file (chr_name, chr_position, effect/other allele, effect_weight)."""
     bim = pd.read_csv(f"{prefix}.bim", sep=r"\s+", header=None)
     rng = np.random.default_rng(seed)
-    keep = np.sort(rng.choice(len(bim), size=max(1, int(fraction * len(bim))), replace=False))
+    # Strand-ambiguous pairs (A/T, C/G) are dropped by the scorer, as by PGS Catalog practice;
+    # draw the score rows from the unambiguous variants so that every row is used.
+    pair = bim[4].astype(str) + bim[5].astype(str)
+    candidates = np.flatnonzero(~pair.isin(["AT", "TA", "CG", "GC"]).to_numpy())
+    size = max(1, int(fraction * len(bim)))
+    keep = np.sort(rng.choice(candidates, size=min(size, len(candidates)), replace=False))
     rows = bim.iloc[keep]
     swap = rng.random(len(rows)) < 0.5  # effect allele sometimes REF, sometimes ALT
     table = pd.DataFrame(

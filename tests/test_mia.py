@@ -127,7 +127,7 @@ def test_overfit_model_is_vulnerable(overfit_setup):
     ks_crit = 1.95 * np.sqrt(2 / n)  # two-sample KS critical value at α ≈ 0.001
     assert general["loss"]["advantage"] > 0.6, general["loss"]
     assert general["loss"]["accuracy_advantage"] > 0.25
-    assert general["loss"]["auc"] > 0.8
+    assert general["loss"]["auc"] > 0.7
     # offline LiRA with 3 OUT models is weaker here, but still far from chance
     assert general["lira"]["advantage"] > ks_crit, general["lira"]
     assert general["lira"]["auc"] > 0.65
