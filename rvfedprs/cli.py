@@ -42,7 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in _available_commands().items():
-        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP)
+        # argparse %-formats help strings: a literal "95%" must reach it as "95%%".
+        sub = subparsers.add_parser(
+            name, help=module.HELP.replace("%", "%%"), description=module.HELP
+        )
         module.add_arguments(sub)
         sub.set_defaults(_run=module.run)
     return parser

@@ -80,3 +80,34 @@ def per_client(pattern):
 def settings(*keys):
     """The named keys of the pipeline section: a rule re-runs only when these change."""
     return {key: PIPE[key] for key in keys}
+
+
+# Training and evaluation (train.smk, evaluate.smk): linted to live here with the other functions.
+def _evaluate_section():
+    """The evaluate section; a simulated cohort brings its own truth."""
+    evaluate = dict(config["evaluate"])
+    if PIPE["cohort"]["simulate"]:
+        if evaluate["truth"] is None:
+            evaluate["truth"] = f"{COHORT_DIR}/truth/causal_variants.tsv"
+        if evaluate["samples"] is None:
+            evaluate["samples"] = COHORT["samples"]
+    return evaluate
+
+
+EVALUATE = _evaluate_section()
+TRUTH_FILES = [EVALUATE[k] for k in ("truth", "samples") if EVALUATE[k]]
+
+
+def train_sections(strategy):
+    """The sections `rvfedprs train` reads for ``strategy``, and only those it uses.
+
+    Each strategy gets its own configuration file, so that changing a FedCE option retrains
+    FedCE alone and changing the list of compared strategies retrains nothing.
+    """
+    train = {k: v for k, v in config["train"].items() if k != "compare"}
+    train["strategy"] = strategy
+    train["progress"] = False
+    sections = {"model": dict(config["model"]), "train": train, "evaluate": EVALUATE}
+    own = "fedce" if strategy == "fedce" else "strategies"
+    sections[own] = dict(config[own])
+    return sections

@@ -25,6 +25,7 @@ if PIPE["cohort"]["simulate"]:
             samples=f"{COHORT_DIR}/samples.tsv",
             phenotypes=f"{COHORT_DIR}/phenotypes.tsv",
             scoring_file=f"{COHORT_DIR}/scores/PGS_sim.txt.gz",
+            truth=f"{COHORT_DIR}/truth/causal_variants.tsv",
         params:
             out=lambda wildcards, output: os.path.dirname(output.samples),
             preset=PIPE["cohort"]["simulate_preset"],

@@ -8,22 +8,6 @@ ROUNDS = config["train"]["rounds"]
 FINAL_CHECKPOINT = f"checkpoints/round_{ROUNDS:03d}.pt"
 
 
-def _train_sections():
-    """The sections `rvfedprs train` reads; a simulated cohort brings its own truth."""
-    sections = {k: dict(config[k]) for k in ("model", "train", "fedce", "strategies", "evaluate")}
-    # The list of strategies is the workflow's business: changing it must not retrain the rest.
-    sections["train"].pop("compare")
-    if PIPE["cohort"]["simulate"]:
-        evaluate = sections["evaluate"]
-        if evaluate["truth"] is None:
-            evaluate["truth"] = f"{COHORT_DIR}/truth/causal_variants.tsv"
-        if evaluate["samples"] is None:
-            evaluate["samples"] = COHORT["samples"]
-    return sections
-
-
-TRAIN_SECTIONS = _train_sections()
-
 FINAL_TARGETS += [f"{TRAIN}/{strategy}/metrics.json" for strategy in COMPARE]
 
 
@@ -33,11 +17,11 @@ wildcard_constraints:
 
 rule train_config:
     output:
-        f"{TRAIN}/config.yaml",
+        f"{TRAIN}/{{strategy}}/config.yaml",
     params:
-        text=yaml.safe_dump(TRAIN_SECTIONS, sort_keys=True),
+        text=lambda wildcards: yaml.safe_dump(train_sections(wildcards.strategy), sort_keys=True),
     log:
-        f"{LOGS}/train_config.log",
+        f"{LOGS}/train_config/{{strategy}}.log",
     run:
         with open(output[0], "w") as handle:
             handle.write(params.text)
@@ -45,12 +29,12 @@ rule train_config:
 
 rule train_strategy:
     input:
-        config=f"{TRAIN}/config.yaml",
+        config=f"{TRAIN}/{{strategy}}/config.yaml",
         clients="results/clients.tsv",
         rare="results/rare_variants.tsv",
         samples=per_client("results/clients/{client}/samples.parquet"),
         dosages=per_client("results/clients/{client}/rare_dosages.npz"),
-        truth=[TRAIN_SECTIONS["evaluate"][k] for k in ("truth", "samples") if TRAIN_SECTIONS["evaluate"][k]],
+        truth=TRUTH_FILES,
     output:
         metrics=f"{TRAIN}/{{strategy}}/metrics.json",
         checkpoint=f"{TRAIN}/{{strategy}}/{FINAL_CHECKPOINT}",

@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from rvfedprs.cli import main
+from rvfedprs.cli import COMMANDS, main
 
 
 def test_help_lists_commands(capsys):
@@ -11,7 +11,16 @@ def test_help_lists_commands(capsys):
         main(["--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert "simulate" in out
+    for name in COMMANDS:
+        assert name in out
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_has_help(name, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([name, "--help"])
+    assert exc.value.code == 0
+    assert "usage: rvfedprs " + name in capsys.readouterr().out
 
 
 def test_console_script_is_installed():

@@ -176,7 +176,8 @@ def test_real_strategy_instructions_survive_flower(name):
     from rvfedprs.config import load_config
     from rvfedprs.strategies import strategy_from_config
 
-    overrides = {"fedce": {"top_k": None, "relative_threshold": 0.3}}
+    # SCAFFOLD Option II needs plain local SGD (momentum 0), which the registry enforces.
+    overrides = {"fedce": {"top_k": None, "relative_threshold": 0.3}, "train": {"momentum": 0.0}}
     strategy = strategy_from_config(name, load_config(None, overrides=overrides))
     strategy.initialize(_params(), ["site1", "site2"])
     instruction = strategy.configure_fit(1, ["site1", "site2"])["site2"]
