@@ -15,6 +15,7 @@ import pandas as pd
 from rvfedprs.genotypes import open_genotypes
 from rvfedprs.genotypes.frequencies import COUNT_COLUMNS, allele_counts
 from rvfedprs.genotypes.qc import genotype_counts
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("client_counts")
 
@@ -95,10 +96,7 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             genotypes=snakemake.params.genotypes,
             qc=snakemake.input.qc,
@@ -106,6 +104,3 @@ if "snakemake" in globals():
             out_counts=snakemake.output.counts,
             out_skipped=snakemake.output.skipped,
         )
-    except Exception:
-        logging.exception("client_counts failed")
-        raise

@@ -18,6 +18,7 @@ from rvfedprs.cohort import assign_splits
 from rvfedprs.genotypes import open_genotypes
 from rvfedprs.genotypes.rare import rare_dosages
 from rvfedprs.genotypes.scoring import score
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("client_features")
 
@@ -102,10 +103,7 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             genotypes=snakemake.params.genotypes,
             qc=snakemake.input.qc,
@@ -116,6 +114,3 @@ if "snakemake" in globals():
             out_samples=snakemake.output.samples,
             out_rare=snakemake.output.rare,
         )
-    except Exception:
-        logging.exception("client_features failed")
-        raise

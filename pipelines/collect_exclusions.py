@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from rvfedprs.cohort import EXCLUSION_COLUMNS
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("collect_exclusions")
 
@@ -30,14 +31,8 @@ def main(parts: Sequence[str | Path], out: str | Path) -> pd.DataFrame:
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             [snakemake.input.validate, *snakemake.input.sample_qc, snakemake.input.combine],
             snakemake.output[0],
         )
-    except Exception:
-        logging.exception("collect_exclusions failed")
-        raise

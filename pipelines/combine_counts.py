@@ -24,6 +24,7 @@ from rvfedprs.genotypes.frequencies import (
     split_common_rare,
 )
 from rvfedprs.genotypes.qc import hwe_exact
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("combine_counts")
 
@@ -207,10 +208,7 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             counts=snakemake.input.counts,
             skipped=snakemake.input.skipped,
@@ -220,6 +218,3 @@ if "snakemake" in globals():
             out_rare=snakemake.output.rare,
             out_exclusions=snakemake.output.exclusions,
         )
-    except Exception:
-        logging.exception("combine_counts failed")
-        raise

@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rvfedprs.exceptions import InputDataError  # noqa: E402
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("compare_strategies")
 
@@ -190,10 +191,7 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             snakemake.input.metrics,
             snakemake.input.benchmarks,
@@ -201,6 +199,3 @@ if "snakemake" in globals():
             snakemake.output.md,
             snakemake.output.png,
         )
-    except Exception:
-        logging.exception("compare_strategies failed")
-        raise

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rvfedprs.reporting import write_data_report
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("data_report")
 
@@ -35,10 +36,7 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             clients=snakemake.input.clients,
             variants=snakemake.input.variants,
@@ -48,6 +46,3 @@ if "snakemake" in globals():
             out_html=snakemake.output.html,
             rare_maf_max=snakemake.params.rare_maf_max,
         )
-    except Exception:
-        logging.exception("data_report failed")
-        raise

@@ -4,6 +4,7 @@ import logging
 from pathlib import Path
 
 from rvfedprs.cohort import samples_sheet_from_psam
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("make_samples_sheet")
 
@@ -26,11 +27,5 @@ def main(psam: str | Path, out: str | Path, *, column: str = "Population") -> Pa
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(snakemake.input.psam, snakemake.output[0], column=snakemake.params.column)
-    except Exception:
-        logging.exception("make_samples_sheet failed")
-        raise

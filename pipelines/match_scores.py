@@ -17,6 +17,7 @@ import pandas as pd
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes import open_genotypes
 from rvfedprs.genotypes.scoring import read_scorefile, score
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("match_scores")
 
@@ -116,10 +117,7 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             genotypes=snakemake.params.genotypes,
             variants=snakemake.input.variants,
@@ -128,6 +126,3 @@ if "snakemake" in globals():
             out_weights=snakemake.output.weights,
             out_match=snakemake.output.match,
         )
-    except Exception:
-        logging.exception("match_scores failed")
-        raise

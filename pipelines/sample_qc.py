@@ -10,6 +10,7 @@ import pandas as pd
 from rvfedprs.cohort import exclusions
 from rvfedprs.genotypes import open_genotypes
 from rvfedprs.genotypes.qc import sample_call_rates
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("sample_qc")
 
@@ -78,10 +79,7 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             genotypes=snakemake.params.genotypes,
             cohort=snakemake.input.cohort,
@@ -90,6 +88,3 @@ if "snakemake" in globals():
             out_qc=snakemake.output.qc,
             out_exclusions=snakemake.output.exclusions,
         )
-    except Exception:
-        logging.exception("sample_qc failed")
-        raise

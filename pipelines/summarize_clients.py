@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 import scipy.sparse as sp
 
+from rvfedprs.rulelog import logged_rule
+
 logger = logging.getLogger("summarize_clients")
 
 COLUMNS = ("client", "n_samples", "n_cases", "n_train", "n_test", "n_carriers", "n_rare_carried")
@@ -60,11 +62,5 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(snakemake.input.samples, snakemake.input.rare, snakemake.output[0])
-    except Exception:
-        logging.exception("summarize_clients failed")
-        raise

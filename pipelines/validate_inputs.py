@@ -24,6 +24,7 @@ from rvfedprs.cohort import (
 )
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes import open_genotypes
+from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("validate_inputs")
 
@@ -173,10 +174,7 @@ def main(
 
 if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
-    logging.basicConfig(
-        filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
-    )
-    try:
+    with logged_rule(snakemake):
         main(
             genotypes=snakemake.params.genotypes,
             samples=snakemake.input.samples,
@@ -186,6 +184,3 @@ if "snakemake" in globals():
             out_cohort=snakemake.output.cohort,
             out_exclusions=snakemake.output.exclusions,
         )
-    except Exception:
-        logging.exception("validate_inputs failed")
-        raise
