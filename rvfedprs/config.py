@@ -101,9 +101,7 @@ def _describe(error: Any) -> str:
     if error.validator == "enum":
         return f"'{where}': {error.instance!r} is not allowed; choose from {error.validator_value}"
     if error.validator == "type":
-        return (
-            f"'{where}': {error.instance!r} has the wrong type; expected {error.validator_value}"
-        )
+        return f"'{where}': {error.instance!r} has the wrong type; expected {error.validator_value}"
     return f"'{where}': {error.message}"
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 __all__ = [
+    "model_from_config",
     "TwoPathwayModel",
     "get_parameters",
     "set_parameters",
@@ -130,6 +132,29 @@ class TwoPathwayModel(nn.Module):
                 f"rare input has {rare.shape[-1]} columns, the model expects {self.n_rare}"
             )
         return self.head(self.embed(prs, rare)).reshape(-1)
+
+
+def model_from_config(
+    n_rare: int, model_config: Mapping[str, Any], *, random_seed: int | None = 0
+) -> TwoPathwayModel:
+    """A :class:`TwoPathwayModel` for ``n_rare`` variants from the ``model`` config section.
+
+    Parameters
+    ----------
+    n_rare : int
+        Number of rare-variant columns P.
+    model_config : mapping
+        ``common_hidden``, ``rare_hidden``, ``dropout`` (missing keys take the schema defaults).
+    random_seed : int or None
+        Seed of the initial weights (callers that overwrite the weights keep the default 0).
+    """
+    return TwoPathwayModel(
+        n_rare,
+        common_hidden=tuple(model_config.get("common_hidden", (16,))),
+        rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
+        dropout=float(model_config.get("dropout", 0.0)),
+        random_seed=random_seed,
+    )
 
 
 def get_parameters(model: nn.Module) -> dict[str, np.ndarray]:

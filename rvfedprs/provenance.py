@@ -17,8 +17,21 @@ import numpy as np
 __all__ = ["draw_seed", "file_sha256", "package_versions", "write_provenance"]
 
 _TRACKED_PACKAGES = (
-    "rvfedprs", "numpy", "scipy", "pandas", "torch", "flwr", "opacus", "msprime", "tskit",
-    "scikit-learn", "pybloom-live", "cyvcf2", "pandas-plink", "POT", "snakemake",
+    "rvfedprs",
+    "numpy",
+    "scipy",
+    "pandas",
+    "torch",
+    "flwr",
+    "opacus",
+    "msprime",
+    "tskit",
+    "scikit-learn",
+    "pybloom-live",
+    "cyvcf2",
+    "pandas-plink",
+    "POT",
+    "snakemake",
 )
 
 

@@ -25,7 +25,7 @@ from rvfedprs.evaluation.metrics import (
     true_client_clusters,
 )
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.model import TwoPathwayModel, set_parameters
+from rvfedprs.model import TwoPathwayModel, model_from_config, set_parameters
 from rvfedprs.training import ClientData, evaluate
 
 __all__ = [
@@ -199,13 +199,7 @@ def evaluate_models(
     dict
         :func:`federation_metrics` keys plus ``clusters`` and ``ari`` (NaN without truth).
     """
-    model = TwoPathwayModel(
-        len(variant_keys),
-        common_hidden=tuple(model_config.get("common_hidden", (16,))),
-        rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
-        dropout=float(model_config.get("dropout", 0.0)),
-        random_seed=0,
-    )
+    model = model_from_config(len(variant_keys), model_config, random_seed=0)
     predictions = predict_clients(parameters_for, test, model)
     carriers = None
     if truth is not None and truth.causal is not None:

@@ -34,7 +34,7 @@ from scipy.stats import norm
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
+from rvfedprs.model import get_parameters, model_from_config, set_parameters
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update
 
 __all__ = [
@@ -65,16 +65,6 @@ MIN_PER_EXAMPLE_REFERENCES = 16
 _MIN_STD = 1e-3
 
 
-def _model(n_rare: int, model_config: Mapping[str, Any]) -> TwoPathwayModel:
-    return TwoPathwayModel(
-        n_rare,
-        common_hidden=tuple(model_config.get("common_hidden", (16,))),
-        rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
-        dropout=float(model_config.get("dropout", 0.0)),
-        random_seed=0,
-    )
-
-
 def example_logits(
     parameters: Mapping[str, np.ndarray],
     data: ClientData,
@@ -88,7 +78,7 @@ def example_logits(
     -------
     ndarray of float64, shape (n_samples,)
     """
-    model = _model(data.n_rare, model_config)
+    model = model_from_config(data.n_rare, model_config)
     set_parameters(model, parameters)
     model.eval()
     out = np.empty(data.n_samples, dtype=np.float64)
@@ -377,12 +367,8 @@ def train_reference_models(
     for i in range(n_models):
         rng = np.random.default_rng(int(seeds[2 * i]))
         half = np.sort(rng.permutation(population.n_samples)[: population.n_samples // 2])
-        model = TwoPathwayModel(
-            population.n_rare,
-            common_hidden=tuple(model_config.get("common_hidden", (16,))),
-            rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
-            dropout=float(model_config.get("dropout", 0.0)),
-            random_seed=int(seeds[2 * i + 1] >> 1),
+        model = model_from_config(
+            population.n_rare, model_config, random_seed=int(seeds[2 * i + 1] >> 1)
         )
         if initial is not None:
             set_parameters(model, initial)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rvfedprs.model import TwoPathwayModel, set_parameters
+from rvfedprs.model import TwoPathwayModel, model_from_config, set_parameters
 from rvfedprs.strategies.base import FitInstruction, FitResult
 from rvfedprs.strategies.ditto import personal_request, with_personal
 from rvfedprs.strategies.scaffold import client_correction
@@ -67,13 +67,7 @@ class ClientContext:
 
 def build_model(n_rare: int, model_config: Mapping[str, Any]) -> TwoPathwayModel:
     """A :class:`TwoPathwayModel` for ``n_rare`` variants (weights to be set by the caller)."""
-    return TwoPathwayModel(
-        n_rare,
-        common_hidden=tuple(model_config.get("common_hidden", (16,))),
-        rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
-        dropout=float(model_config.get("dropout", 0.0)),
-        random_seed=0,
-    )
+    return model_from_config(n_rare, model_config, random_seed=0)
 
 
 def influential_bloom_bits(

@@ -24,7 +24,7 @@ from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.client import ClientContext, fit_client
 from rvfedprs.federation.data import Federation, pool_clients
 from rvfedprs.federation.rounds import RunSetup, begin_run, client_seed, finish_round
-from rvfedprs.model import TwoPathwayModel, get_parameters
+from rvfedprs.model import get_parameters, model_from_config
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.training import LocalTrainingConfig
 
@@ -58,13 +58,7 @@ def initial_parameters(
     n_rare: int, model_config: Mapping[str, Any], random_seed: int
 ) -> dict[str, np.ndarray]:
     """w^0: a freshly initialised two-pathway model, seeded from ``SeedSequence([seed, 0])``."""
-    model = TwoPathwayModel(
-        n_rare,
-        common_hidden=tuple(model_config.get("common_hidden", (16,))),
-        rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
-        dropout=float(model_config.get("dropout", 0.0)),
-        random_seed=derive_seed(random_seed, 0),
-    )
+    model = model_from_config(n_rare, model_config, random_seed=derive_seed(random_seed, 0))
     return get_parameters(model)
 
 
