@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import torch
 from _federation_fixtures import write_federation
+from _sgd_reference import dense_sgd
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.client import ClientContext, fit_client
@@ -15,7 +15,7 @@ from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
 from rvfedprs.strategies import FitInstruction, get_strategy
 from rvfedprs.strategies.ditto import LAMBDA_KEY, PERSONAL_KEY, PERSONAL_PREFIX
 from rvfedprs.strategies.scaffold import CORRECTION_KEY
-from rvfedprs.training import ClientData, LocalTrainingConfig, batch_indices, local_update
+from rvfedprs.training import ClientData, LocalTrainingConfig, local_update
 
 P = 80
 MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0}
@@ -41,33 +41,6 @@ def _noise_like(params, scale, seed):
     return {k: rng.normal(scale=scale, size=v.shape).astype(np.float32) for k, v in params.items()}
 
 
-def _dense_sgd(model, data, config, seed, *, reference, correction):
-    """Dense SGD through autograd: BCE + μ/2‖w − r‖², then grad += correction."""
-    params = dict(model.named_parameters())
-    ref = {k: torch.from_numpy(v) for k, v in reference.items()}
-    corr = {k: torch.from_numpy(v) for k, v in correction.items()}
-    opt = torch.optim.SGD(
-        model.parameters(),
-        lr=config.lr,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-    )
-    for epoch in batch_indices(data.n_samples, config.batch_size, config.epochs, seed):
-        for rows in epoch:
-            prs, rare, y = data.batch(rows, sparse=False)
-            opt.zero_grad()
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(model(prs, rare), y)
-            if config.proximal_mu:
-                prox = sum(((p - ref[n]) ** 2).sum() for n, p in params.items())
-                loss = loss + config.proximal_mu / 2 * prox
-            loss.backward()
-            with torch.no_grad():
-                for n, p in params.items():
-                    p.grad.add_(corr[n])
-            opt.step()
-    return get_parameters(model)
-
-
 @pytest.mark.parametrize(
     "cfg",
     [
@@ -86,7 +59,7 @@ def test_corrected_local_update_equals_dense_sgd_with_correction(cfg):
     model = TwoPathwayModel(P, random_seed=1)
     res = local_update(model, data, cfg, reference=reference, correction=correction, random_seed=7)
     dense = TwoPathwayModel(P, random_seed=1)
-    expected = _dense_sgd(dense, data, cfg, 7, reference=reference, correction=correction)
+    expected = dense_sgd(dense, data, cfg, 7, reference=reference, correction=correction)
     for name, value in expected.items():
         np.testing.assert_allclose(res.parameters[name], value, rtol=1e-4, atol=3e-5, err_msg=name)
     # the correction moved the uncarried columns, which no data gradient reaches
@@ -179,7 +152,7 @@ def test_fit_client_ditto_personal_step():
     dense = TwoPathwayModel(P, common_hidden=(4,), rare_hidden=(8,), random_seed=0)
     set_parameters(dense, personal)
     cfg = LocalTrainingConfig(epochs=1, lr=SGD.lr, momentum=0.0, batch_size=32, proximal_mu=lam)
-    expected = _dense_sgd(dense, data, cfg, 22, reference=w_global, correction=zeros)
+    expected = dense_sgd(dense, data, cfg, 22, reference=w_global, correction=zeros)
     for name, value in expected.items():
         np.testing.assert_allclose(own[name], value, rtol=1e-4, atol=3e-5, err_msg=name)
     # the proximal pull moved v_k's uncarried columns towards w^t

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from _sgd_reference import dense_sgd
 from sklearn.metrics import roc_auc_score
 
 from rvfedprs.exceptions import InputDataError
@@ -9,7 +10,6 @@ from rvfedprs.model import TwoPathwayModel, get_parameters
 from rvfedprs.training import (
     ClientData,
     LocalTrainingConfig,
-    batch_indices,
     evaluate,
     local_update,
     select_influential,
@@ -36,25 +36,7 @@ def _client(n=300, seed=0, causal=(3,), effect=4.0, carried=range(60), carriers=
 
 def _dense_reference(model, data, config, seed, reference=None):
     """Plain dense SGD on the whole model with the proximal term through autograd."""
-    params = dict(model.named_parameters())
-    ref = {k: torch.from_numpy(v) for k, v in (reference or get_parameters(model)).items()}
-    opt = torch.optim.SGD(
-        model.parameters(),
-        lr=config.lr,
-        momentum=config.momentum,
-        weight_decay=config.weight_decay,
-    )
-    for epoch in batch_indices(data.n_samples, config.batch_size, config.epochs, seed):
-        for rows in epoch:
-            prs, rare, y = data.batch(rows, sparse=False)
-            opt.zero_grad()
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(model(prs, rare), y)
-            if config.proximal_mu:
-                prox = sum(((p - ref[n]) ** 2).sum() for n, p in params.items())
-                loss = loss + config.proximal_mu / 2 * prox
-            loss.backward()
-            opt.step()
-    return get_parameters(model)
+    return dense_sgd(model, data, config, seed, reference=reference or get_parameters(model))
 
 
 @pytest.mark.parametrize(
