@@ -1,54 +1,70 @@
-"""DP-SGD for local training through opacus, with one accountant per client (SPEC §5).
+"""DP-SGD for local training with sparse per-sample clipping, one accountant per client (SPEC §5).
 
 Each client keeps one :class:`DPState` for the whole federation (the engine stores it in the
-client's persistent state).  Its ``RDPAccountant`` is extended every round, so
-:meth:`DPState.epsilon` is the *cumulative* ε over all rounds; a fresh ``PrivacyEngine`` per round
-would under-report it.
+client's persistent state).  Its opacus ``RDPAccountant`` is extended every round, so
+:meth:`DPState.epsilon` is the *cumulative* ε over all rounds; a fresh accountant per round would
+under-report it.
 
 How a round runs (:func:`dp_local_update`):
 
-- batches are Poisson samples with rate ``q = min(1, batch_size / n)``, ``max(1, round(1/q))``
-  steps per epoch, as the RDP analysis of the subsampled Gaussian mechanism assumes;
-- per-sample gradients come from opacus' ``GradSampleModule`` on a copy of the model; the rare
-  dosages are fed **dense** under DP, because opacus computes per-sample gradients of
-  ``nn.Linear`` from hooked dense activations and cannot see the sparse ``torch.sparse.mm`` path
-  (the noise touches every column anyway, so the compact trick of :mod:`rvfedprs.training` does
-  not apply);
-- ``DPOptimizer`` clips each sample's gradient to ``max_grad_norm``, adds
-  N(0, σ²·C²) and divides by the expected batch size; the FedProx gradient μ(w − w^t) and weight
-  decay depend only on public parameters and are added after the noise;
+- batches are Poisson samples with rate ``q = min(1, batch_size / n)`` (rows drawn by
+  ``np.random.default_rng(random_seed)``, one ``rng.random(n) < q`` per step),
+  ``max(1, round(1/q))`` steps per epoch, as the RDP analysis of the subsampled Gaussian
+  mechanism assumes; an empty batch still takes a (pure-noise) step;
+- per-sample gradients are never materialised.  Every parameter of the model belongs to an
+  ``nn.Linear`` applied once per sample, whose per-sample gradient is ``δ_i a_iᵀ`` (weight) and
+  ``δ_i`` (bias), ``a_i`` the layer input and ``δ_i`` the gradient of sample i's loss with respect
+  to the layer output.  So ``‖g_i‖² = Σ_layers ‖δ_i‖²(‖a_i‖² + 1)`` ("ghost clipping"), the
+  clip factor is ``c_i = min(1, C / (‖g_i‖ + 1e-6))`` (opacus' formula) and the sum of clipped
+  gradients is ``(c ⊙ Δ)ᵀ A`` — for the first specialist layer a sparse product costing
+  O(nnz · h), not O(P · h);
+- N(0, σ²C²) is added to every coordinate of the clipped sum, which is then divided by the
+  expected batch size ``max(1, round(q·n))``; the FedProx gradient μ(w − w^t) and weight decay
+  depend only on public parameters and are added after the noise; SGD (momentum) steps;
+- as in :func:`rvfedprs.training.local_update` the steps run on a *compact* model that keeps only
+  the rare-variant columns the client carries.  A column nobody carries has a zero data
+  gradient, so its weights follow a linear recursion in ``(w0, w^t, ξ_1..ξ_T)`` with ``ξ_t`` the
+  step's i.i.d. N(0, (σC/B)²) noise.  It is applied once after training in closed form:
+  ``w_T = a·w0 + b·w^t + N(0, (σC/B)² Σ_t e_t²)`` per coordinate, which has **exactly the same
+  distribution** as adding fresh noise to that column at every step (a linear combination of
+  independent Gaussians), and those columns never affect the loss or any other parameter.  Per
+  step the cost is O(nnz_batch · h + n_carried · h); the O(P · h) work happens once per round;
 - the accountant takes one step (σ, q) per optimiser step;
-- influence is computed from the clipped per-sample gradient sum *before* noise: the Bloom
-  metadata is a separate channel and is **not** covered by the DP guarantee.
-
-Parameter names are those of the unwrapped model (opacus' ``_module.`` prefix never leaks).
+- influence is computed from the clipped per-sample gradient sum of ``rare.input.weight``
+  *before* noise, divided by ``q·n``: the Bloom metadata is a separate channel and is **not**
+  covered by the DP guarantee.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
-from opacus import GradSampleModule
+import torch.nn.functional as F
 from opacus.accountants import RDPAccountant
-from opacus.optimizers import DPOptimizer
+from torch import nn
 
+from rvfedprs.exceptions import InputDataError
 from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
 from rvfedprs.training import (
     RARE_INPUT,
     ClientData,
     LocalResult,
     LocalTrainingConfig,
-    _loss_fn,
+    _data_free_columns,
+    _take_columns,
+    column_norms,
+    to_torch_sparse,
 )
 
 __all__ = ["DPState", "dp_local_update", "dp_schedule"]
+
+RARE_BIAS = "rare.input.bias"
 
 
 @dataclass
@@ -123,6 +139,145 @@ def dp_schedule(n_samples: int, batch_size: int, epochs: int) -> tuple[float, in
     return q, epochs * max(1, int(round(1.0 / q)))
 
 
+class _LinearTape:
+    """Records the input and output of every ``nn.Linear`` of a model during its forward pass.
+
+    The first specialist layer is applied through :meth:`TwoPathwayModel.rare_input` (a sparse
+    product, not a module call), so that method is wrapped on the instance to record its output;
+    its input is the sparse batch itself.  Raises ``ValueError`` when a parameter belongs to no
+    recorded layer (per-sample clipping would miss it).
+    """
+
+    def __init__(self, model: TwoPathwayModel) -> None:
+        first = model.rare.input
+        self.layers = [
+            (name, module)
+            for name, module in model.named_modules()
+            if isinstance(module, nn.Linear) and module is not first
+        ]
+        covered = {
+            f"{name}.{p}" for name, module in self.layers for p, _ in module.named_parameters()
+        }
+        covered |= {RARE_INPUT, RARE_BIAS}
+        names = {name for name, _ in model.named_parameters()}
+        if covered != names:
+            raise ValueError(
+                "DP-SGD clips per-sample gradients of nn.Linear layers only; parameters "
+                f"{sorted(names - covered)} belong to other layers"
+            )
+        self.inputs: dict[str, torch.Tensor] = {}
+        self.outputs: dict[str, torch.Tensor] = {}
+        self._model = model
+        self._handles = [
+            module.register_forward_hook(self._recorder(name)) for name, module in self.layers
+        ]
+        original = model.rare_input
+
+        def rare_input(rare: torch.Tensor) -> torch.Tensor:
+            out = original(rare)
+            self.outputs[RARE_INPUT] = out
+            return out
+
+        model.rare_input = rare_input  # instance attribute: embed() calls self.rare_input
+
+    def _recorder(self, name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
+            if name in self.outputs:
+                raise ValueError(f"layer {name!r} ran twice in one forward pass")
+            self.inputs[name] = args[0].detach()
+            self.outputs[name] = out
+
+        return hook
+
+    def clear(self) -> None:
+        self.inputs.clear()
+        self.outputs.clear()
+
+    def close(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        del self._model.rare_input
+
+
+def _clipped_sums(
+    model: TwoPathwayModel,
+    tape: _LinearTape,
+    prs: torch.Tensor,
+    rare: torch.Tensor,
+    y: torch.Tensor,
+    rare_sq: torch.Tensor,
+    max_grad_norm: float,
+    pos_weight: torch.Tensor | None,
+) -> tuple[dict[str, torch.Tensor], float]:
+    """Sum over the batch of per-sample gradients clipped to ``max_grad_norm`` (ghost clipping).
+
+    Parameters
+    ----------
+    model : TwoPathwayModel
+        The (compact) model, with ``tape`` attached.
+    tape : _LinearTape
+    prs : Tensor, shape (b,)
+    rare : sparse COO Tensor, shape (b, P_c)
+    y : Tensor, shape (b,)
+    rare_sq : Tensor, shape (b,)
+        ``‖a_i‖²`` of every row of ``rare``.
+    max_grad_norm : float
+    pos_weight : Tensor or None
+
+    Returns
+    -------
+    sums : dict of str to Tensor
+        One tensor per parameter name, the parameter's shape.
+    loss : float
+        Mean loss over the batch.
+    """
+    tape.clear()
+    logits = model(prs, rare)
+    losses = F.binary_cross_entropy_with_logits(logits, y, pos_weight=pos_weight, reduction="none")
+    names = [name for name, _ in tape.layers]
+    deltas = torch.autograd.grad(
+        losses.sum(), [tape.outputs[name] for name in names] + [tape.outputs[RARE_INPUT]]
+    )
+    norm_sq = deltas[-1].square().sum(1) * (rare_sq + 1.0)
+    for (name, module), delta in zip(tape.layers, deltas[:-1], strict=True):
+        bias = 1.0 if module.bias is not None else 0.0
+        norm_sq = norm_sq + delta.square().sum(1) * (tape.inputs[name].square().sum(1) + bias)
+    clip = (max_grad_norm / (norm_sq.sqrt() + 1e-6)).clamp(max=1.0)[:, None]
+    sums = {}
+    for (name, module), delta in zip(tape.layers, deltas[:-1], strict=True):
+        scaled = delta * clip
+        sums[f"{name}.weight"] = scaled.t() @ tape.inputs[name]
+        if module.bias is not None:
+            sums[f"{name}.bias"] = scaled.sum(0)
+    scaled = deltas[-1] * clip
+    sums[RARE_INPUT] = torch.sparse.mm(rare.t(), scaled).t().contiguous()
+    sums[RARE_BIAS] = scaled.sum(0)
+    return sums, float(losses.detach().mean())
+
+
+def _noise_gain(config: LocalTrainingConfig, steps: int) -> float:
+    """``sqrt(Σ_t e_t²)``: std of the step noise's total effect on a column nobody carries.
+
+    Such a weight follows ``g = λw + μ(w − r) + ξ_t``, ``v ← m·v + g``, ``w ← w − lr·v`` (see
+    :func:`rvfedprs.training._data_free_columns` for the noise-free part), so after ``steps``
+    steps ``w = a·w0 + b·r + Σ_t e_t ξ_t``; ``e`` and ``v``'s coefficients ``f`` are iterated
+    here.  With i.i.d. ξ_t ~ N(0, s²) the noise term is N(0, s² Σ e_t²).
+    """
+    lam_mu, m, lr = (
+        float(config.weight_decay + config.proximal_mu),
+        float(config.momentum),
+        config.lr,
+    )
+    e = np.zeros(steps)
+    f = np.zeros(steps)
+    for t in range(steps):
+        g = lam_mu * e
+        g[t] += 1.0
+        f = m * f + g
+        e = e - lr * f
+    return float(np.sqrt(np.sum(e**2)))
+
+
 def dp_local_update(
     model: TwoPathwayModel,
     data: ClientData,
@@ -137,72 +292,126 @@ def dp_local_update(
 
     Trains ``model`` in place, extends ``dp.accountant`` by this round's steps and increments
     ``dp.rounds``.  See the module notes for the mechanism.
+
+    Parameters
+    ----------
+    model : TwoPathwayModel
+    data : ClientData
+    config : LocalTrainingConfig
+        ``batch_size`` is the *expected* Poisson batch size.
+    dp : DPState
+    reference : dict of str to ndarray, optional
+        ``w^t`` of the FedProx term; defaults to the model's parameters at the start.
+    influence : bool
+        Accumulate Σ_steps ‖(clipped gradient sum / (q·n))[:, j]‖ per variant j (pre-noise).
+    random_seed : int
+        Seeds the Poisson batches, the noise and dropout (global RNGs are left untouched).
+
+    Returns
+    -------
+    LocalResult
     """
+    if data.n_rare != model.n_rare:
+        raise InputDataError(
+            f"client {data.client_id}: {data.n_rare} rare variants, model expects {model.n_rare}"
+        )
     start = get_parameters(model)
-    ref = {
-        k: torch.as_tensor(np.asarray(v, dtype=np.float32)) for k, v in (reference or start).items()
-    }
+    ref = {k: np.asarray(v, dtype=np.float32) for k, v in (reference or start).items()}
+    if set(ref) != set(start):
+        raise ValueError(
+            f"reference parameter names differ from the model's: {sorted(set(ref) ^ set(start))}"
+        )
     n = data.n_samples
     q, steps = dp_schedule(n, config.batch_size, config.epochs)
     expected_batch = q * n
+    denominator = float(max(1, int(round(expected_batch))))
+    noise_std = float(dp.noise_multiplier * dp.max_grad_norm)
 
-    work = copy.deepcopy(model)
-    gsm = GradSampleModule(work, batch_first=True, loss_reduction="mean")
-    named = {k: p for k, p in work.named_parameters()}
+    active = data.carried_variants()
+    if active.size == 0:
+        active = np.array([0], dtype=np.int64)  # a column keeps the compact layer non-empty
+    compact = TwoPathwayModel(
+        len(active),
+        common_hidden=model.common_hidden,
+        rare_hidden=model.rare_hidden,
+        dropout=model.dropout,
+        random_seed=0,
+    )
+    set_parameters(compact, _take_columns(start, active))
+    compact_ref = {k: torch.from_numpy(v) for k, v in _take_columns(ref, active).items()}
+    rare = data.rare[:, active].tocsr()
+    rare_sq = torch.from_numpy(np.asarray(rare.multiply(rare).sum(axis=1), np.float32).ravel())
+    named = dict(compact.named_parameters())
     sgd = torch.optim.SGD(
-        work.parameters(), lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+        compact.parameters(),
+        lr=config.lr,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
     )
-    noise_gen = torch.Generator().manual_seed(int(random_seed))
-    optimizer = DPOptimizer(
-        sgd,
-        noise_multiplier=dp.noise_multiplier,
-        max_grad_norm=dp.max_grad_norm,
-        expected_batch_size=max(1, int(round(expected_batch))),
-        loss_reduction="mean",
-        generator=noise_gen,
-    )
-    optimizer.attach_step_hook(dp.accountant.get_optimizer_hook_fn(sample_rate=q))
-    loss_fn = _loss_fn(config)
+    pos_weight = None if config.pos_weight is None else torch.tensor(float(config.pos_weight))
     mu = float(config.proximal_mu)
     rng = np.random.default_rng(random_seed)
-    infl = torch.zeros(data.n_rare, dtype=torch.float64) if influence else None
+    noise_gen = torch.Generator().manual_seed(int(random_seed))
+    infl = torch.zeros(len(active), dtype=torch.float64) if influence else None
     loss_sum, loss_n = 0.0, 0
     last_epoch_from = steps - max(1, int(round(1.0 / q)))
+    tape = _LinearTape(compact)
     try:
-        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            # opacus' hooks fire on module outputs when the inputs need no gradient: expected
-            warnings.filterwarnings("ignore", message="Full backward hook is firing")
-            torch.manual_seed(int(random_seed))
-            gsm.train()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(random_seed))  # dropout
+            compact.train()
             for step in range(steps):
                 rows = np.flatnonzero(rng.random(n) < q)
-                prs, rare, y = data.batch(rows, sparse=False)
-                optimizer.zero_grad(set_to_none=True)
-                logits = gsm(prs, rare)
-                loss = loss_fn(logits, y) if len(rows) else logits.sum() * 0.0
-                loss.backward()
-                if not optimizer.pre_step():  # clip, noise, scale; steps the accountant
-                    continue
-                if infl is not None and named[RARE_INPUT].summed_grad is not None:
-                    g = named[RARE_INPUT].summed_grad.detach().double() / expected_batch
-                    infl += torch.linalg.vector_norm(g, dim=0)
-                if mu > 0:
-                    with torch.no_grad():
-                        for name, p in named.items():
-                            p.grad.add_(p - ref[name], alpha=mu)
-                optimizer.original_optimizer.step()
+                if len(rows):
+                    batch = _batch(data, rare, rows)
+                    sums, loss = _clipped_sums(
+                        compact, tape, *batch, rare_sq[rows], dp.max_grad_norm, pos_weight
+                    )
+                else:  # Poisson sampling may draw nobody: the step is pure noise
+                    sums = {name: torch.zeros_like(p) for name, p in named.items()}
+                if infl is not None:
+                    infl += column_norms(sums[RARE_INPUT].double() / expected_batch)
+                with torch.no_grad():
+                    for name, p in named.items():
+                        noise = torch.normal(0.0, noise_std, p.shape, generator=noise_gen)
+                        grad = (sums[name] + noise).div_(denominator)
+                        if mu > 0:
+                            grad.add_(p - compact_ref[name], alpha=mu)
+                        p.grad = grad
+                sgd.step()
+                dp.accountant.step(noise_multiplier=dp.noise_multiplier, sample_rate=q)
                 if step >= last_epoch_from and len(rows):
-                    loss_sum += float(loss.detach()) * len(rows)
+                    loss_sum += loss * len(rows)
                     loss_n += len(rows)
     finally:
-        gsm._close()
+        tape.close()
     dp.rounds += 1
-    set_parameters(model, get_parameters(work))
+
+    trained = get_parameters(compact)
+    full_w = _data_free_columns(start[RARE_INPUT], ref[RARE_INPUT], config, steps)
+    rest = np.setdiff1d(np.arange(data.n_rare), active, assume_unique=True)
+    if rest.size:
+        gain = _noise_gain(config, steps) * noise_std / denominator
+        noise = torch.normal(0.0, gain, (full_w.shape[0], rest.size), generator=noise_gen)
+        full_w[:, rest] += noise.numpy()
+    full_w[:, active] = trained[RARE_INPUT]
+    trained[RARE_INPUT] = full_w
+    set_parameters(model, trained)
+
+    influence_out = None
+    if infl is not None:
+        influence_out = np.zeros(data.n_rare, dtype=np.float64)
+        influence_out[active] = infl.numpy()
     epoch_loss = loss_sum / loss_n if loss_n else math.nan
-    return LocalResult(
-        get_parameters(model),
-        n,
-        float(epoch_loss),
-        None if infl is None else infl.numpy(),
-        steps,
+    return LocalResult(get_parameters(model), n, float(epoch_loss), influence_out, steps)
+
+
+def _batch(
+    data: ClientData, rare: sp.csr_matrix, rows: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(prs, compact sparse rare, y)`` tensors of the samples at ``rows``."""
+    return (
+        torch.from_numpy(np.ascontiguousarray(data.prs[rows])),
+        to_torch_sparse(rare[rows]),
+        torch.from_numpy(data.y[rows].copy()),
     )

@@ -40,15 +40,14 @@ rule train_strategy:
         checkpoint=f"{TRAIN}/{{strategy}}/{FINAL_CHECKPOINT}",
     params:
         out=lambda wildcards: f"{TRAIN}/{wildcards.strategy}",
-        last=f"round_{ROUNDS:03d}.pt",
     benchmark:
         f"{TRAIN}/{{strategy}}/benchmark.tsv"
     log:
         f"{LOGS}/train/{{strategy}}.log",
     threads: 1
     # One torch thread per job so that `--cores N` runs N strategies side by side. Every round
-    # writes a checkpoint (tens of MB with 60k rare variants); only the final one is kept.
+    # writes a checkpoint (tens of MB with 60k rare variants); train.keep_checkpoints (default
+    # 1) keeps only the latest, the final one.
     shell:
         "OMP_NUM_THREADS={threads} rvfedprs train --config {input.config}"
         " --strategy {wildcards.strategy} --out {params.out} --no-progress > {log} 2>&1"
-        " && find {params.out}/checkpoints -name 'round_*.pt' ! -name {params.last} -delete"

@@ -80,6 +80,11 @@ def test_cnn_matches_table_6_layers():
     assert counts["conv1.weight"] + counts["conv1.bias"] == 160
     assert counts["conv2.weight"] + counts["conv2.bias"] == 4640
     assert counts["fc2.weight"] + counts["fc2.bias"] == 65
+    # documented decision (cnn.py): one 2x2 pool as the layer list says, so fc1 sees
+    # 32 * 14 * 14 = 6272 features on 28x28 images, not the tables' 1568 (= 32 * 7 * 7)
+    assert m.fc1.in_features == 32 * 14 * 14
+    assert counts["fc1.weight"] + counts["fc1.bias"] == 6272 * 64 + 64 != 100_416
+    assert SmallCNN(1, 2, image_size=14).fc1.in_features == 1568
     assert m(torch.zeros(5, 1, 28, 28)).shape == (5,)
     m7 = SmallCNN(3, 7, image_size=28)
     assert counts_sum(m7, "conv1") == 448 and counts_sum(m7, "fc2") == 455

@@ -102,6 +102,15 @@ def test_cli_imaging_and_distance(tmp_path):
         "local",
     }
     assert (tmp_path / "o" / "table.md").read_text().count("fedprox") == 2  # rounds 1 and 2
+    progress = (tmp_path / "o" / "progress.jsonl").read_text().splitlines()
+    assert len(progress) == 5 * 2 and metrics["wall_s"] > 0  # 5 strategies x rounds 1, 2
+    # --strategies / --rounds override the config; progress rows are streamed per eval round
+    argv = ["imaging", "--config", str(cfg), "--data", str(data), "--out", str(tmp_path / "s")]
+    assert main([*argv, "--strategies", "fedavg", "local", "--rounds", "1"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "s" / "progress.jsonl").read_text().splitlines()]
+    assert [(r["strategy"], r["round"]) for r in rows] == [("fedavg", 1), ("local", 1)]
+    assert main([*argv, "--strategies", "nosuch"]) == 2
+    assert main([*argv, "--rounds", "0"]) == 2
     assert (
         main(["distance", "--config", str(cfg), "--data", str(data), "--out", str(tmp_path / "d")])
         == 0

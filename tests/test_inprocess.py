@@ -151,11 +151,17 @@ def test_deterministic_for_a_seed_and_resume_equals_uninterrupted(federation, tm
     for c in federation.client_ids:
         _equal(full.strategy.parameters_for(c), again.strategy.parameters_for(c))
     assert [p.name for p in full.checkpoints] == ["round_001.pt", "round_002.pt", "round_003.pt"]
-    # interrupted after two rounds, then resumed
+    # interrupted after two rounds, keeping only the latest checkpoint, then resumed
     part = tmp_path / "b"
-    run_inprocess(
-        federation, get_strategy("fedce", top_k=10, n_clusters=2), out=part, **{**kw, "rounds": 2}
+    cut = run_inprocess(
+        federation,
+        get_strategy("fedce", top_k=10, n_clusters=2),
+        out=part,
+        keep_checkpoints=1,
+        **{**kw, "rounds": 2},
     )
+    assert [p.name for p in cut.checkpoints] == ["round_002.pt"]
+    assert sorted(p.name for p in (part / "checkpoints").iterdir()) == ["round_002.pt"]
     assert latest_checkpoint(part).name == "round_002.pt"
     resumed = run_inprocess(
         federation, get_strategy("fedce", top_k=10, n_clusters=2), out=part, resume=True, **kw

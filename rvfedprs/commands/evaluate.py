@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         federation.variant_keys,
         record["model_config"],
         truth=load_truth_from_config(config),
+        score_clusters=strategy.forms_clusters,
     )
     out = {
         "strategy": name,

@@ -20,6 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, help="MedMNIST .npz (overrides imaging.data)")
     parser.add_argument("--quick", action="store_true", help="2 rounds on 300 images")
     parser.add_argument("--seed", type=int, help="master seed (overrides imaging.seed)")
+    parser.add_argument(
+        "--strategies", nargs="+", metavar="NAME", help="strategies (overrides imaging.strategies)"
+    )
+    parser.add_argument("--rounds", type=int, help="rounds (overrides imaging.rounds)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
 
 
@@ -36,7 +40,13 @@ def _jsonable(value: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the comparison; write metrics.json, table.csv, table.md and provenance.json."""
+    """Run the comparison; write metrics.json, table.csv, table.md and provenance.json.
+
+    Every evaluated round is also appended to ``progress.jsonl`` (and a line printed) as soon as
+    it is computed, so an interrupted run keeps what it had evaluated.
+    """
+    import time
+
     import torch
 
     from rvfedprs.config import load_config
@@ -50,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
         overrides.update(QUICK)
     if args.data is not None:
         overrides["data"] = str(args.data)
+    if args.strategies:
+        overrides["strategies"] = list(args.strategies)
+    if args.rounds is not None:
+        if args.rounds < 1:
+            raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
+        overrides["rounds"] = args.rounds
     if args.seed is not None:
         if args.seed < 0:
             raise ConfigError(f"--seed must be >= 0, got {args.seed}")
@@ -63,13 +79,37 @@ def run(args: argparse.Namespace) -> int:
     dataset = load_medmnist(section["data"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = run_benchmark(dataset, section, random_seed=seed)
+    if section.get("eval_rounds"):
+        section["eval_rounds"] = [r for r in section["eval_rounds"] if r <= section["rounds"]]
+    progress_file = out / "progress.jsonl"
+    progress_file.write_text("")
+    start = time.time()
+
+    def progress(row: dict[str, Any]) -> None:
+        row = {"elapsed_s": round(time.time() - start, 1), **row}
+        with progress_file.open("a") as handle:
+            handle.write(json.dumps(_jsonable(row)) + "\n")
+        print(
+            f"[{row['elapsed_s']:8.1f}s] {row['strategy']} fold {row['fold']} round {row['round']}:"
+            f" accuracy {row['accuracy']:.4f} log-loss {row['log_loss']:.4f}",
+            flush=True,
+        )
+
+    result = run_benchmark(dataset, section, random_seed=seed, progress=progress)
+    wall_s = time.time() - start
     rounds = section["rounds"]
     marks = sorted({1, max(1, rounds // 2), rounds})
     table = results_table(result["history"], marks)
     table.to_csv(out / "table.csv", index=False)
     (out / "table.md").write_text(table.to_markdown(index=False, floatfmt=".4f") + "\n")
-    metrics = {"seed": seed, "config": section, "dataset": str(dataset.path), **result}
+    metrics = {
+        "seed": seed,
+        "config": section,
+        "dataset": str(dataset.path),
+        "wall_s": round(wall_s, 1),
+        "torch_version": torch.__version__,
+        **result,
+    }
     (out / "metrics.json").write_text(json.dumps(_jsonable(metrics), indent=1) + "\n")
     write_provenance(
         out, command="imaging", parameters=section, seed=seed, inputs=[section["data"]]

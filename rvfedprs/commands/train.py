@@ -201,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
             client_state=client_state,
             evaluate_round=per_round,
             checkpoint_extra={"config": config, "strategy_name": name},
+            keep_checkpoints=config["train"]["keep_checkpoints"],
             progress=config["train"]["progress"],
         )
     else:  # flower-sim / flower-deploy: the same strategy and client code on Flower
@@ -225,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         federation.variant_keys,
         model_config,
         truth=truth,
+        score_clusters=strategy.forms_clusters,
     )
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
     record.update(dp_epsilon(client_state))

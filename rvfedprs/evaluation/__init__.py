@@ -177,6 +177,7 @@ def evaluate_models(
     model_config: Mapping[str, Any],
     *,
     truth: Truth | None = None,
+    score_clusters: bool = True,
 ) -> dict[str, Any]:
     """Every metric of SPEC §10–11 for a trained federation.
 
@@ -193,6 +194,9 @@ def evaluate_models(
         ``common_hidden``, ``rare_hidden``, ``dropout``.
     truth : Truth, optional
         Enables ``carrier_auc`` (with a causal table) and ``ari``.
+    score_clusters : bool
+        False for a strategy that forms no clusters (``Strategy.forms_clusters``): its one
+        cluster is reported but ``ari`` is NaN (not applicable) rather than a meaningless 0.
 
     Returns
     -------
@@ -206,7 +210,8 @@ def evaluate_models(
         carriers = carrier_masks(test, variant_keys, truth)
     out = federation_metrics(predictions, test, carriers=carriers)
     out["clusters"] = {c: _plain(clusters[c]) for c in sorted(clusters)}
-    out["ari"] = cluster_recovery(clusters, truth) if truth is not None else float("nan")
+    scored = truth is not None and score_clusters
+    out["ari"] = cluster_recovery(clusters, truth) if scored else float("nan")
     return out
 
 

@@ -172,6 +172,7 @@ def run_inprocess(
     client_state: dict[str, dict[str, Any]] | None = None,
     evaluate_round: Callable[[Strategy], Mapping[str, Any]] | None = None,
     checkpoint_extra: Mapping[str, Any] | None = None,
+    keep_checkpoints: int | None = None,
     progress: bool = False,
 ) -> RunResult:
     """Run ``rounds`` federated rounds of ``strategy`` on ``federation``.
@@ -204,6 +205,8 @@ def run_inprocess(
         Called with the strategy after every round; its mapping is merged into the history.
     checkpoint_extra : mapping, optional
         Saved in every checkpoint (configuration, strategy name, ...).
+    keep_checkpoints : int, optional
+        Keep only the latest this many checkpoints (None or 0: all).
     progress : bool
         Show a progress bar over rounds.
 
@@ -237,6 +240,7 @@ def run_inprocess(
         random_seed=random_seed,
         out=out,
         checkpoint_extra=checkpoint_extra,
+        keep_checkpoints=keep_checkpoints,
     )
     start, history = begin_run(strategy, setup, resume=resume, client_state=client_state)
     checkpoints: list[Path] = []
@@ -269,6 +273,7 @@ def run_inprocess(
             bar.set_postfix(loss=f"{loss:.4f}")
     if bar is not None:
         bar.close()
+    checkpoints = [p for p in checkpoints if p.exists()]  # pruned ones are gone
     return RunResult(
         strategy=strategy, history=history, seed=int(random_seed), checkpoints=checkpoints
     )

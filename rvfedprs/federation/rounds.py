@@ -60,6 +60,10 @@ class RunSetup:
         Where ``checkpoints/round_XXX.pt`` go (none written when None).
     checkpoint_extra : mapping, optional
         Saved in every checkpoint.
+    keep_checkpoints : int, optional
+        Keep only the latest this many checkpoints (older ones are deleted after each round is
+        saved; a checkpoint holds the whole model, tens of MB with many rare variants). None or
+        0 keeps them all. A resume needs only the latest.
     """
 
     def __init__(
@@ -71,13 +75,17 @@ class RunSetup:
         random_seed: int,
         out: str | Path | None = None,
         checkpoint_extra: Mapping[str, Any] | None = None,
+        keep_checkpoints: int | None = None,
     ) -> None:
+        if keep_checkpoints is not None and keep_checkpoints < 0:
+            raise ValueError(f"keep_checkpoints must be >= 0, got {keep_checkpoints}")
         self.client_ids = sorted(client_ids)
         self.n_rare = int(n_rare)
         self.model_config = dict(model_config)
         self.random_seed = int(random_seed)
         self.out = None if out is None else Path(out)
         self.checkpoint_extra = dict(checkpoint_extra or {})
+        self.keep_checkpoints = keep_checkpoints or None
 
 
 def client_seed(random_seed: int, server_round: int, client_id: str) -> int:
@@ -272,5 +280,22 @@ def finish_round(
     }
     if client_state is not None:
         record["client_state"] = encode_client_state(client_state)
-    path = setup.out / "checkpoints" / f"round_{server_round:03d}.pt"
-    return entry, save_checkpoint(path, record)
+    path = save_checkpoint(setup.out / "checkpoints" / f"round_{server_round:03d}.pt", record)
+    if setup.keep_checkpoints is not None:
+        prune_checkpoints(path.parent, setup.keep_checkpoints)
+    return entry, path
+
+
+def prune_checkpoints(folder: Path, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` highest-round ``round_XXX.pt`` files in ``folder``.
+
+    Returns
+    -------
+    list of Path
+        The files deleted.
+    """
+    saved = sorted(folder.glob("round_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    stale = saved[: max(len(saved) - keep, 0)]
+    for old in stale:
+        old.unlink()
+    return stale

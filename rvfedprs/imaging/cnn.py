@@ -3,10 +3,23 @@
 conv1 (C→16, 3×3, pad 1) → ReLU → conv2 (16→32, 3×3, pad 1) → ReLU → MaxPool 2×2 → Dropout
 0.25 → flatten → fc1 (→64) → ReLU → fc2 (→1 for binary, →n_classes otherwise).
 
-**Note on the tables.** They list flatten = 1568 (= 32·7·7) and fc1 = 100,416 parameters,
-which is what a 14×14 input gives after the single 2×2 pool; for MedMNIST's 28×28 images the
-layer list gives 32·14·14 = 6272.  The layer list is followed here (fc1 input is computed from
-the image size), so fc1 has 6272·64 + 64 parameters on 28×28 images.
+**Flatten size: 6272, not the tables' 1568 (decision).**  Tables 6–7 of ``002_*`` are
+internally inconsistent for the 28×28 MedMNIST images the paper uses (§4: "small-scale MedMNIST
+images (28×28)"):
+
+- the layer list has *one* ``MaxPool2d(2, 2)`` and gives its output as ``32 × (H/2) × (W/2)``,
+  and the text of §2.7 says "two convolutional layers …, *one* max pooling layer";
+- but the flatten row says 1568 = 32·7·7 and fc1 has 100,416 = 1568·64 + 64 parameters, which is
+  ``32 × (H/4) × (W/4)``: a second 2×2 pooling (e.g. one ``pool`` module applied after each
+  conv) or 14×14 inputs, neither of which the paper states.
+
+Every other parameter count in the tables (conv1 160 / 448, conv2 4,640, fc2 65 / 455) follows
+from the layer list, and the only thing 1568 is consistent with is fc1's own count.  The paper
+therefore does not *clearly* imply a second pooling, so the stated architecture (one pool, two
+statements) is followed and fc1's input is computed from the image size: 32·(H/2)·(W/2) = 6272
+on 28×28 images, fc1 = 6272·64 + 64 = 401,472 parameters (406,337 in all for the binary net).
+Results reproduced with this net are labelled accordingly
+(``simulations/imaging_medmnist/results/README.md``).
 """
 
 from __future__ import annotations

@@ -81,10 +81,14 @@ class Strategy(ABC):
     pooled : bool
         True for the centralised baseline: the engine trains one virtual client holding every
         client's training data.
+    forms_clusters : bool
+        True for strategies that group clients (FedCE, clustered FL, cluster FedAvg): only their
+        assignment is scored against the true ancestry clusters (ARI).
     """
 
     name: ClassVar[str] = ""
     pooled: ClassVar[bool] = False
+    forms_clusters: ClassVar[bool] = False
 
     @abstractmethod
     def initialize(self, global_parameters: Mapping[str, np.ndarray], client_ids: Sequence[str]):

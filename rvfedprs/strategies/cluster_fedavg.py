@@ -67,6 +67,7 @@ class ClusterFedAvg(Strategy):
     """
 
     name = "cluster_fedavg"
+    forms_clusters = True
 
     def __init__(
         self,

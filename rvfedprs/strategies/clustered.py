@@ -67,6 +67,7 @@ class ClusteredFL(Strategy):
     """
 
     name = "clustered"
+    forms_clusters = True
 
     def __init__(self, *, eps1: float = 0.4, eps2: float = 1.6, min_cluster_size: int = 3) -> None:
         if min_cluster_size < 2:

@@ -65,6 +65,7 @@ class FedCE(Strategy):
     """
 
     name = "fedce"
+    forms_clusters = True
 
     def __init__(
         self,

@@ -247,6 +247,7 @@ def run_one(
         fed.variant_keys,
         ctx.model_config,
         truth=ctx.truth,
+        score_clusters=strategy.forms_clusters,
     )
     record = {
         "strategy": name,
