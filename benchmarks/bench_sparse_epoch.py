@@ -1,10 +1,10 @@
-"""Time of local training epochs with the sparse rare input: same nnz, two variant counts P.
+"""Time of local training epochs with the sparse rare input: two nnz levels × two variant counts P.
 
 Per-epoch time is (t(E=6) − t(E=1)) / 5 so the one-off O(h·P) costs of a round (copying the
 parameters in and out) are separated from the per-step cost, which should depend on nnz only.
 A dense forward+backward pass over one epoch is timed for comparison.
 
-    python3 benchmarks/bench_sparse_epoch.py [--samples 2000] [--nnz-per-sample 20]
+    python3 benchmarks/bench_sparse_epoch.py [--samples 2000] [--nnz-per-sample 10 40]
 """
 
 from __future__ import annotations
@@ -57,17 +57,18 @@ def time_dense_epoch(data: ClientData, batch_size: int = 128) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--samples", type=int, default=2000)
-    parser.add_argument("--nnz-per-sample", type=int, default=20)
+    parser.add_argument("--nnz-per-sample", type=int, nargs="+", default=[10, 40])
     parser.add_argument("--variants", type=int, nargs="+", default=[10_000, 200_000])
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"samples={args.samples} nnz/sample={args.nnz_per_sample} threads=1")
+    cases = [(p, k) for k in args.nnz_per_sample for p in args.variants]
     print(
         f"{'P':>9} {'nnz':>8} {'epoch_s (sparse)':>17} {'round overhead_s':>17} "
         f"{'dense fwd+bwd epoch_s':>22}"
     )
-    for p in args.variants:
-        data = make_client(args.samples, p, args.nnz_per_sample)
+    for p, nnz_per_sample in cases:
+        data = make_client(args.samples, p, nnz_per_sample)
         time_update(data, 1)  # warm-up
         t1 = min(time_update(data, 1) for _ in range(2))
         t6 = min(time_update(data, 6) for _ in range(2))
