@@ -62,6 +62,10 @@ class TwoPathwayModel(nn.Module):
     random_seed : int, optional
         Seed of the weight initialisation (PyTorch's default initialisers, drawn from a private
         generator so the global RNG is untouched).  ``None`` uses the global RNG.
+    initialise : bool
+        False leaves the weights uninitialised (allocated, not drawn) for callers that set every
+        parameter right away: drawing a (h, P) layer's uniform init costs more than a training
+        step.
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class TwoPathwayModel(nn.Module):
         rare_hidden: Sequence[int] = (64,),
         dropout: float = 0.0,
         random_seed: int | None = None,
+        initialise: bool = True,
     ) -> None:
         super().__init__()
         if int(n_rare) < 1:
@@ -87,7 +92,11 @@ class TwoPathwayModel(nn.Module):
         self.common_hidden = tuple(int(h) for h in common_hidden)
         self.rare_hidden = tuple(int(h) for h in rare_hidden)
         self.dropout = float(dropout)
-        if random_seed is None:
+        if not initialise:
+            with torch.device("meta"):
+                self._build()
+            self.to_empty(device="cpu")
+        elif random_seed is None:
             self._build()
         else:
             with torch.random.fork_rng(devices=[]):
@@ -135,7 +144,11 @@ class TwoPathwayModel(nn.Module):
 
 
 def model_from_config(
-    n_rare: int, model_config: Mapping[str, Any], *, random_seed: int | None = 0
+    n_rare: int,
+    model_config: Mapping[str, Any],
+    *,
+    random_seed: int | None = 0,
+    initialise: bool = True,
 ) -> TwoPathwayModel:
     """A :class:`TwoPathwayModel` for ``n_rare`` variants from the ``model`` config section.
 
@@ -147,6 +160,8 @@ def model_from_config(
         ``common_hidden``, ``rare_hidden``, ``dropout`` (missing keys take the schema defaults).
     random_seed : int or None
         Seed of the initial weights (callers that overwrite the weights keep the default 0).
+    initialise : bool
+        False: weights left uninitialised, for callers that set them all at once.
     """
     return TwoPathwayModel(
         n_rare,
@@ -154,6 +169,7 @@ def model_from_config(
         rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
         dropout=float(model_config.get("dropout", 0.0)),
         random_seed=random_seed,
+        initialise=initialise,
     )
 
 

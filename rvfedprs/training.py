@@ -364,7 +364,7 @@ def local_update(
         common_hidden=model.common_hidden,
         rare_hidden=model.rare_hidden,
         dropout=model.dropout,
-        random_seed=0,
+        initialise=False,
     )
     set_parameters(compact, _take_columns(start, active))
     compact_ref = {

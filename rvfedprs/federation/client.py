@@ -67,7 +67,7 @@ class ClientContext:
 
 def build_model(n_rare: int, model_config: Mapping[str, Any]) -> TwoPathwayModel:
     """A :class:`TwoPathwayModel` for ``n_rare`` variants (weights to be set by the caller)."""
-    return model_from_config(n_rare, model_config, random_seed=0)
+    return model_from_config(n_rare, model_config, initialise=False)
 
 
 def influential_bloom_bits(

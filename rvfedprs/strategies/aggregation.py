@@ -87,9 +87,17 @@ def weighted_average(
     keys = sorted(parameters[0]) if names is None else sorted(names)
     out: Parameters = {}
     for name in keys:
-        stack = np.stack([np.asarray(p[name], dtype=np.float64) for p in parameters])
-        out[name] = np.tensordot(w, stack, axes=1).astype(np.asarray(parameters[0][name]).dtype)
+        total = _weighted_sum([p[name] for p in parameters], w)
+        out[name] = total.astype(np.asarray(parameters[0][name]).dtype)
     return out
+
+
+def _weighted_sum(arrays: Sequence[np.ndarray], w: np.ndarray) -> np.ndarray:
+    """Σ_k w_k a_k in float64, accumulated in place (no (K, ...) stack of a large layer)."""
+    total = np.zeros(np.shape(arrays[0]), dtype=np.float64)
+    for weight, array in zip(w, arrays, strict=True):
+        total += weight * np.asarray(array, dtype=np.float64)
+    return total
 
 
 def apply_weighted_delta(
@@ -113,8 +121,8 @@ def apply_weighted_delta(
         raise ValueError(f"{len(deltas)} updates but {len(w)} weights")
     out: Parameters = {}
     for name in sorted(base):
-        stack = np.stack([np.asarray(d[name], dtype=np.float64) for d in deltas])
-        value = np.asarray(base[name], dtype=np.float64) + np.tensordot(w, stack, axes=1)
+        step = _weighted_sum([d[name] for d in deltas], w)
+        value = np.asarray(base[name], dtype=np.float64) + step
         out[name] = value.astype(np.asarray(base[name]).dtype)
     return out
 
