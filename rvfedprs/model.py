@@ -117,30 +117,41 @@ class TwoPathwayModel(nn.Module):
             "dropout": self.dropout,
         }
 
-    def rare_input(self, rare: Tensor) -> Tensor:
-        """First specialist layer on a dense or sparse batch, shape (n, P) → (n, h)."""
+    def rare_input(self, rare: Tensor, weight: Tensor | None = None) -> Tensor:
+        """First specialist layer on a dense or sparse batch, shape (n, P) → (n, h).
+
+        ``weight`` (h, rare.shape[1]) replaces ``rare.input.weight`` for a batch restricted to
+        some columns (the lazy column update of :mod:`rvfedprs.training`).
+        """
         layer = self.rare.input
+        if weight is not None:
+            return torch.sparse.mm(rare, weight.t()) + layer.bias
         if rare.layout in (torch.sparse_coo, torch.sparse_csr):
             return torch.sparse.mm(rare, layer.weight.t()) + layer.bias
         # Calling the module (not F.linear) keeps opacus' per-sample-gradient hooks working.
         return layer(rare)
 
-    def embed(self, prs: Tensor, rare: Tensor) -> Tensor:
+    def embed(self, prs: Tensor, rare: Tensor, input_weight: Tensor | None = None) -> Tensor:
         """Concatenated representation ``[h_c ⊕ h_r]``, shape (n, h_c width + h_r width)."""
         h_c = self.common(prs.reshape(-1, 1))
         rare_layers = list(self.rare.children())
-        h_r = self.rare_input(rare)
+        h_r = self.rare_input(rare, input_weight)
         for layer in rare_layers[1:]:
             h_r = layer(h_r)
         return torch.cat([h_c, h_r], dim=1)
 
-    def forward(self, prs: Tensor, rare: Tensor) -> Tensor:
-        """Logits, shape (n,), from ``prs`` (n,) and ``rare`` (n, P), dense or sparse."""
-        if rare.shape[-1] != self.n_rare:
+    def forward(self, prs: Tensor, rare: Tensor, *, input_weight: Tensor | None = None) -> Tensor:
+        """Logits, shape (n,), from ``prs`` (n,) and ``rare`` (n, P), dense or sparse.
+
+        With ``input_weight`` (h, p), ``rare`` is a sparse (n, p) batch over the p columns that
+        weight holds (a subset of the P variants) and replaces the first layer's weight.
+        """
+        n_columns = self.n_rare if input_weight is None else input_weight.shape[1]
+        if rare.shape[-1] != n_columns:
             raise ValueError(
-                f"rare input has {rare.shape[-1]} columns, the model expects {self.n_rare}"
+                f"rare input has {rare.shape[-1]} columns, the model expects {n_columns}"
             )
-        return self.head(self.embed(prs, rare)).reshape(-1)
+        return self.head(self.embed(prs, rare, input_weight)).reshape(-1)
 
 
 def model_from_config(

@@ -173,8 +173,8 @@ class _LinearTape:
         ]
         original = model.rare_input
 
-        def rare_input(rare: torch.Tensor) -> torch.Tensor:
-            out = original(rare)
+        def rare_input(*args: Any, **kwargs: Any) -> torch.Tensor:
+            out = original(*args, **kwargs)
             self.outputs[RARE_INPUT] = out
             return out
 
@@ -316,7 +316,10 @@ def dp_local_update(
             f"client {data.client_id}: {data.n_rare} rare variants, model expects {model.n_rare}"
         )
     start = get_parameters(model)
-    ref = {k: np.asarray(v, dtype=np.float32) for k, v in (reference or start).items()}
+    ref = {
+        k: np.asarray(v, dtype=np.float32)
+        for k, v in (start if reference is None else reference).items()
+    }
     if set(ref) != set(start):
         raise ValueError(
             f"reference parameter names differ from the model's: {sorted(set(ref) ^ set(start))}"
@@ -335,7 +338,7 @@ def dp_local_update(
         common_hidden=model.common_hidden,
         rare_hidden=model.rare_hidden,
         dropout=model.dropout,
-        random_seed=0,
+        initialise=False,
     )
     set_parameters(compact, _take_columns(start, active))
     compact_ref = {k: torch.from_numpy(v) for k, v in _take_columns(ref, active).items()}
@@ -370,13 +373,13 @@ def dp_local_update(
                 else:  # Poisson sampling may draw nobody: the step is pure noise
                     sums = {name: torch.zeros_like(p) for name, p in named.items()}
                 if infl is not None:
-                    infl += column_norms(sums[RARE_INPUT].double() / expected_batch)
+                    infl += column_norms(sums[RARE_INPUT]).double() / expected_batch
                 with torch.no_grad():
                     for name, p in named.items():
                         noise = torch.normal(0.0, noise_std, p.shape, generator=noise_gen)
-                        grad = (sums[name] + noise).div_(denominator)
+                        grad = sums[name].add_(noise).div_(denominator)
                         if mu > 0:
-                            grad.add_(p - compact_ref[name], alpha=mu)
+                            grad.add_(p, alpha=mu).add_(compact_ref[name], alpha=-mu)
                         p.grad = grad
                 sgd.step()
                 dp.accountant.step(noise_multiplier=dp.noise_multiplier, sample_rate=q)
@@ -388,12 +391,11 @@ def dp_local_update(
     dp.rounds += 1
 
     trained = get_parameters(compact)
+    # columns nobody carries: data-free recursion plus the closed-form noise of all steps (the
+    # draws for the carried columns are overwritten, which leaves the others' law unchanged)
     full_w = _data_free_columns(start[RARE_INPUT], ref[RARE_INPUT], config, steps)
-    rest = np.setdiff1d(np.arange(data.n_rare), active, assume_unique=True)
-    if rest.size:
-        gain = _noise_gain(config, steps) * noise_std / denominator
-        noise = torch.normal(0.0, gain, (full_w.shape[0], rest.size), generator=noise_gen)
-        full_w[:, rest] += noise.numpy()
+    gain = _noise_gain(config, steps) * noise_std / denominator
+    full_w += torch.normal(0.0, gain, full_w.shape, generator=noise_gen).numpy()
     full_w[:, active] = trained[RARE_INPUT]
     trained[RARE_INPUT] = full_w
     set_parameters(model, trained)

@@ -5,12 +5,14 @@ Sparse-aware training
 A variant no local sample carries has an exactly zero loss gradient in ``rare.input.weight``
 (column ``j`` of the gradient is ``Σ_i a_ij δ_i``).  :func:`local_update` therefore trains a
 *compact* copy of the model whose first specialist layer keeps only the columns the client
-carries, so every step costs O(nnz · h) instead of O(P · h).  The columns left out follow a
-data-free recursion (weight decay and the proximal pull towards the reference only); it is
-applied once, in closed form, after training, so the result equals plain dense SGD on the whole
-model (up to float rounding).  A SCAFFOLD correction ``c − c_k`` (a constant added to every
-gradient) is part of that recursion too.  Under DP-SGD (:mod:`rvfedprs.privacy`) every column
-receives noise and the whole model is trained densely.
+carries, and within it updates, at each step, only the columns the batch carries
+(:class:`_LazyColumnSGD`): between two batches that carry a variant, its column and momentum
+buffer follow a data-free recursion (momentum, weight decay, the proximal pull, a SCAFFOLD
+correction ``c − c_k``), linear in the state, applied in closed form when the column is next
+needed and once for every column at the end.  A step costs O(nnz · h + columns in the batch ·
+h), not O(P · h), and the result equals plain dense SGD on the whole model (up to float
+rounding; tests compare against autograd on the dense model).  DP-SGD (:mod:`rvfedprs.privacy`)
+clips per-sample gradients without materialising them and noises every column.
 """
 
 from __future__ import annotations
@@ -324,7 +326,8 @@ def local_update(
     generator : numpy Generator, optional
         Source of the seed when ``random_seed`` is None.
     dp : DPState, optional
-        Run DP-SGD (opacus) and extend the client's accountant; see :mod:`rvfedprs.privacy`.
+        Run DP-SGD (per-sample clipping, Gaussian noise, opacus' RDP accountant) and extend the
+        client's accountant; see :mod:`rvfedprs.privacy`.
     correction : dict of str to ndarray, optional
         SCAFFOLD's c − c_k, one array per parameter, added to the gradient before every step
         (``y ← y − η_l (g_k(y) + c − c_k)``); not supported with ``dp``.
@@ -374,20 +377,24 @@ def local_update(
     if corr is not None:
         compact_corr = {k: torch.from_numpy(v) for k, v in _take_columns(corr, active).items()}
     rare_compact = data.rare[:, active].tocsr()
-    compact_data = ClientData(data.client_id, data.sample_ids, data.prs, rare_compact, data.y)
 
     mu = float(config.proximal_mu)
     loss_fn = _loss_fn(config)
+    named = dict(compact.named_parameters())
+    w_in = named.pop(RARE_INPUT)  # updated column-lazily below, not by torch's optimiser
     optimizer = torch.optim.SGD(
-        compact.parameters(),
+        named.values(),
         lr=config.lr,
         momentum=config.momentum,
         weight_decay=config.weight_decay,
     )
-    named = dict(compact.named_parameters())
-    w_in = named[RARE_INPUT]
+    first_layer = _LazyColumnSGD(
+        w_in.data,
+        compact_ref.pop(RARE_INPUT),
+        None if compact_corr is None else compact_corr.pop(RARE_INPUT),
+        config,
+    )
     infl = torch.zeros(len(active), dtype=torch.float64) if influence else None
-    steps = 0
     epoch_loss = 0.0
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -395,17 +402,28 @@ def local_update(
         for epoch_batches in batch_indices(data.n_samples, config.batch_size, config.epochs, seed):
             loss_sum = 0.0
             for rows in epoch_batches:
-                prs, rare, y = compact_data.batch(rows)
+                batch = rare_compact[rows]
+                touched = np.unique(batch.indices)
+                local = sp.csr_matrix(
+                    (batch.data, np.searchsorted(touched, batch.indices), batch.indptr),
+                    shape=(len(rows), len(touched)),
+                )
+                w_rows = first_layer.current(touched).requires_grad_(True)  # (T, h)
+                prs = torch.from_numpy(np.ascontiguousarray(data.prs[rows]))
+                y = torch.from_numpy(data.y[rows].copy())
                 optimizer.zero_grad(set_to_none=False)
-                loss = loss_fn(compact(prs, rare), y)
+                logits = compact(prs, to_torch_sparse(local), input_weight=w_rows.t())
+                loss = loss_fn(logits, y)
                 loss.backward()
                 if infl is not None:
-                    infl += column_norms(w_in.grad)
+                    infl[touched] += column_norms(w_rows.grad.t())
                 add_gradient_terms(named, reference=compact_ref, mu=mu, correction=compact_corr)
                 optimizer.step()
-                steps += 1
+                first_layer.step(touched, w_rows.grad)
                 loss_sum += float(loss.detach()) * len(rows)
             epoch_loss = loss_sum / data.n_samples
+    first_layer.finish()
+    steps = first_layer.steps
 
     trained = get_parameters(compact)
     full_w = _data_free_columns(
@@ -434,6 +452,32 @@ def _take_columns(params: Mapping[str, np.ndarray], columns: np.ndarray) -> dict
     return out
 
 
+def _data_free_coefficients(config: LocalTrainingConfig, steps: int) -> np.ndarray:
+    """Closed form of SGD steps whose loss gradient is zero, for 0..``steps`` steps.
+
+    Each entry follows ``g = λw + μ(w − r) + k`` (``k`` the SCAFFOLD correction), ``v ← m·v + g``,
+    ``w ← w − lr·v`` (torch's SGD: the first step's buffer is ``g``, i.e. ``v`` starts at 0).
+    The state stays linear in ``(w, v, r, k)``: row ``t`` holds the coefficients after ``t``
+    steps, ``[0]`` those of ``w`` and ``[1]`` those of ``v``.
+
+    Returns
+    -------
+    ndarray of float64, shape (steps + 1, 2, 4)
+    """
+    lam, mu = float(config.weight_decay), float(config.proximal_mu)
+    m, lr = float(config.momentum), float(config.lr)
+    out = np.zeros((steps + 1, 2, 4))
+    w = np.array([1.0, 0.0, 0.0, 0.0])  # w = 1·w0
+    v = np.array([0.0, 1.0, 0.0, 0.0])  # v = 1·v0
+    out[0] = w, v
+    for t in range(1, steps + 1):
+        g = (lam + mu) * w + np.array([0.0, 0.0, -mu, 1.0])
+        v = m * v + g
+        w = w - lr * v
+        out[t] = w, v
+    return out
+
+
 def _data_free_columns(
     w0: np.ndarray,
     ref: np.ndarray,
@@ -442,27 +486,101 @@ def _data_free_columns(
     *,
     correction: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Weights after ``steps`` SGD steps whose loss gradient is zero (closed form).
+    """Weights of columns no sample carries after ``steps`` SGD steps (from a zero buffer).
 
-    Each entry follows ``g = λw + μ(w − r) + k`` (``k`` the SCAFFOLD correction, 0 without
-    one), ``v ← m·v + g`` (``v`` = g at the first step), ``w ← w − lr·v``; the state stays
-    linear in ``(w0, r, k)``, so the coefficients are iterated on scalars and applied once.
-    With m = 0, λ = μ = 0 this is ``w0 − lr·steps·k``.
+    With m = 0, λ = μ = 0 this is ``w0 − lr·steps·k``; without λ, μ and k the columns stay put.
     """
-    lam, mu = float(config.weight_decay), float(config.proximal_mu)
-    if lam == 0.0 and mu == 0.0 and correction is None:
+    if config.weight_decay == 0.0 and config.proximal_mu == 0.0 and correction is None:
         return w0.copy()
-    a, b, e = 1.0, 0.0, 0.0  # w = a·w0 + b·r + e·k
-    c, d, f = 0.0, 0.0, 0.0  # v = c·w0 + d·r + f·k
-    m, lr = float(config.momentum), float(config.lr)
-    for _ in range(steps):
-        ga, gb, ge = (lam + mu) * a, (lam + mu) * b - mu, (lam + mu) * e + 1.0
-        c, d, f = m * c + ga, m * d + gb, m * f + ge
-        a, b, e = a - lr * c, b - lr * d, e - lr * f
-    out = a * w0.astype(np.float64) + b * ref.astype(np.float64)
+    a, _, e, f = _data_free_coefficients(config, steps)[steps, 0]
+    out = a * w0.astype(np.float64) + e * ref.astype(np.float64)
     if correction is not None:
-        out += e * correction.astype(np.float64)
+        out += f * correction.astype(np.float64)
     return out.astype(np.float32)
+
+
+class _LazyColumnSGD:
+    """SGD with momentum on the first specialist layer, one column per rare variant, lazily.
+
+    Column ``j`` of the loss gradient is ``Σ_i a_ij δ_i``: zero in every step whose batch
+    carries no ``j``.  Between the steps that do, the column (and its momentum buffer) follows
+    the data-free recursion of :func:`_data_free_coefficients`, so it is brought up to date in
+    closed form only when a batch next carries it (and every column once, at the end).  A step
+    then costs O(h × columns in the batch) instead of O(h × P); the result equals torch's SGD
+    on the whole layer up to float rounding.  The state is kept transposed, one contiguous row
+    per variant, so that gathering a batch's columns is a row gather.
+
+    Parameters
+    ----------
+    weight : Tensor, shape (h, P)
+        Receives the trained weights at :meth:`finish`.
+    reference : Tensor, shape (h, P)
+        The proximal anchor ``r`` (used when ``config.proximal_mu > 0``).
+    correction : Tensor, shape (h, P), optional
+        SCAFFOLD's c − c_k for this layer.
+    config : LocalTrainingConfig
+    """
+
+    def __init__(self, weight, reference, correction, config: LocalTrainingConfig) -> None:
+        self.weight = weight
+        self.rows = weight.t().contiguous()  # (P, h)
+        self.buffer = torch.zeros_like(self.rows)
+        self.reference = reference.t().contiguous() if config.proximal_mu else None
+        self.correction = None if correction is None else correction.t().contiguous()
+        self.config = config
+        self.done = np.zeros(weight.shape[1], dtype=np.int64)  # steps applied, per column
+        self.steps = 0
+        self._table = _data_free_coefficients(config, 64)
+
+    def _coefficients(self, lag: np.ndarray) -> torch.Tensor:
+        if lag.max(initial=0) >= len(self._table):
+            self._table = _data_free_coefficients(self.config, 2 * int(lag.max()) + 1)
+        return torch.from_numpy(self._table[lag].astype(np.float32))  # (n, 2, 4)
+
+    def _catch_up(self, columns: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows (weights, buffer) of ``columns`` after ``self.steps`` steps, written back."""
+        index = torch.from_numpy(columns)
+        w, v = self.rows.index_select(0, index), self.buffer.index_select(0, index)
+        lag = self.steps - self.done[columns]
+        if lag.any():
+            c = self._coefficients(lag)[..., None]  # (n, 2, 4, 1) broadcast over h
+            new_w, new_v = c[:, 0, 0] * w + c[:, 0, 1] * v, c[:, 1, 0] * w + c[:, 1, 1] * v
+            if self.reference is not None:
+                r = self.reference.index_select(0, index)
+                new_w, new_v = new_w + c[:, 0, 2] * r, new_v + c[:, 1, 2] * r
+            if self.correction is not None:
+                k = self.correction.index_select(0, index)
+                new_w, new_v = new_w + c[:, 0, 3] * k, new_v + c[:, 1, 3] * k
+            w, v = new_w, new_v
+            self.rows[index], self.buffer[index] = w, v
+            self.done[columns] = self.steps
+        return w, v
+
+    def current(self, columns: np.ndarray) -> torch.Tensor:
+        """The up-to-date weights of ``columns`` as rows (a copy), shape (len(columns), h)."""
+        return self._catch_up(columns)[0].detach().clone()
+
+    def step(self, columns: np.ndarray, grad: torch.Tensor) -> None:
+        """One SGD step; ``grad`` (len(columns), h) is the loss gradient of ``columns``' rows."""
+        cfg = self.config
+        index = torch.from_numpy(columns)
+        w, v = self._catch_up(columns)
+        g = grad.detach().clone()
+        if cfg.weight_decay:
+            g += cfg.weight_decay * w
+        if self.reference is not None:
+            g += cfg.proximal_mu * (w - self.reference.index_select(0, index))
+        if self.correction is not None:
+            g += self.correction.index_select(0, index)
+        v = cfg.momentum * v + g
+        self.rows[index], self.buffer[index] = w - cfg.lr * v, v
+        self.steps += 1
+        self.done[columns] = self.steps
+
+    def finish(self) -> None:
+        """Bring every column up to the last step and write the layer back."""
+        self._catch_up(np.arange(self.rows.shape[0]))
+        self.weight.copy_(self.rows.t())
 
 
 def select_influential(

@@ -66,7 +66,7 @@ def _reference_round(model, data, cfg, max_grad_norm, reference, random_seed):
             for k in total:
                 total[k] += factor * g[k]
             if step >= steps - per_epoch:
-                loss_sum += float(loss)
+                loss_sum += float(loss.detach())
                 loss_n += 1
         infl += np.linalg.norm(total["rare.input.weight"] / (q * n), axis=0)
         for k in w:
@@ -93,10 +93,10 @@ def test_equals_naive_per_sample_loop_without_noise():
     start = get_parameters(TwoPathwayModel(P, **arch, random_seed=1))
     ref = {k: v + 0.03 for k, v in start.items()}
     model = TwoPathwayModel(P, **arch, random_seed=1)
-    state = DPState(1e-12, 0.3)
+    state = DPState(1e-12, 0.8)
     got = dp_local_update(model, data, cfg, state, reference=ref, influence=True, random_seed=7)
     want, infl, loss, empty, frac = _reference_round(
-        TwoPathwayModel(P, **arch, random_seed=1), data, cfg, 0.3, ref, 7
+        TwoPathwayModel(P, **arch, random_seed=1), data, cfg, 0.8, ref, 7
     )
     assert empty >= 1 and 0.1 < frac < 0.9  # empty Poisson batches and partial clipping occur
     for k in want:
@@ -135,7 +135,7 @@ def test_noise_std_per_coordinate_is_sigma_c_over_batch():
         [(noisy[k] - quiet[k]).ravel() for k in quiet if k != "rare.input.weight"]
     )
     for values, tol in ((diff_w[:, carried], 0.03), (diff_w[:, uncarried], 0.03), (tail, 0.12)):
-        assert values.size > 100
+        assert values.size > 60
         assert np.std(values) == pytest.approx(expected, rel=tol)
         assert abs(np.mean(values)) < 4 * expected / np.sqrt(values.size)
 
@@ -197,7 +197,8 @@ def test_epsilon_is_cumulative_across_rounds():
     assert single.get_epsilon(delta=1e-5) < eps3
     # checkpoint round trip
     restored = DPState.from_state_dict(state.state_dict())
-    assert restored.epsilon() == eps3 and restored.epsilon(1e-3) < eps3
+    assert restored.accountant.history == state.accountant.history
+    assert restored.epsilon() == eps3
 
 
 def test_names_unchanged_model_updated_and_no_hooks_left():
@@ -288,5 +289,9 @@ def test_bad_settings():
         dp_local_update(TwoPathwayModel(P + 1), data, LocalTrainingConfig(), DPState(1.0, 1.0))
     with pytest.raises(ValueError, match="reference parameter names differ"):
         dp_local_update(
-            TwoPathwayModel(P), data, LocalTrainingConfig(), DPState(1.0, 1.0), reference={}
+            TwoPathwayModel(P),
+            data,
+            LocalTrainingConfig(),
+            DPState(1.0, 1.0),
+            reference={"head.bias": np.zeros(1, np.float32)},
         )
