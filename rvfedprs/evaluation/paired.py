@@ -207,7 +207,10 @@ def paired_bootstrap(
 def load_predictions(
     runs_dir: str | Path, experiment: str = "main"
 ) -> dict[str, dict[int, pd.DataFrame]]:
-    """``predictions.parquet`` of every run under ``runs_dir/runs/<experiment>/<strategy>/seed<k>``.
+    """``predictions.parquet`` of every run in ``<strategy>/seed<k>/`` under ``runs_dir``.
+
+    ``runs_dir`` is the driver's output folder, its ``runs/`` folder, or the experiment folder
+    itself (``runs/<experiment>/``).
 
     Returns
     -------
@@ -216,7 +219,8 @@ def load_predictions(
         ``(client, sample_id)`` so that runs align row by row.
     """
     root = Path(runs_dir)
-    base = root / "runs" / experiment if (root / "runs" / experiment).is_dir() else root
+    candidates = [root / "runs" / experiment, root / experiment, root]
+    base = next(c for c in candidates if c.is_dir() or c == root)
     out: dict[str, dict[int, pd.DataFrame]] = {}
     for path in sorted(base.glob("*/seed*/predictions.parquet")):
         strategy, seed = path.parent.parent.name, int(path.parent.name.removeprefix("seed"))
