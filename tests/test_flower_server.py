@@ -107,12 +107,13 @@ def fed(tmp_path_factory):
     return load_federation(paths["data"])
 
 
-def _config(fed, name="fedavg", rounds=2):
+def _config(fed, name="fedavg", rounds=2, **sections):
     return load_config(
         None,
         overrides={
             "train": {"strategy": name, "rounds": rounds, "seed": SEED, "data": str(fed.data_dir)},
             "fedce": {"n_clusters": 2},
+            **sections,
         },
     )
 
@@ -124,10 +125,10 @@ def _nodes(fed) -> dict[int, dict]:
     }
 
 
-def _job(fed, out, *, name="fedavg", rounds=2, resume=False, min_replies=None):
+def _job(fed, out, *, name="fedavg", rounds=2, resume=False, min_replies=None, **sections):
     path = write_job(
         out / "job.json",
-        config=_config(fed, name, rounds),
+        config=_config(fed, name, rounds, **sections),
         strategy=name,
         rounds=rounds,
         seed=SEED,
@@ -278,6 +279,86 @@ def test_client_state_persists_in_context_state(fed):
     context = next(iter(grid.contexts.values()))
     client_app._save_state(context, {"dp": {"steps": 3}})
     assert client_app._load_state(context) == {"dp": {"steps": 3}}
+
+
+DP = {"enabled": True, "noise_multiplier": 0.9, "max_grad_norm": 1.0, "batch_size": 16}
+
+
+def test_dp_accountant_lives_in_context_state_and_survives_resume(fed, tmp_path):
+    from rvfedprs.commands.train import dp_client_state, dp_training
+    from rvfedprs.privacy import DPState
+
+    # in-process oracle, as `rvfedprs train` runs DP
+    config = _config(fed, rounds=2, dp=DP)
+    state = dp_client_state(config, fed.client_ids)
+    t = config["train"]
+    reference = run_inprocess(
+        fed,
+        strategy_from_config("fedavg", config),
+        rounds=2,
+        model_config=config["model"],
+        training=dp_training(
+            config,
+            LocalTrainingConfig(
+                epochs=t["local_epochs"],
+                lr=t["lr"],
+                momentum=t["momentum"],
+                batch_size=t["batch_size"],
+                pos_weight=t["pos_weight"],
+                weight_decay=t["weight_decay"],
+            ),
+        ),
+        random_seed=SEED,
+        out=tmp_path / "inprocess",
+        client_state=state,
+    )
+    want = {c: state[c]["dp"].epsilon() for c in fed.client_ids}
+    assert all(e > 0 for e in want.values())
+
+    # uninterrupted: every node's one accountant lives in its context.state over both rounds
+    grid = LocalGrid(_nodes(fed))
+    summary = server_app.run_server(grid, _job(fed, tmp_path / "a", rounds=2, dp=DP))
+    assert summary["epsilon_clients"] == pytest.approx(want, rel=1e-9)
+    for context in grid.contexts.values():
+        kept = client_app._load_state(context)["dp"]
+        client = str(context.node_config["client-id"])
+        assert isinstance(kept, DPState) and kept.rounds == 2
+        assert kept.accountant.history == state[client]["dp"].accountant.history
+    assert (
+        _global(tmp_path / "a", 1)["client_state"][fed.client_ids[0]]["dp"]["state"]["rounds"] == 1
+    )
+
+    # interrupted after round 1, resumed on fresh nodes (empty context.state): the server hands
+    # each client its accountant back, so ε stays cumulative and the model is the same
+    server_app.run_server(LocalGrid(_nodes(fed)), _job(fed, tmp_path / "b", rounds=1, dp=DP))
+    fresh = LocalGrid(_nodes(fed))
+    resumed = server_app.run_server(fresh, _job(fed, tmp_path / "b", rounds=2, resume=True, dp=DP))
+    assert resumed["epsilon_clients"] == pytest.approx(want, rel=1e-9)
+    handed_back = [m for m in fresh.sent if m.metadata.group_id == "2"]
+    assert all("dp_state" in str(m.content.config_records["config"]["run"]) for m in handed_back)
+    for b, a in ((_global(tmp_path / "b", 2), _global(tmp_path / "a", 2)),):
+        for key, value in a["strategy_state"]["parameters"].items():
+            np.testing.assert_allclose(b["strategy_state"]["parameters"][key], value, rtol=1e-6)
+    for client in fed.client_ids:
+        got = _global(tmp_path / "a", 2)["strategy_state"]["parameters"]
+        for key, value in reference.strategy.parameters_for(client).items():
+            np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_dp_reply_without_accountant_state_is_rejected(fed, tmp_path):
+    victim = fed.client_ids[2]
+
+    def tamper(client, msg, reply):
+        if client == victim and msg.metadata.message_type == "train":
+            del reply.content.config_records["meta"]["dp-state"]
+        return reply
+
+    grid = LocalGrid(_nodes(fed), tamper=tamper)
+    summary = server_app.run_server(grid, _job(fed, tmp_path, rounds=1, min_replies=2, dp=DP))
+    assert summary["failures"][1] == {
+        victim: f"client {victim!r} sent a malformed reply: DP is on and no 'dp-state' came back"
+    }
+    assert sorted(summary["epsilon_clients"]) == [c for c in fed.client_ids if c != victim]
 
 
 def test_cli_refuses_pooled_strategy_on_flower(fed, tmp_path, capsys):

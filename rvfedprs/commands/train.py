@@ -218,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
             resume=args.resume,
             bloom_key_file=config["fedce"]["bloom_key_file"],
             evaluate_round=per_round,
+            client_state=client_state,
         )
     metrics = evaluate_models(
         strategy.parameters_for,

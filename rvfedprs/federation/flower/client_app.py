@@ -13,22 +13,29 @@ Two message types:
 - ``train``: :func:`~rvfedprs.federation.client.fit_client` — the same function the in-process
   engine calls — on the instruction decoded from the message.
 
-Persistent client state (``ClientContext.state``, e.g. a DP accountant) lives in
-``context.state`` between rounds.
+Persistent client state (``ClientContext.state``) lives in ``context.state`` between rounds.
+With DP on (the run settings carry ``dp``: σ, C, δ) that is the client's one
+:class:`~rvfedprs.privacy.DPState`, created at its first round (or rebuilt from the state the
+server hands back on a resumed run) and extended every round, so the ε it reports is cumulative;
+every reply carries its state as JSON (``meta["dp-state"]``) for the server's checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 import pickle
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-__all__ = ["app", "LocalClient", "load_local_client", "node_client"]
+if TYPE_CHECKING:
+    from rvfedprs.privacy import DPState
+
+__all__ = ["app", "LocalClient", "load_local_client", "node_client", "new_dp_state"]
 
 app = ClientApp()
 
@@ -175,6 +182,9 @@ def train(msg: Message, context: Context) -> Message:
     local = _local(context)
     instruction, _, seed, run = content_to_instruction(msg.content)
     state = _load_state(context)
+    dp = run.get("dp")
+    if dp is not None and "dp" not in state:
+        state["dp"] = new_dp_state(dp, run.get("dp_state"))
     client = ClientContext(
         data=local.standardised(run["prs_mean"], run["prs_sd"]),
         variant_keys=local.variant_keys,
@@ -185,7 +195,31 @@ def train(msg: Message, context: Context) -> Message:
     )
     result = fit_client(instruction, client, random_seed=seed)
     _save_state(context, client.state)
-    return Message(fit_result_to_content(result), reply_to=msg)
+    content = fit_result_to_content(result)
+    if dp is not None:
+        content.config_records["meta"]["dp-state"] = json.dumps(client.state["dp"].state_dict())
+    return Message(content, reply_to=msg)
+
+
+def new_dp_state(settings: dict[str, Any], saved: dict[str, Any] | None = None) -> DPState:
+    """A client's :class:`~rvfedprs.privacy.DPState`: fresh, or ``saved`` (a resumed run).
+
+    Parameters
+    ----------
+    settings : dict
+        ``noise_multiplier``, ``max_grad_norm``, ``delta`` of the run.
+    saved : dict, optional
+        ``DPState.state_dict()`` of this client from the server's checkpoint.
+    """
+    from rvfedprs.privacy import DPState
+
+    if saved is not None:
+        return DPState.from_state_dict(saved)
+    return DPState(
+        float(settings["noise_multiplier"]),
+        float(settings["max_grad_norm"]),
+        float(settings["delta"]),
+    )
 
 
 def _load_state(context: Context) -> dict[str, Any]:

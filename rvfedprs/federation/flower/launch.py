@@ -1,12 +1,14 @@
 """Starting, watching and stopping the Flower processes of a run (loopback only).
 
-``flower-sim``: a SuperLink in simulation mode (``flower-superlink --simulation``) and
-``flwr run APP <connection> --federation-config num-supernodes=N``; the simulation engine runs the
-ClientApps. ``flower-deploy``: a SuperLink and one ``flower-supernode`` per client, each with
-``--node-config "data-dir='…' client-id='…'"`` so that it reads only its own client's folder; then
-``flwr run``. Both bind to 127.0.0.1 on free ports, use a private ``FLWR_HOME`` under
-``OUT/flower/``, install nothing at run time (``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1``),
-and log every process to ``OUT/flower/logs/``.
+``flower-sim``: a Ray head (``ray start --head`` with every port fixed, see :func:`start_local`),
+a SuperLink in simulation mode (``flower-superlink --simulation``) whose simulation joins that Ray
+cluster (``RAY_ADDRESS``), and ``flwr run APP <connection> --federation-config
+num-supernodes=N``; the simulation engine runs the ClientApps on Ray. ``flower-deploy``: a
+SuperLink and one ``flower-supernode`` per client, each with ``--node-config "data-dir='…'
+client-id='…'"`` so that it reads only its own client's folder; then ``flwr run``. Both bind to
+127.0.0.1 on free ports, use a private ``FLWR_HOME`` under ``OUT/flower/``, install nothing at
+run time (``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1``), and log every process to
+``OUT/flower/logs/``.
 
 ``flwr run`` returns as soon as the run is submitted (exit 0 even if the run later fails), so
 success is read from ``OUT/flower/status.json``, which the ServerApp writes; the launcher also
@@ -26,10 +28,12 @@ import copy
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
@@ -196,6 +200,8 @@ class FlowerProcesses:
     logs: Path
     env: dict[str, str]
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    #: Folders removed after the processes are stopped (the Ray head's temporary files).
+    cleanup: list[Path] = field(default_factory=list)
 
     def start(self, label: str, argv: Sequence[str]) -> subprocess.Popen:
         """Start ``argv`` in its own session, output to ``logs/<label>.log``."""
@@ -244,6 +250,8 @@ class FlowerProcesses:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+        for folder in self.cleanup:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _pids_with_env(entry: str) -> list[int]:
@@ -296,16 +304,76 @@ def write_connection(
 
 @dataclass
 class LocalSuperLink:
-    """A SuperLink (and SuperNodes) started on 127.0.0.1 by :func:`start_local`."""
+    """A SuperLink (and SuperNodes) started on 127.0.0.1 by :func:`start_local`.
+
+    ``root_certificates`` is the CA that signed the SuperLink's certificate (None: plain HTTP).
+    """
 
     address: str
     processes: FlowerProcesses
     simulation: bool
+    root_certificates: Path | None = None
 
     @property
     def superlink(self) -> subprocess.Popen:
         """The SuperLink's process."""
         return self.processes.procs["superlink"]
+
+
+def _start_ray(
+    procs: FlowerProcesses, timeout: float = 180.0, attempts: int = 3
+) -> tuple[str, Path]:
+    """Start a local Ray head with every port fixed; returns (GCS address, its temp dir).
+
+    Flower's simulation otherwise starts Ray itself (``ray.init()``) with the dashboard agent's
+    ports left to the agent, and the raylet then waits a hard-coded 15 s for the agent to write
+    its port files; on a loaded machine the agent (a Python process importing its modules) takes
+    longer and the raylet aborts ("Timed out waiting for file .../metrics_agent_port_<node>",
+    ray-project/ray#65983): the simulation dies before the first message. With the ports given
+    on the command line the raylet waits for no file. ``ray start`` has one more hard-coded
+    limit (30 s for the raylet to register with the GCS, ``ray/_private/node.py``) that a
+    heavily loaded machine can exceed: it then exits non-zero and is tried again, up to
+    ``attempts`` times (labels ``ray``, ``ray-2``, ...). The Ray files go to a private temporary
+    folder (not ``/tmp/ray``, so that ``ray_current_cluster`` never points other Ray users at
+    this cluster); it is removed when the processes stop.
+    """
+    for attempt in range(1, attempts + 1):
+        ports = [free_port() for _ in range(5)]
+        temp = Path(tempfile.mkdtemp(prefix="rvfray-", dir="/tmp"))  # short: socket paths <108
+        procs.cleanup.append(temp)
+        argv = [
+            _bin("ray"),
+            "start",
+            "--head",
+            "--block",
+            "--disable-usage-stats",
+            "--include-dashboard=false",
+            "--node-ip-address=127.0.0.1",
+            f"--port={ports[0]}",
+            f"--metrics-export-port={ports[1]}",
+            f"--dashboard-agent-grpc-port={ports[2]}",
+            f"--dashboard-agent-listen-port={ports[3]}",
+            f"--runtime-env-agent-port={ports[4]}",
+            f"--temp-dir={temp}",
+        ]
+        label = "ray" if attempt == 1 else f"ray-{attempt}"
+        proc = procs.start(label, argv)
+        log_file = procs.logs / f"{label}.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            if "Ray runtime started" in log_file.read_text(errors="replace"):
+                return f"127.0.0.1:{ports[0]}", temp
+            time.sleep(0.2)
+        if proc.poll() is None:
+            raise FlowerRunError(
+                f"the Ray head did not start within {timeout:.0f} s; see {log_file}"
+            )
+        _signal_group(proc.pid, signal.SIGKILL)  # what the failed start left behind
+        log.warning("ray start failed (attempt %d of %d); see %s", attempt, attempts, log_file)
+    raise FlowerRunError(
+        f"ray start failed {attempts} times (last status {proc.returncode}; Ray's startup "
+        f"limits are fixed, a heavily loaded machine can exceed them); see {log_file}"
+    )
 
 
 @contextmanager
@@ -314,6 +382,8 @@ def start_local(
     *,
     simulation: bool,
     nodes: Mapping[str, Mapping[str, str]] | None = None,
+    certificates: str | Path | None = None,
+    node_keys: Mapping[str, str | Path] | None = None,
 ):
     """Start a SuperLink on a free loopback port (and one SuperNode per entry of ``nodes``).
 
@@ -322,9 +392,19 @@ def start_local(
     work : str or Path
         Holds ``logs/`` and the private ``home/`` (FLWR_HOME).
     simulation : bool
-        Start the SuperLink in simulation mode (no SuperNodes then).
+        Start the SuperLink in simulation mode (no SuperNodes then), after a Ray head with
+        fixed ports that the simulation joins (see :func:`_start_ray`).
     nodes : mapping, optional
         Label → node config (``data-dir``, ``client-id``, ``bloom-key-file``) of each SuperNode.
+    certificates : str or Path, optional
+        A folder written by ``scripts/make_test_certificates.sh`` (``ca.crt``, ``server.pem``,
+        ``server.key``): the SuperLink serves TLS with them and the SuperNodes and ``flwr``
+        verify it against ``ca.crt``. None: plain HTTP (``--insecure``).
+    node_keys : mapping, optional
+        Label → private key (EC, OpenSSH or PEM; the public key beside it as ``<key>.pub``) of
+        each SuperNode: the SuperLink then runs with ``--enable-supernode-auth``, every public
+        key is registered (``flwr supernode register``) before the SuperNodes start, and each
+        SuperNode authenticates with its key. Needs ``certificates``.
 
     Yields
     ------
@@ -332,13 +412,41 @@ def start_local(
         Every process is stopped (by process group) when the block exits, however it exits.
     """
     work = Path(work).resolve()
+    tls = _tls_files(certificates)
+    node_keys = {label: Path(key).resolve() for label, key in (node_keys or {}).items()}
+    if node_keys and tls is None:
+        raise ConfigError("SuperNode authentication (node_keys) needs TLS certificates")
+    unkeyed = sorted(set(nodes or {}) - set(node_keys)) if node_keys else []
+    if unkeyed:
+        raise ConfigError(f"SuperNode authentication is on but these nodes have no key: {unkeyed}")
+    for label, key in node_keys.items():
+        for path in (key, Path(f"{key}.pub")):
+            if not path.is_file():
+                raise ConfigError(f"node_keys[{label!r}]: {path} not found")
     procs = FlowerProcesses(logs=work / "logs", env=_env(work / "home"))
     try:
+        if simulation:
+            ray_address, _ = _start_ray(procs)
+            procs.env["RAY_ADDRESS"] = ray_address  # the SuperLink's simulation joins it
         port = free_port()
         address = f"127.0.0.1:{port}"
+        security = (
+            ["--insecure"]
+            if tls is None
+            else [
+                "--ssl-ca-certfile",
+                str(tls["ca.crt"]),
+                "--ssl-certfile",
+                str(tls["server.pem"]),
+                "--ssl-keyfile",
+                str(tls["server.key"]),
+            ]
+        )
+        if node_keys:
+            security.append("--enable-supernode-auth")
         argv = [
             _bin("flower-superlink"),
-            "--insecure",
+            *security,
             "--host",
             "127.0.0.1",
             "--port",
@@ -351,12 +459,20 @@ def start_local(
             argv.append("--simulation")
         superlink = procs.start("superlink", argv)
         _wait_port(port, superlink, "superlink", procs.logs, 120)
+        ca = None if tls is None else tls["ca.crt"]
+        if node_keys:
+            write_connection(work / "home", address, root_certificates=ca)
+            for label in nodes or {}:
+                _register_node(label, node_keys[label], procs)
         for label, node_config in (nodes or {}).items():
+            node_security = ["--insecure"] if ca is None else ["--root-certificates", str(ca)]
+            if node_keys:
+                node_security += ["--auth-supernode-private-key", str(node_keys[label])]
             procs.start(
                 label,
                 [
                     _bin("flower-supernode"),
-                    "--insecure",
+                    *node_security,
                     "--superlink",
                     address,
                     "--host",
@@ -367,9 +483,40 @@ def start_local(
                     " ".join(f"{k}={json.dumps(str(v))}" for k, v in node_config.items()),
                 ],
             )
-        yield LocalSuperLink(address=address, processes=procs, simulation=simulation)
+        yield LocalSuperLink(
+            address=address, processes=procs, simulation=simulation, root_certificates=ca
+        )
     finally:
         procs.stop()
+
+
+def _tls_files(certificates: str | Path | None) -> dict[str, Path] | None:
+    """``ca.crt``, ``server.pem``, ``server.key`` of a certificates folder, checked."""
+    if certificates is None:
+        return None
+    folder = Path(certificates).resolve()
+    files = {name: folder / name for name in ("ca.crt", "server.pem", "server.key")}
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        raise ConfigError(
+            f"certificates folder {folder} lacks {missing} (make it with "
+            "scripts/make_test_certificates.sh)"
+        )
+    return files
+
+
+def _register_node(label: str, key: Path, procs: FlowerProcesses) -> None:
+    """``flwr supernode register <key>.pub`` on the SuperLink of ``procs``' FLWR_HOME."""
+    argv = [_bin("flwr"), "supernode", "register", f"{key}.pub", "rvfedprs", "--name", label]
+    done = subprocess.run(argv, capture_output=True, text=True, env=procs.env, timeout=120)
+    procs.logs.mkdir(parents=True, exist_ok=True)
+    with open(procs.logs / "register.log", "a") as sink:
+        sink.write(" ".join(argv) + "\n" + done.stdout + done.stderr + "\n")
+    if done.returncode != 0:
+        raise FlowerRunError(
+            f"registering the public key of {label} failed with status {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[-800:]}"
+        )
 
 
 def client_nodes(
@@ -500,6 +647,7 @@ def run_flower(
     timeout: float | None = None,
     superlink: LocalSuperLink | None = None,
     expected_nodes: int | None = None,
+    client_state: dict[str, dict[str, Any]] | None = None,
 ):
     """Run ``strategy`` over ``federation`` on Flower and return what the in-process engine does.
 
@@ -538,6 +686,11 @@ def run_flower(
         ``flower-sim``) instead of starting and stopping one (with SuperNodes) for this run.
     expected_nodes : int, optional
         SuperNodes to wait for before the setup step (default: one per client).
+    client_state : dict, optional
+        As for :func:`~rvfedprs.federation.inprocess.run_inprocess`: on return each client's
+        dict is refilled in place with the state the server last received from that client
+        (with ``dp.enabled``: its :class:`~rvfedprs.privacy.DPState`, so ``epsilon()`` is the
+        cumulative ε it spent). The clients' own state lives on their nodes; this is a copy.
 
     Returns
     -------
@@ -603,7 +756,12 @@ def run_flower(
         return _wait_status(status_path, process, logs, timeout, run_id=run_id, env=env)
 
     if superlink is not None:
-        status = submit_and_wait(superlink.address, superlink.superlink, superlink.processes.logs)
+        status = submit_and_wait(
+            superlink.address,
+            superlink.superlink,
+            superlink.processes.logs,
+            superlink.root_certificates,
+        )
     elif remote:
         certificates = settings.get("root_certificates")
         if certificates and not Path(certificates).is_file():
@@ -620,26 +778,46 @@ def run_flower(
         )
     for who, why in status.get("setup_failures", {}).items():
         log.warning("%s was left out of the run: %s", who, why)
-    return _collect(out, strategy, rounds, random_seed, evaluate_round)
+    result = _collect(out, strategy, rounds, random_seed, evaluate_round, client_state)
+    keep = config["train"].get("keep_checkpoints")
+    if keep:  # the server keeps every round's for the evaluation above; prune now
+        from rvfedprs.federation.rounds import prune_checkpoints
+
+        prune_checkpoints(out / "checkpoints", keep)
+        result.checkpoints = [p for p in result.checkpoints if p.exists()]
+    return result
 
 
-def _collect(out: Path, strategy, rounds: int, random_seed: int, evaluate_round):
+def _collect(out: Path, strategy, rounds: int, random_seed: int, evaluate_round, client_state=None):
     """The RunResult of a finished run, from its checkpoints."""
     from rvfedprs.federation.inprocess import RunResult, load_checkpoint
+    from rvfedprs.federation.rounds import decode_client_state
 
+    # Every round's checkpoint, except those pruned by a previous run this one resumed
+    # (train.keep_checkpoints): their history entries keep what was recorded then.
     checkpoints = [out / "checkpoints" / f"round_{r:03d}.pt" for r in range(1, rounds + 1)]
-    missing = [str(p) for p in checkpoints if not p.is_file()]
-    if missing:
-        raise FlowerRunError(f"the Flower run completed but checkpoints are missing: {missing}")
+    if not checkpoints[-1].is_file():
+        raise FlowerRunError(
+            f"the Flower run completed but its final checkpoint is missing: {checkpoints[-1]}"
+        )
+    checkpoints = [p for p in checkpoints if p.is_file()]
     final = load_checkpoint(checkpoints[-1])
     history = list(final.get("history", []))
     if evaluate_round is not None:
+        by_round = {int(p.stem.split("_")[1]): p for p in checkpoints}
         for entry in history:
+            path = by_round.get(int(entry["round"]))
+            if path is None:
+                continue
             at_round = copy.deepcopy(strategy)
-            path = checkpoints[int(entry["round"]) - 1]
             at_round.load_state_dict(load_checkpoint(path)["strategy_state"])
             entry.update(evaluate_round(at_round))
     strategy.load_state_dict(final["strategy_state"])
+    if client_state is not None:
+        for client, state in decode_client_state(final.get("client_state", {})).items():
+            target = client_state.setdefault(client, {})
+            target.clear()
+            target.update(state)
     return RunResult(
         strategy=strategy, history=history, seed=int(random_seed), checkpoints=checkpoints
     )

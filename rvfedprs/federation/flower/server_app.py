@@ -16,6 +16,13 @@ Clients that fail, time out or send malformed replies are logged by name and lef
 round (recorded in the history under ``failed``); the run stops when fewer than ``min_replies``
 remain. The outcome goes to ``OUT/flower/status.json`` — ``flwr run`` itself always exits 0, so
 the launcher reads this file to know whether the run worked.
+
+DP-SGD (config section ``dp``): the run settings carry σ, C and δ; every client keeps its one
+accountant in ``context.state`` and returns its state (``meta["dp-state"]``, JSON; counts and
+settings only, nothing about the data) with each reply. The server keeps those states in its
+checkpoints, hands each client its own back in the run settings (``dp_state``) so that a resumed
+run on fresh nodes stays cumulative, and reports every client's ε (``epsilon_clients``). A reply
+without a valid state is rejected with the client named.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from typing import Any
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-__all__ = ["app", "run_server", "write_status", "read_job"]
+__all__ = ["app", "run_server", "write_status", "read_job", "dp_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +87,37 @@ def main(grid: Grid, context: Context) -> None:
         )
         raise
     write_status(job["out"], "completed", **summary)
+
+
+def dp_settings(config: Mapping[str, Any]) -> dict[str, float] | None:
+    """σ, C, δ sent to the clients when ``dp.enabled``, else None."""
+    dp = config.get("dp") or {}
+    if not dp.get("enabled", False):
+        return None
+    return {
+        "noise_multiplier": float(dp["noise_multiplier"]),
+        "max_grad_norm": float(dp["max_grad_norm"]),
+        "delta": float(dp["delta"]),
+    }
+
+
+def _dp_state_of(reply: Message, client: str):
+    """The client's DPState from its reply (raises MalformedReplyError naming the client)."""
+    from rvfedprs.federation.flower.records import MalformedReplyError
+    from rvfedprs.privacy import DPState
+
+    meta = reply.content.config_records.get("meta")
+    raw = None if meta is None else meta.get("dp-state")
+    if raw is None:
+        raise MalformedReplyError(
+            f"client {client!r} sent a malformed reply: DP is on and no 'dp-state' came back"
+        )
+    try:
+        return DPState.from_state_dict(json.loads(str(raw)))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MalformedReplyError(
+            f"client {client!r} sent a malformed reply: unreadable 'dp-state' ({exc})"
+        ) from None
 
 
 def _wait_for_nodes(grid: Grid, expected: int, timeout: float) -> list[int]:
@@ -141,6 +179,7 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
     RuntimeError
         When too few nodes connect or reply (fewer than ``job["min_replies"]``).
     """
+    from rvfedprs.commands.train import dp_training
     from rvfedprs.federation.data import combine_moments
     from rvfedprs.federation.flower.records import (
         MalformedReplyError,
@@ -173,12 +212,19 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
     n_all = sum(moments[c][0] for c in client_ids)
     n_cases = sum(moments[c][3] for c in client_ids)
     training = local_training_config(config["train"], n_samples=n_all, n_cases=n_cases)
+    training = dp_training(config, training)  # dp.batch_size, as in-process
     run_settings = {
         "training": dataclasses.asdict(training),
         "model": dict(config["model"]),
         "prs_mean": mean,
         "prs_sd": sd,
     }
+    dp = dp_settings(config)
+    if dp is not None:
+        run_settings["dp"] = dp
+    # The server's copy of each client's persistent state (the DP accountant): checkpointed,
+    # restored on resume and handed back to the client.
+    client_state: dict[str, dict[str, Any]] = {c: {} for c in client_ids}
     strategy = strategy_from_config(name, config)
     if strategy.pooled:
         raise RuntimeError(f"strategy {name!r} pools the clients' data and cannot run on Flower")
@@ -189,8 +235,11 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
         random_seed=seed,
         out=job["out"],
         checkpoint_extra={"config": config, "strategy_name": name},
+        keep_checkpoints=None,  # the launcher evaluates every round's checkpoint, then prunes
     )
-    start, history = begin_run(strategy, setup, resume=bool(job.get("resume", False)))
+    start, history = begin_run(
+        strategy, setup, resume=bool(job.get("resume", False)), client_state=client_state
+    )
     log.info("clients %s; rounds %d..%d", client_ids, start + 1, rounds)
     for server_round in range(start + 1, rounds + 1):
         instructions = strategy.configure_fit(server_round, client_ids)
@@ -199,7 +248,7 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
                 instructions[c],
                 server_round=server_round,
                 seed=client_seed(seed, server_round, c),
-                run=run_settings,
+                run=_client_run(run_settings, client_state.get(c, {})),
             )
             for c in client_ids
         }
@@ -213,14 +262,15 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
                 failures[c] = _error_reason(reply)
             else:
                 try:
-                    results.append(
-                        reply_to_fit_result(
-                            reply.content,
-                            client_id=c,
-                            expected=instructions[c].parameters,
-                            bloom=instructions[c].config.get("bloom"),
-                        )
+                    result = reply_to_fit_result(
+                        reply.content,
+                        client_id=c,
+                        expected=instructions[c].parameters,
+                        bloom=instructions[c].config.get("bloom"),
                     )
+                    if dp is not None:
+                        client_state.setdefault(c, {})["dp"] = _dp_state_of(reply, c)
+                    results.append(result)
                 except MalformedReplyError as exc:
                     failures[c] = str(exc)
         for c, why in failures.items():
@@ -230,11 +280,31 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
                 f"round {server_round}: {len(results)} of {len(client_ids)} clients replied "
                 f"(min_replies={min_replies}); failures: {failures}"
             )
-        entry, _ = finish_round(strategy, setup, server_round, results, history, failures=failures)
+        entry, _ = finish_round(
+            strategy,
+            setup,
+            server_round,
+            results,
+            history,
+            failures=failures,
+            client_state=client_state,
+        )
         write_status(job["out"], "running", round=server_round, loss=entry["loss"])
-    return {
+    summary = {
         "round": rounds,
         "client_ids": client_ids,
         "setup_failures": setup_failures,
         "failures": {e["round"]: e["failed"] for e in history if "failed" in e},
     }
+    if dp is not None:
+        summary["epsilon_clients"] = {
+            c: s["dp"].epsilon() for c, s in sorted(client_state.items()) if "dp" in s
+        }
+    return summary
+
+
+def _client_run(run_settings: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
+    """The run settings for one client: with its DP accountant's state when the server has it."""
+    if "dp" not in state:
+        return dict(run_settings)
+    return {**run_settings, "dp_state": state["dp"].state_dict()}
