@@ -13,10 +13,13 @@ FedAvg or FedCE, R rounds (default 4), the same seed on every engine. For each e
 It also checks that the final weights agree with the in-process engine.
 
 With ``--data DIR`` it runs on an existing per-client folder instead (e.g. the demo cohort's
-``results/``, read only; ``--clients``/``--samples`` are then ignored).
+``results/``, read only; ``--clients``/``--samples`` are then ignored), and ``--config FILE``
+takes the model and training settings from an rvfedprs configuration (strategy, rounds, seed
+and data still come from the command line).
 
 Usage: python benchmarks/bench_flower.py [--clients 10] [--rounds 4] [--strategy fedavg]
        [--samples 300] [--data results] [--engines inprocess flower-sim flower-deploy]
+       [--work DIR] [--config FILE]
 """
 
 from __future__ import annotations
@@ -96,9 +99,14 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--engines", nargs="+", default=["inprocess", "flower-sim", "flower-deploy"]
     )
+    parser.add_argument("--work", type=Path, help="keep every engine's output (logs) here")
+    parser.add_argument(
+        "--config", type=Path, help="rvfedprs config (model, train settings; default: defaults)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = Path(tmp) if args.work is None else args.work.resolve()
+        root.mkdir(parents=True, exist_ok=True)
         if args.data is not None:
             data = args.data.resolve()
         else:
@@ -114,7 +122,7 @@ def main(argv=None) -> None:
             )["data"]
         federation = load_federation(data)
         config = load_config(
-            None,
+            args.config,
             overrides={
                 "train": {
                     "strategy": args.strategy,
