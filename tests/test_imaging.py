@@ -10,7 +10,7 @@ from rvfedprs.exceptions import InputDataError
 from rvfedprs.imaging.cnn import SmallCNN
 from rvfedprs.imaging.loader import load_medmnist
 from rvfedprs.imaging.metrics import classification_metrics
-from rvfedprs.imaging.partition import dirichlet_partition
+from rvfedprs.imaging.partition import dirichlet_partition, fixed_count_partition
 
 REAL = (
     Path(__file__).resolve().parents[1]
@@ -72,6 +72,27 @@ def test_dirichlet_partition_disjoint_seeded_nonempty():
     assert skew(parts) > skew(dirichlet_partition(labels, 4, alpha=100.0, random_seed=3))
     with pytest.raises(InputDataError, match="cannot give"):
         dirichlet_partition(labels[:3], 4, alpha=1.0, random_seed=0)
+
+
+def test_fixed_count_partition_exact_counts_and_errors():
+    labels = np.repeat([0, 1, 2], [10, 20, 5])
+    counts = np.array([[3, 0, 5], [7, 12, 0]])
+    parts = fixed_count_partition(labels, counts, random_seed=4)
+    got = np.array([np.bincount(labels[p], minlength=3) for p in parts])
+    np.testing.assert_array_equal(got, counts)
+    assert len(np.intersect1d(parts[0], parts[1])) == 0  # disjoint; 8 class-1 left unassigned
+    again = fixed_count_partition(labels, counts, random_seed=4)
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
+    other = fixed_count_partition(labels, counts, random_seed=5)
+    assert not all(np.array_equal(a, b) for a, b in zip(parts, other, strict=True))
+    with pytest.raises(InputDataError, match="ask for 21 samples of class 1; the data hold 20"):
+        fixed_count_partition(labels, np.array([[0, 21, 0]]), random_seed=0)
+    with pytest.raises(InputDataError, match=r"shape \(clients, 3 classes\), got \(2, 2\)"):
+        fixed_count_partition(labels, np.ones((2, 2), dtype=int), random_seed=0)
+    with pytest.raises(InputDataError, match="non-negative integers"):
+        fixed_count_partition(labels, np.array([[1, -1, 0]]), random_seed=0)
+    with pytest.raises(InputDataError, match="at least one sample"):
+        fixed_count_partition(labels, np.array([[1, 1, 0], [0, 0, 0]]), random_seed=0)
 
 
 def test_cnn_matches_table_6_layers():

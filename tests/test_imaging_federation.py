@@ -111,6 +111,23 @@ def test_cli_imaging_and_distance(tmp_path):
     assert [(r["strategy"], r["round"]) for r in rows] == [("fedavg", 1), ("local", 1)]
     assert main([*argv, "--strategies", "nosuch"]) == 2
     assert main([*argv, "--rounds", "0"]) == 2
+    # --class-counts: a fixed (published) partition instead of the Dirichlet draw
+    counts = tmp_path / "counts.tsv"
+    counts.write_text("# comment\nclient\t0\t1\nclient_1\t20\t10\nclient_2\t5\t30\n")
+    arg_c = [*argv[:-1], str(tmp_path / "c"), "--strategies", "fedavg", "--rounds", "1"]
+    assert main([*arg_c, "--class-counts", str(counts)]) == 0
+    fixed = json.loads((tmp_path / "c" / "metrics.json").read_text())
+    info = fixed["clients"]["0"]
+    assert {c: v["n_train"] + v["n_test"] for c, v in info.items()} == {
+        "client_1": 30,
+        "client_2": 35,
+    }
+    assert fixed["class_counts"] == [[20, 10], [5, 30]]
+    assert fixed["n_unassigned"] == fixed["n_images"] - 65
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("client\t0\t1\t2\nclient_1\t1\t1\t1\n")
+    assert main([*arg_c, "--class-counts", str(bad)]) == 2
+    assert main([*arg_c, "--class-counts", str(tmp_path / "none.tsv")]) == 2
     assert (
         main(["distance", "--config", str(cfg), "--data", str(data), "--out", str(tmp_path / "d")])
         == 0

@@ -24,6 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategies", nargs="+", metavar="NAME", help="strategies (overrides imaging.strategies)"
     )
     parser.add_argument("--rounds", type=int, help="rounds (overrides imaging.rounds)")
+    parser.add_argument(
+        "--class-counts",
+        type=Path,
+        metavar="TSV",
+        help="fixed per-client class counts (rows: client, columns: class 0..C-1) instead of a"
+        " Dirichlet draw, e.g. a paper's published partition",
+    )
     parser.add_argument("--out", type=Path, required=True, help="output folder")
 
 
@@ -37,6 +44,33 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "item"):
         return _jsonable(value.item())
     return value
+
+
+def read_class_counts(path: Path, n_classes: int):
+    """A (K, C) integer matrix from a TSV with a header row and the client id in column 1.
+
+    Raises
+    ------
+    InputDataError
+        Missing file, non-integer cells, or a column count other than ``n_classes``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from rvfedprs.exceptions import InputDataError
+
+    if not Path(path).is_file():
+        raise InputDataError(f"class counts file not found: {path}")
+    table = pd.read_csv(path, sep="\t", index_col=0, comment="#")
+    if table.shape[1] != n_classes:
+        raise InputDataError(
+            f"{path}: {table.shape[1]} class columns {list(table.columns)}, the data have "
+            f"{n_classes} classes"
+        )
+    values = table.to_numpy()
+    if not np.issubdtype(values.dtype, np.integer):
+        raise InputDataError(f"{path}: class counts must be integers, got {values.tolist()}")
+    return values.astype(np.int64)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
     if section["torch_threads"]:
         torch.set_num_threads(int(section["torch_threads"]))
     dataset = load_medmnist(section["data"])
+    class_counts = None
+    if args.class_counts is not None:
+        class_counts = read_class_counts(args.class_counts, dataset.n_classes)
+        section["n_clients"] = int(class_counts.shape[0])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if section.get("eval_rounds"):
@@ -95,7 +133,11 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    result = run_benchmark(dataset, section, random_seed=seed, progress=progress)
+    result = run_benchmark(
+        dataset, section, random_seed=seed, progress=progress, class_counts=class_counts
+    )
+    if result["n_unassigned"]:
+        print(f"note: {result['n_unassigned']} of {result['n_images']} images are in no client")
     wall_s = time.time() - start
     rounds = section["rounds"]
     marks = sorted({1, max(1, rounds // 2), rounds})
@@ -108,11 +150,17 @@ def run(args: argparse.Namespace) -> int:
         "dataset": str(dataset.path),
         "wall_s": round(wall_s, 1),
         "torch_version": torch.__version__,
+        "class_counts": None if class_counts is None else class_counts.tolist(),
+        "class_counts_file": None if args.class_counts is None else str(args.class_counts),
         **result,
     }
     (out / "metrics.json").write_text(json.dumps(_jsonable(metrics), indent=1) + "\n")
     write_provenance(
-        out, command="imaging", parameters=section, seed=seed, inputs=[section["data"]]
+        out,
+        command="imaging",
+        parameters=section,
+        seed=seed,
+        inputs=[section["data"], *([str(args.class_counts)] if args.class_counts else [])],
     )
     print(f"wrote {out}: {len(section['strategies'])} strategies × {rounds} rounds")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))

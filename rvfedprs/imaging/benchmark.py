@@ -54,15 +54,24 @@ def build_strategy(name: str, section: Mapping[str, Any], clients, random_seed: 
 
 
 def run_benchmark(
-    dataset: MedMNIST, section: Mapping[str, Any], *, random_seed: int, progress=None
+    dataset: MedMNIST,
+    section: Mapping[str, Any],
+    *,
+    random_seed: int,
+    progress=None,
+    class_counts: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Run every strategy of ``section["strategies"]``.
+
+    ``class_counts`` (K, C) replaces the Dirichlet draw by a fixed per-client class mix
+    (:func:`~rvfedprs.imaging.partition.fixed_count_partition`); images it leaves out are
+    counted in ``n_unassigned``.
 
     Returns
     -------
     dict
         ``clients`` (per fold: sizes and class counts), ``history`` (rows: strategy, fold,
-        round, metrics…), ``n_images``.
+        round, metrics…), ``n_images``, ``n_unassigned`` (images in no client).
     """
     data = dataset.pooled()
     if section.get("subsample"):
@@ -89,6 +98,7 @@ def run_benchmark(
             fold=fold,
             n_folds=section.get("cv_folds") or 5,
             training=training,
+            class_counts=class_counts,
         )
         client_info[str(fold if fold is not None else 0)] = {
             cid: {
@@ -118,7 +128,15 @@ def run_benchmark(
             run_imaging(
                 clients, strategy, rounds=rounds, random_seed=random_seed, evaluate_round=evaluate
             )
-    return {"n_images": len(data), "clients": client_info, "history": rows}
+    n_assigned = sum(
+        info["n_train"] + info["n_test"] for info in client_info[str(folds[0] or 0)].values()
+    )
+    return {
+        "n_images": len(data),
+        "n_unassigned": len(data) - n_assigned,
+        "clients": client_info,
+        "history": rows,
+    }
 
 
 def results_table(history: list[dict[str, Any]], rounds: list[int]):

@@ -26,7 +26,7 @@ from rvfedprs.imaging.client import (
 )
 from rvfedprs.imaging.loader import ImageDataset
 from rvfedprs.imaging.metrics import METRIC_NAMES, classification_metrics
-from rvfedprs.imaging.partition import dirichlet_partition
+from rvfedprs.imaging.partition import dirichlet_partition, fixed_count_partition
 from rvfedprs.strategies.base import Strategy
 
 __all__ = [
@@ -49,6 +49,7 @@ def build_federation(
     fold: int | None = None,
     n_folds: int = 5,
     training: ImagingTrainingConfig | None = None,
+    class_counts: np.ndarray | None = None,
 ) -> dict[str, ImagingClient]:
     """Dirichlet-partition ``data`` and split each client into train/test (stratified).
 
@@ -64,6 +65,10 @@ def build_federation(
         Use fold ``fold`` of a per-client stratified ``n_folds``-fold CV as the test split
         (``002_*`` Algorithm 1 step 3) instead of a single split.
     training : ImagingTrainingConfig, optional
+    class_counts : array of int, shape (K, C), optional
+        Use this fixed per-client class mix (:func:`fixed_count_partition`, seeded with
+        ``random_seed``) instead of a Dirichlet draw; ``n_clients`` and ``alpha`` are then
+        unused.
 
     Returns
     -------
@@ -71,9 +76,12 @@ def build_federation(
     """
     from sklearn.model_selection import StratifiedKFold, train_test_split
 
-    parts = dirichlet_partition(
-        data.labels, n_clients, alpha=alpha, random_seed=random_seed, min_size=2 * n_folds
-    )
+    if class_counts is not None:
+        parts = fixed_count_partition(data.labels, class_counts, random_seed=random_seed)
+    else:
+        parts = dirichlet_partition(
+            data.labels, n_clients, alpha=alpha, random_seed=random_seed, min_size=2 * n_folds
+        )
     clients = {}
     for k, idx in enumerate(parts):
         y = data.labels[idx]

@@ -1,4 +1,9 @@
-"""Dirichlet(α) label partition of a dataset over K clients (``002_*`` eq. 1)."""
+"""Label partitions of a dataset over K clients.
+
+:func:`dirichlet_partition` draws them (``002_*`` eq. 1); :func:`fixed_count_partition` takes a
+published realisation (e.g. ``002_*`` Table 2: each client's count of every class) so that a
+reproduction can use the paper's own client label mix.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import numpy as np
 
 from rvfedprs.exceptions import InputDataError
 
-__all__ = ["dirichlet_partition"]
+__all__ = ["dirichlet_partition", "fixed_count_partition"]
 
 
 def dirichlet_partition(
@@ -72,3 +77,59 @@ def dirichlet_partition(
         f"no Dirichlet(alpha={alpha}) draw in {max_tries} tries gave each of {n_clients} "
         f"clients at least {min_size} samples; raise alpha or lower min_size"
     )
+
+
+def fixed_count_partition(
+    labels: np.ndarray, counts: np.ndarray, *, random_seed: int
+) -> list[np.ndarray]:
+    """Give client k exactly ``counts[k, c]`` samples of class c, drawn at random (seeded).
+
+    Samples of a class beyond ``counts[:, c].sum()`` are assigned to no client (the caller
+    reports how many).
+
+    Parameters
+    ----------
+    labels : array of int, shape (n,)
+        Classes 0 … C−1.
+    counts : array of int, shape (K, C)
+        Non-negative; every client gets at least one sample.
+    random_seed : int
+
+    Returns
+    -------
+    list of ndarray of int64
+        K sorted, disjoint index arrays; client k has ``counts[k].sum()`` samples.
+
+    Raises
+    ------
+    InputDataError
+        When ``counts`` is not (K, C) with C = the number of classes, is negative, leaves a
+        client empty, or asks for more samples of a class than the data hold.
+    """
+    labels = np.asarray(labels).ravel()
+    counts = np.asarray(counts)
+    n_classes = int(labels.max()) + 1 if len(labels) else 0
+    if counts.ndim != 2 or counts.shape[1] != n_classes:
+        raise InputDataError(
+            f"class counts must have shape (clients, {n_classes} classes), got {counts.shape}"
+        )
+    if not np.issubdtype(counts.dtype, np.integer) or counts.min() < 0:
+        raise InputDataError(f"class counts must be non-negative integers, got {counts.tolist()}")
+    if counts.sum(axis=1).min() < 1:
+        raise InputDataError(f"every client needs at least one sample, got {counts.tolist()}")
+    available = np.bincount(labels, minlength=n_classes)
+    wanted = counts.sum(axis=0)
+    if np.any(wanted > available):
+        c = int(np.argmax(wanted > available))
+        raise InputDataError(
+            f"class counts ask for {int(wanted[c])} samples of class {c}; "
+            f"the data hold {int(available[c])}"
+        )
+    rng = np.random.default_rng(random_seed)
+    parts: list[list[np.ndarray]] = [[] for _ in range(counts.shape[0])]
+    for c in range(n_classes):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        cuts = np.cumsum(counts[:, c])
+        for k in range(counts.shape[0]):
+            parts[k].append(idx[cuts[k] - counts[k, c] : cuts[k]])
+    return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
