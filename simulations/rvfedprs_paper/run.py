@@ -326,13 +326,17 @@ def calibrate_noise(target_epsilon: float, ctx: Context, delta: float, batch_siz
 
 
 def sensitivity_grid(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
-    """(factor, value, fedce overrides); h2_rare needs re-simulation and is not included."""
+    """(factor, value, fedce overrides); h2_rare needs re-simulation and is not included.
+
+    Bloom settings keep the capacity at least the default top_k (1,000 keys), which a filter
+    must hold; top_k values keep the capacity at the default 2,000 or above.
+    """
     clusters = [2, 3, 4, "auto"] if not quick else [2, 4, "auto"]
     grid = [("n_clusters", str(m), {"n_clusters": m}) for m in clusters]
-    for cap, err in [(500, 0.01), (1000, 0.001), (1000, 0.1)] if not quick else [(1000, 0.1)]:
+    for cap, err in [(1000, 0.01), (2000, 0.001), (2000, 0.1)] if not quick else [(2000, 0.1)]:
         grid.append(("bloom", f"{cap}/{err}", {"bloom_capacity": cap, "bloom_error_rate": err}))
-    for k in [50, 100, 400] if not quick else [50]:
-        grid.append(("top_k", str(k), {"top_k": k}))
+    for k in [50, 200, 2000] if not quick else [50]:
+        grid.append(("top_k", str(k), {"top_k": k, "bloom_capacity": max(2000, k)}))
     return grid
 
 
