@@ -227,6 +227,8 @@ def table_v(mia: pd.DataFrame) -> pd.DataFrame:
     if mia.empty:
         return pd.DataFrame()
     mia = _main(mia)
+    if mia.empty:  # audits of the privacy / sensitivity runs only
+        return pd.DataFrame()
     metrics = [m for m in MIA_METRICS if m in mia.columns]
     out = []
     for (attack, subset), group in mia.groupby(["attack", "subset"], sort=True):
