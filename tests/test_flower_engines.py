@@ -328,9 +328,12 @@ def test_dp_through_the_client_app_equals_inprocess(runs):
         assert have.accountant.history == want.accountant.history
         assert have.epsilon() == pytest.approx(want.epsilon(), rel=1e-9)
         assert have.epsilon() > 0
-    # cumulative: ε after 2 rounds exceeds what the same accountant gave after 1
-    first = load_checkpoint(runs["root"] / "sim-fedavg-dp" / "checkpoints" / "round_001.pt")
-    assert first["client_state"][clients[0]]["dp"]["state"]["rounds"] == 1
+    # the server checkpoints every client's accountant; train.keep_checkpoints (default 1)
+    # leaves only the last round's checkpoint once the launcher has evaluated every round
+    folder = runs["root"] / "sim-fedavg-dp" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == [f"round_{ROUNDS:03d}.pt"]
+    last = load_checkpoint(folder / f"round_{ROUNDS:03d}.pt")
+    assert last["client_state"][clients[0]]["dp"]["state"]["rounds"] == ROUNDS
     status = json.loads((runs["root"] / "sim-fedavg-dp" / "flower" / "status.json").read_text())
     assert status["epsilon_clients"] == pytest.approx(
         {c: reference[c]["dp"].epsilon() for c in clients}
