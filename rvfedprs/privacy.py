@@ -56,6 +56,7 @@ from rvfedprs.training import (
     ClientData,
     LocalResult,
     LocalTrainingConfig,
+    _compact_model,
     _data_free_columns,
     _take_columns,
     column_norms,
@@ -330,17 +331,7 @@ def dp_local_update(
     denominator = float(max(1, int(round(expected_batch))))
     noise_std = float(dp.noise_multiplier * dp.max_grad_norm)
 
-    active = data.carried_variants()
-    if active.size == 0:
-        active = np.array([0], dtype=np.int64)  # a column keeps the compact layer non-empty
-    compact = TwoPathwayModel(
-        len(active),
-        common_hidden=model.common_hidden,
-        rare_hidden=model.rare_hidden,
-        dropout=model.dropout,
-        initialise=False,
-    )
-    set_parameters(compact, _take_columns(start, active))
+    active, compact = _compact_model(model, data, start)
     compact_ref = {k: torch.from_numpy(v) for k, v in _take_columns(ref, active).items()}
     rare = data.rare[:, active].tocsr()
     rare_sq = torch.from_numpy(np.asarray(rare.multiply(rare).sum(axis=1), np.float32).ravel())

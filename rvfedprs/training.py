@@ -359,17 +359,7 @@ def local_update(
         )
     corr = _check_correction(correction, start) if correction is not None else None
 
-    active = data.carried_variants()
-    if active.size == 0:
-        active = np.array([0], dtype=np.int64)  # a data-free column keeps the layer non-empty
-    compact = TwoPathwayModel(
-        len(active),
-        common_hidden=model.common_hidden,
-        rare_hidden=model.rare_hidden,
-        dropout=model.dropout,
-        initialise=False,
-    )
-    set_parameters(compact, _take_columns(start, active))
+    active, compact = _compact_model(model, data, start)
     compact_ref = {
         name: torch.from_numpy(value) for name, value in _take_columns(ref, active).items()
     }
@@ -444,6 +434,27 @@ def local_update(
     return LocalResult(
         get_parameters(model), data.n_samples, float(epoch_loss), influence_out, steps
     )
+
+
+def _compact_model(
+    model: TwoPathwayModel, data: ClientData, start: Mapping[str, np.ndarray]
+) -> tuple[np.ndarray, TwoPathwayModel]:
+    """The columns ``data`` carries and a copy of ``model`` restricted to them, set to ``start``.
+
+    A client carrying no rare variant keeps column 0 (data-free) so the layer is non-empty.
+    """
+    active = data.carried_variants()
+    if active.size == 0:
+        active = np.array([0], dtype=np.int64)
+    compact = TwoPathwayModel(
+        len(active),
+        common_hidden=model.common_hidden,
+        rare_hidden=model.rare_hidden,
+        dropout=model.dropout,
+        initialise=False,
+    )
+    set_parameters(compact, _take_columns(start, active))
+    return active, compact
 
 
 def _take_columns(params: Mapping[str, np.ndarray], columns: np.ndarray) -> dict[str, np.ndarray]:
