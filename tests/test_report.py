@@ -31,6 +31,7 @@ def tiny_run(tmp_path_factory):
         "--quick", "--data", str(paths["data"]), "--samples", str(paths["samples"]),
         "--truth", str(paths["truth"]), "--out", str(out), "--seeds", "1", "--rounds", "1",
         "--strategies", "centralized,fedavg,fedce", "--no-privacy", "--no-sensitivity",
+        "--selected", "centralized,fedavg,fedce", "--validation-fraction", "0.2",
     ]  # fmt: skip
     assert _driver().main(argv) == 0
     return paths, out, argv
@@ -59,6 +60,27 @@ def test_driver_writes_runs_tables_and_figures(tiny_run):
     assert "driver:" in (out / "progress.log").read_text()
 
 
+def test_selected_runs_train_without_validation_samples_and_are_tabulated(tiny_run):
+    _, out, _ = tiny_run
+    for strategy in ("centralized", "fedavg", "fedce"):
+        run = out / "runs" / "selected" / strategy / "seed0"
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["experiment"] == "selected" and metrics["best_round"] == 1
+        assert metrics["history"][0]["validation_auc"] == metrics["best_validation_auc"]
+        assert metrics["validation_fraction"] == 0.2
+        # same test individuals as the main run, different (smaller) training data
+        main = pd.read_parquet(out / "runs" / "main" / strategy / "seed0" / "predictions.parquet")
+        sel = pd.read_parquet(run / "predictions.parquet")
+        assert sel["sample_id"].tolist() == main["sample_id"].tolist()
+        assert 0 < metrics["n_validation"] < 0.3 * 4 * 80
+    table = pd.read_csv(out / "report" / "table2_selected_round.csv")
+    assert set(table["strategy"]) == {"centralized", "fedavg", "fedce"}
+    assert (table["best_round_mean"] == 1).all()
+    assert "stratified 20%" in (out / "report" / "table2_selected_round.md").read_text()
+    head = json.loads((out / "report" / "headline.json").read_text())
+    assert head["selected"]["n_seeds"] == 1
+
+
 def test_driver_resumes_without_retraining(tiny_run):
     _, out, argv = tiny_run
     metrics = out / "runs" / "main" / "fedavg" / "seed0" / "metrics.json"
@@ -85,3 +107,31 @@ def test_report_command(tiny_run, tmp_path):
 def test_report_command_without_runs_fails_clearly(tmp_path, capsys):
     assert cli_main(["report", "--runs", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "no metrics.json found under" in capsys.readouterr().err
+
+
+def test_sensitivity_tables_per_factor_average_the_seeds(tmp_path):
+    from rvfedprs.commands.report import build_report
+    from rvfedprs.config import load_config
+
+    runs = tmp_path / "runs"
+    values = {("top_k", "50"): [0.61, 0.65], ("top_k", "200"): [0.70, 0.72],
+              ("bloom", "2000/0.1"): [0.66, 0.60]}  # fmt: skip
+    for (factor, value), aucs in values.items():
+        for seed, auc in enumerate(aucs):
+            run = runs / "sensitivity" / f"{factor}={value}".replace("/", "_") / f"seed{seed}"
+            run.mkdir(parents=True)
+            (run / "metrics.json").write_text(json.dumps({
+                "strategy": "fedce", "seed": seed, "experiment": "sensitivity",
+                "label": f"{factor}={value}", "factor": factor, "value": value, "auc": auc,
+                "carrier_auc": auc + 0.1, "ari": 1.0, "client_auc": {}}))  # fmt: skip
+    config = load_config(None, overrides={"report": {"plots": False}})
+    build_report(runs, tmp_path / "report", config)
+    top_k = pd.read_csv(tmp_path / "report" / "sensitivity" / "top_k.csv")
+    assert set(top_k["label"]) == {"top_k=50", "top_k=200"}
+    for label, aucs in (("top_k=50", [0.61, 0.65]), ("top_k=200", [0.70, 0.72])):
+        row = top_k[top_k["label"] == label].iloc[0]
+        assert row["auc_mean"] == pytest.approx(sum(aucs) / 2)
+        assert row["carrier_auc_mean"] == pytest.approx(sum(aucs) / 2 + 0.1)
+    bloom = pd.read_csv(tmp_path / "report" / "sensitivity" / "bloom.csv")
+    assert bloom["label"].tolist() == ["bloom=2000/0.1"] and bloom["n_seeds"].tolist() == [2]
+    assert "h2_rare.py" in (tmp_path / "report" / "sensitivity.md").read_text()

@@ -34,6 +34,7 @@ __all__ = [
     "table_iii",
     "table_iv",
     "table_v",
+    "table_selected",
     "write_table",
 ]
 
@@ -160,27 +161,32 @@ def _ordered(df: pd.DataFrame, by: str = "strategy") -> pd.DataFrame:
     )
 
 
-def _main(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[runs["experiment"] == "main"] if "experiment" in runs else runs
+def _main(runs: pd.DataFrame, experiment: str = "main") -> pd.DataFrame:
+    return runs[runs["experiment"] == experiment] if "experiment" in runs else runs
 
 
 def _with_model(summary: pd.DataFrame) -> pd.DataFrame:
+    if summary.empty:  # e.g. a folder with sensitivity runs only
+        return summary
     summary = _ordered(summary)
     summary.insert(0, "model", summary["strategy"].map(lambda s: STRATEGY_LABELS.get(s, s)))
     return summary.reset_index(drop=True)
 
 
-def headline(runs: pd.DataFrame, method: str = "fedce", confidence: float = 0.95) -> dict:
+def headline(
+    runs: pd.DataFrame, method: str = "fedce", confidence: float = 0.95, experiment: str = "main"
+) -> dict:
     """Share of the centralised AUC gain over FedAvg that ``method`` recovers.
 
     Computed per seed (paired runs), then mean ± CI; also the ratio of the seed-mean AUCs.
+    ``experiment`` picks the runs (``"selected"``: every model at its validation-chosen round).
 
     Returns
     -------
     dict
         ``share_mean``, ``share_ci``, ``n_seeds``, ``share_of_means``, per-seed ``shares``.
     """
-    main = _main(runs)
+    main = _main(runs, experiment)
     pivot = main.pivot_table(index="seed", columns="strategy", values="auc", aggfunc="mean")
     needed = {method, "fedavg", "centralized"}
     if not needed <= set(pivot.columns):
@@ -217,6 +223,15 @@ def table_iii(runs: pd.DataFrame) -> pd.DataFrame:
 def table_iv(runs: pd.DataFrame) -> pd.DataFrame:
     """Table IV: mean and standard deviation of the per-client AUC."""
     return _with_model(summarise(_main(runs), ["client_auc_mean", "client_auc_std"]))
+
+
+def table_selected(runs: pd.DataFrame) -> pd.DataFrame:
+    """Models evaluated at the round chosen on held-out training samples (early stopping)."""
+    selected = _main(runs, "selected")
+    if selected.empty:
+        return pd.DataFrame()
+    columns = [c for c in ("auc", "auprc", "carrier_auc", "best_round") if c in selected]
+    return _with_model(summarise(selected, columns))
 
 
 MIA_METRICS = ("advantage", "accuracy_advantage", "auc", "tpr_at_0.01", "tpr_at_0.001")

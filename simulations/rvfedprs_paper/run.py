@@ -10,6 +10,8 @@ Layout of ``--out``::
     runs/main/<strategy>/seed<k>/        metrics.json, predictions.parquet, mia.json,
                                           mia_scores.npz, (fedce) jaccard.npz, bloom_attack.json
     runs/privacy/<label>/seed<k>/        the same for FedCE under DP / keyed hashing
+    runs/selected/<strategy>/seed<k>/    trained on 90% of each training split, evaluated at
+                                          the round that did best on the other 10%
     runs/sensitivity/<factor>=<v>/seed<k>/
     report/                               tables (Markdown + CSV) and figures
     progress.log
@@ -50,6 +52,7 @@ from rvfedprs.evaluation.mia import (
     reference_population,
     train_reference_models,
 )
+from rvfedprs.evaluation.selection import BestRound, split_validation
 from rvfedprs.federation.client import build_model
 from rvfedprs.federation.data import Federation, load_federation
 from rvfedprs.federation.inprocess import POOLED_CLIENT, derive_seed, run_inprocess
@@ -80,6 +83,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-privacy", action="store_true", help="skip the DP / keyed sweep")
     p.add_argument("--no-sensitivity", action="store_true")
     p.add_argument("--dp-batch-size", type=int, help="DP-SGD expected batch size")
+    p.add_argument(
+        "--selected",
+        default="centralized,local,fedavg,fedce",
+        help="strategies also run with the round chosen on validation data",
+    )
+    p.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.1,
+        help="share of each client's training samples held out for that choice",
+    )
+    p.add_argument("--no-selected", action="store_true", help="skip the validation-selected runs")
+    for stage in ("selected", "privacy", "sensitivity"):
+        p.add_argument(
+            f"--{stage}-seeds", type=int, help=f"seeds of the {stage} runs (default --seeds)"
+        )
     return p.parse_args(argv)
 
 
@@ -167,10 +186,10 @@ def _save_json(path: Path, record: Any) -> None:
     path.write_text(json.dumps(jsonable(record), indent=2) + "\n")
 
 
-def _predictions_frame(ctx: Context, strategy) -> pd.DataFrame:
+def _predictions_frame(ctx: Context, parameters_for) -> pd.DataFrame:
     fed = ctx.federation
     model = build_model(fed.n_rare, ctx.model_config)
-    predictions = predict_clients(strategy.parameters_for, fed.test, model)
+    predictions = predict_clients(parameters_for, fed.test, model)
     frames = []
     for c in sorted(predictions):
         carrier = ctx.test_carriers[c] if ctx.test_carriers is not None else False
@@ -210,13 +229,24 @@ def run_one(
     extra: dict[str, Any] | None = None,
     audit: bool = True,
     bloom_audit: bool = False,
+    validation_fraction: float | None = None,
 ) -> dict[str, Any] | None:
-    """Train, evaluate and audit one (strategy, seed); skipped when metrics.json exists."""
+    """Train, evaluate and audit one (strategy, seed); skipped when metrics.json exists.
+
+    With ``validation_fraction`` the run trains on the rest of every client's training split and
+    is evaluated (and audited) with the models of the round that did best on the held-out part
+    (:mod:`rvfedprs.evaluation.selection`); the split depends on the seed only, so runs of one
+    seed are paired.
+    """
     if (run_dir / "metrics.json").is_file():
         log.info("skip %s (done)", run_dir)
         return None
     t0 = time.time()
     fed = ctx.federation
+    selection = None
+    if validation_fraction:
+        fed, validation = split_validation(fed, validation_fraction, random_seed=seed)
+        selection = BestRound(validation, fed.n_rare, ctx.model_config)
     config = json.loads(json.dumps(ctx.config))
     for section, values in (config_overrides or {}).items():
         config[section].update(values)
@@ -239,9 +269,11 @@ def run_one(
         random_seed=seed,
         bloom_key=bloom_key,
         client_state=client_state,
+        evaluate_round=selection,
     )
+    parameters_for = strategy.parameters_for if selection is None else selection.parameters_for
     metrics = evaluate_models(
-        strategy.parameters_for,
+        parameters_for,
         client_clusters(strategy, fed.client_ids),
         fed.test,
         fed.variant_keys,
@@ -258,25 +290,34 @@ def run_one(
         "history": result.history,
         **(extra or {}),
     }
+    if selection is not None:
+        record.update(
+            validation_fraction=validation_fraction,
+            best_round=selection.best_round,
+            best_validation_auc=selection.best_auc,
+            n_validation=sum(d.n_samples for d in selection.validation.values()),
+        )
     if client_state is not None:
         eps = {c: s["dp"].epsilon() for c, s in client_state.items() if s["dp"].rounds > 0}
         record["epsilon"] = max(eps.values())
         record["epsilon_clients"] = eps
     run_dir.mkdir(parents=True, exist_ok=True)
-    _predictions_frame(ctx, strategy).to_parquet(run_dir / "predictions.parquet", index=False)
+    _predictions_frame(ctx, parameters_for).to_parquet(run_dir / "predictions.parquet", index=False)
     if getattr(strategy, "similarity_", None) is not None:
         np.savez(run_dir / "jaccard.npz", similarity=strategy.similarity_,
                  clients=np.asarray(strategy.similarity_clients_))  # fmt: skip
     if audit and ctx.config["mia"]["attacks"]:
         rows, scores = audit_federation(
-            strategy.parameters_for,
+            parameters_for,
             fed.train,
             fed.test,
             ctx.targets,
             ctx.model_config,
             attacks=ctx.config["mia"]["attacks"],
             references=ctx.references(seed),
-            train_carriers=ctx.train_carriers,
+            train_carriers=ctx.train_carriers
+            if selection is None
+            else carrier_masks(fed.train, fed.variant_keys, ctx.truth),
             test_carriers=ctx.test_carriers,
             fpr_levels=ctx.config["mia"]["fpr_levels"],
             random_seed=derive_seed(seed, "mia"),
@@ -370,10 +411,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in strategies:
             run_one(ctx, name, seed, runs / "main" / name / f"seed{seed}",
                     bloom_audit=True)  # fmt: skip
+
+    def stage_seeds(stage: str) -> list[int]:
+        n = getattr(args, f"{stage}_seeds")
+        return seeds if n is None else list(range(n))
+
+    if not args.no_selected:
+        for seed in stage_seeds("selected"):
+            for name in [s for s in args.selected.split(",") if s]:
+                run_one(ctx, name, seed, runs / "selected" / name / f"seed{seed}",
+                        experiment="selected", audit=False,
+                        validation_fraction=args.validation_fraction)  # fmt: skip
     if not args.no_privacy:
         dp_cfg = config["dp"]
         batch = dp_cfg["batch_size"] or config["train"]["batch_size"]
-        for seed in seeds:
+        for seed in stage_seeds("privacy"):
             run_one(ctx, "fedce", seed, runs / "privacy" / "keyed" / f"seed{seed}",
                     experiment="privacy", label="keyed", bloom_key=SECRET,
                     extra={"epsilon": float("inf"), "hashing": "keyed"})  # fmt: skip
@@ -386,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         extra={"target_epsilon": eps, "noise_multiplier": sigma,
                                "hashing": "keyed"})  # fmt: skip
     if not args.no_sensitivity:
-        for seed in seeds:
+        for seed in stage_seeds("sensitivity"):
             for factor, value, overrides in sensitivity_grid(args.quick):
                 run_one(ctx, "fedce", seed, runs / "sensitivity" / f"{factor}={value}".replace(
                     "/", "_") / f"seed{seed}", experiment="sensitivity", label=f"{factor}={value}",

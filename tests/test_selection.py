@@ -1,0 +1,102 @@
+"""Validation-based round selection (rvfedprs/evaluation/selection.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _federation_fixtures import write_federation  # noqa: E402
+
+from rvfedprs.evaluation import predict_clients  # noqa: E402
+from rvfedprs.evaluation.selection import BestRound, split_validation  # noqa: E402
+from rvfedprs.exceptions import InputDataError  # noqa: E402
+from rvfedprs.federation.client import build_model  # noqa: E402
+from rvfedprs.federation.data import load_federation  # noqa: E402
+from rvfedprs.federation.inprocess import run_inprocess  # noqa: E402
+from rvfedprs.strategies import strategy_from_config  # noqa: E402
+from rvfedprs.training import LocalTrainingConfig  # noqa: E402
+
+MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0}
+TRAINING = LocalTrainingConfig(epochs=1, lr=0.2, momentum=0.9, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    paths = write_federation(
+        tmp_path_factory.mktemp("selection"), n_clients=3, n_clusters=3, samples_per_client=120
+    )
+    return load_federation(paths["data"])
+
+
+def test_split_is_stratified_disjoint_seeded_and_loses_nobody(federation):
+    fit, validation = split_validation(federation, 0.25, random_seed=5)
+    again, _ = split_validation(federation, 0.25, random_seed=5)
+    other, _ = split_validation(federation, 0.25, random_seed=6)
+    for c, data in federation.train.items():
+        held, kept = validation[c], fit.train[c]
+        assert set(held.sample_ids).isdisjoint(kept.sample_ids)
+        assert sorted([*held.sample_ids, *kept.sample_ids]) == sorted(data.sample_ids)
+        for label in (0, 1):
+            n = int((data.y == label).sum())
+            assert int((held.y == label).sum()) == round(0.25 * n)
+        # rows travel together: a held sample keeps its own PRS, phenotype and dosages
+        index = {s: i for i, s in enumerate(data.sample_ids)}
+        rows = [index[s] for s in held.sample_ids]
+        np.testing.assert_array_equal(held.prs, data.prs[rows])
+        np.testing.assert_array_equal(held.y, data.y[rows])
+        assert (held.rare != data.rare[rows]).nnz == 0
+        np.testing.assert_array_equal(again.train[c].sample_ids, kept.sample_ids)
+    assert any(
+        not np.array_equal(other.train[c].sample_ids, fit.train[c].sample_ids)
+        for c in federation.client_ids
+    )
+    assert fit.test is federation.test
+
+
+def test_bad_fraction_and_too_few_cases_are_named(federation):
+    with pytest.raises(InputDataError, match="validation fraction must be in"):
+        split_validation(federation, 0.7, random_seed=0)
+    with pytest.raises(InputDataError, match=r"client \w+: \d+ training (cases|controls) cannot give"):
+        split_validation(federation, 0.001, random_seed=0)
+
+
+def test_best_round_keeps_the_models_of_the_best_validation_auc(federation):
+    fit, validation = split_validation(federation, 0.2, random_seed=1)
+    config = {"fedavg": {}, "train": {}}
+    tracker = BestRound(validation, fit.n_rare, MODEL)
+    snapshots = []
+
+    def evaluate_round(strategy):
+        row = tracker(strategy)
+        snapshots.append({c: dict(strategy.parameters_for(c)) for c in fit.client_ids})
+        return row
+
+    result = run_inprocess(fit, strategy_from_config("centralized", config), rounds=6,
+                           model_config=MODEL, training=TRAINING, random_seed=3,
+                           evaluate_round=evaluate_round)  # fmt: skip
+    # oracle: sklearn AUC of every round's models on the pooled validation samples
+    model = build_model(fit.n_rare, MODEL)
+    y = np.concatenate([validation[c].y for c in sorted(validation)])
+    aucs = []
+    for snap in snapshots:
+        p = predict_clients(snap.__getitem__, validation, model)
+        aucs.append(roc_auc_score(y, np.concatenate([p[c] for c in sorted(validation)])))
+    np.testing.assert_allclose(tracker.aucs, aucs, rtol=1e-12)
+    assert [h["validation_auc"] for h in result.history] == tracker.aucs
+    best = int(np.argmax(aucs))
+    assert tracker.best_round == best + 1 and tracker.best_auc == pytest.approx(aucs[best])
+    for c in fit.client_ids:
+        for name, value in snapshots[best][c].items():
+            np.testing.assert_array_equal(tracker.parameters_for(c)[name], value)
+    # the kept models are copies, not views that later rounds overwrite
+    if best + 1 < len(snapshots):
+        last = result.strategy.parameters_for(fit.client_ids[0])
+        assert any(
+            not np.array_equal(tracker.parameters_for(fit.client_ids[0])[k], last[k]) for k in last
+        )
