@@ -25,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rounds", type=int, help="rounds (overrides imaging.rounds)")
     parser.add_argument(
+        "--engine",
+        help="where the clients train: inprocess, flower-sim or flower-deploy (overrides "
+        "imaging.engine; docs/DEPLOYMENT.md)",
+    )
+    parser.add_argument(
         "--class-counts",
         type=Path,
         metavar="TSV",
@@ -77,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the comparison; write metrics.json, table.csv, table.md and provenance.json.
 
     Every evaluated round is also appended to ``progress.jsonl`` (and a line printed) as soon as
-    it is computed, so an interrupted run keeps what it had evaluated.
+    it is computed, so an interrupted run keeps what it had evaluated (on a Flower engine, when
+    each strategy's run ends: the rounds are evaluated from its checkpoints).
     """
     import time
 
@@ -85,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     from rvfedprs.config import load_config
     from rvfedprs.exceptions import ConfigError
-    from rvfedprs.imaging.benchmark import results_table, run_benchmark
+    from rvfedprs.imaging.benchmark import check_engine, results_table, run_benchmark
     from rvfedprs.imaging.loader import load_medmnist
     from rvfedprs.provenance import draw_seed, write_provenance
 
@@ -100,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         if args.rounds < 1:
             raise ConfigError(f"--rounds must be >= 1, got {args.rounds}")
         overrides["rounds"] = args.rounds
+    if getattr(args, "engine", None) is not None:
+        check_engine(args.engine)
+        overrides["engine"] = args.engine
     if args.seed is not None:
         if args.seed < 0:
             raise ConfigError(f"--seed must be >= 0, got {args.seed}")
@@ -134,7 +143,14 @@ def run(args: argparse.Namespace) -> int:
         )
 
     result = run_benchmark(
-        dataset, section, random_seed=seed, progress=progress, class_counts=class_counts
+        dataset,
+        section,
+        random_seed=seed,
+        progress=progress,
+        class_counts=class_counts,
+        engine=section["engine"],
+        flower=config.get("flower"),
+        out=out,
     )
     if result["n_unassigned"]:
         print(f"note: {result['n_unassigned']} of {result['n_images']} images are in no client")

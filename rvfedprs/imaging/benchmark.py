@@ -5,21 +5,40 @@ clients, per-client stratified split (or K-fold CV), then for every strategy run
 record at the evaluation rounds the mean over clients of each client's metrics on its own test
 split, using the model the client would use (global model; its own for Local, its personal
 model for Ditto, its cluster's for cluster FedAvg).
+
+The clients train in this process (``engine="inprocess"``) or on Flower (``flower-sim``,
+``flower-deploy``: :func:`rvfedprs.federation.flower.launch.run_flower_imaging`, same rows for
+the same seed); :func:`federation_from_section` is the one place that builds a fold's clients,
+so that a Flower client process rebuilds exactly its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rvfedprs.imaging.client import ImagingTrainingConfig
+from rvfedprs.exceptions import ConfigError
+from rvfedprs.imaging.client import ImagingClient, ImagingTrainingConfig
 from rvfedprs.imaging.engine import build_federation, evaluate_clients, mean_metrics, run_imaging
 from rvfedprs.imaging.loader import ImageDataset, MedMNIST
 from rvfedprs.imaging.metrics import METRIC_NAMES
 
-__all__ = ["run_benchmark", "stratified_subsample", "build_strategy", "results_table"]
+__all__ = [
+    "ENGINES",
+    "run_benchmark",
+    "stratified_subsample",
+    "build_strategy",
+    "strategy_for",
+    "strategy_distance",
+    "training_config",
+    "benchmark_data",
+    "federation_from_section",
+    "results_table",
+    "check_engine",
+]
 
 
 def stratified_subsample(data: ImageDataset, n: int, random_seed: int) -> ImageDataset:
@@ -34,8 +53,18 @@ def stratified_subsample(data: ImageDataset, n: int, random_seed: int) -> ImageD
     return data.subset(np.sort(keep))
 
 
-def build_strategy(name: str, section: Mapping[str, Any], clients, random_seed: int):
-    """The strategy ``name`` with its options from the ``imaging`` section."""
+def strategy_for(
+    name: str,
+    section: Mapping[str, Any],
+    *,
+    distance: np.ndarray | None = None,
+    distance_clients: Sequence[str] | None = None,
+):
+    """The strategy ``name`` with its options from the ``imaging`` section.
+
+    ``fedavg_w`` and ``cluster_fedavg`` need their client distance matrix (shape (K, K), rows
+    in ``distance_clients`` order), computed by the caller (:func:`build_strategy` does).
+    """
     from rvfedprs.strategies import get_strategy
 
     if name == "fedprox":
@@ -45,12 +74,92 @@ def build_strategy(name: str, section: Mapping[str, Any], clients, random_seed: 
     if name == "ditto":
         return get_strategy(name, lam=section["ditto_lambda"])
     if name in ("fedavg_w", "cluster_fedavg"):
-        from rvfedprs.imaging.distances import imaging_distance
-
-        d, ids = imaging_distance(clients, section["distance_method"], random_seed=random_seed)
+        if distance is None:
+            raise ValueError(f"strategy {name!r} needs the client distance matrix")
         extra = {"omega": section["omega"]} if name == "fedavg_w" else {}
-        return get_strategy(name, distance=d, distance_clients=ids, **extra)
+        return get_strategy(
+            name, distance=np.asarray(distance), distance_clients=list(distance_clients), **extra
+        )
     return get_strategy(name)
+
+
+def strategy_distance(
+    name: str, section: Mapping[str, Any], clients, random_seed: int
+) -> dict[str, Any]:
+    """``distance`` and ``distance_clients`` for ``fedavg_w`` / ``cluster_fedavg``, else {}."""
+    if name not in ("fedavg_w", "cluster_fedavg"):
+        return {}
+    from rvfedprs.imaging.distances import imaging_distance
+
+    d, ids = imaging_distance(clients, section["distance_method"], random_seed=random_seed)
+    return {"distance": d, "distance_clients": ids}
+
+
+def build_strategy(name: str, section: Mapping[str, Any], clients, random_seed: int):
+    """The strategy ``name`` with its options from the ``imaging`` section."""
+    return strategy_for(name, section, **strategy_distance(name, section, clients, random_seed))
+
+
+def training_config(section: Mapping[str, Any]) -> ImagingTrainingConfig:
+    """The clients' local optimiser settings of the ``imaging`` section."""
+    return ImagingTrainingConfig(
+        epochs=section["local_epochs"],
+        lr=section["lr"],
+        momentum=section["momentum"],
+        batch_size=section["batch_size"],
+    )
+
+
+def benchmark_data(dataset: MedMNIST, section: Mapping[str, Any], random_seed: int) -> ImageDataset:
+    """The images the clients share out: every split pooled, subsampled when asked."""
+    data = dataset.pooled()
+    if section.get("subsample"):
+        data = stratified_subsample(data, int(section["subsample"]), random_seed)
+    return data
+
+
+def federation_from_section(
+    data: ImageDataset,
+    n_classes: int,
+    section: Mapping[str, Any],
+    *,
+    random_seed: int,
+    fold: int | None = None,
+    class_counts: np.ndarray | None = None,
+) -> dict[str, ImagingClient]:
+    """The clients of one fold, as :func:`run_benchmark` builds them from ``data``.
+
+    Deterministic in (``data``, the partition settings of ``section``, ``random_seed``,
+    ``fold``, ``class_counts``): a Flower client process rebuilds its own client from the same
+    file and settings (:mod:`rvfedprs.federation.flower.client_app`).
+
+    Parameters
+    ----------
+    data : ImageDataset
+        From :func:`benchmark_data`.
+    n_classes : int
+    section : mapping
+        ``n_clients``, ``alpha``, ``test_fraction``, ``cv_folds`` and the training settings.
+    random_seed : int
+    fold : int, optional
+    class_counts : array of int, shape (K, C), optional
+
+    Returns
+    -------
+    dict of client id to ImagingClient
+    """
+    return build_federation(
+        data,
+        n_classes,
+        n_clients=section["n_clients"],
+        alpha=section["alpha"],
+        random_seed=random_seed,
+        test_fraction=section["test_fraction"],
+        fold=fold,
+        n_folds=section.get("cv_folds") or 5,
+        training=training_config(section),
+        class_counts=class_counts,
+    )
 
 
 def run_benchmark(
@@ -60,6 +169,9 @@ def run_benchmark(
     random_seed: int,
     progress=None,
     class_counts: np.ndarray | None = None,
+    engine: str = "inprocess",
+    flower: Mapping[str, Any] | None = None,
+    out: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run every strategy of ``section["strategies"]``.
 
@@ -67,67 +179,130 @@ def run_benchmark(
     (:func:`~rvfedprs.imaging.partition.fixed_count_partition`); images it leaves out are
     counted in ``n_unassigned``.
 
+    Parameters
+    ----------
+    dataset : MedMNIST
+    section : mapping
+        The validated ``imaging`` section.
+    random_seed : int
+    progress : callable, optional
+        Called with every evaluated row as soon as it exists.
+    class_counts : array of int, shape (K, C), optional
+    engine : {"inprocess", "flower-sim", "flower-deploy"}
+        Where the clients train: one after another in this process, or on Flower (one Flower
+        SuperLink, and for ``flower-deploy`` one SuperNode per client, for the whole benchmark;
+        one Flower run per fold holding every strategy, see
+        :func:`rvfedprs.federation.flower.launch.run_flower_imaging`). Same rows for the same
+        seed; on Flower a strategy's rows arrive when its fold's run ends.
+    flower : mapping, optional
+        The ``flower`` configuration section (Flower engines; defaults when None).
+    out : str or Path, optional
+        Output folder; the Flower engines need it (``OUT/flower`` holds the processes' logs,
+        ``OUT/flower-runs/fold<k>/`` each fold's Flower run: job and status in ``flower/``,
+        each strategy's last checkpoint in ``<strategy>/checkpoints/``).
+
     Returns
     -------
     dict
         ``clients`` (per fold: sizes and class counts), ``history`` (rows: strategy, fold,
         round, metrics…), ``n_images``, ``n_unassigned`` (images in no client).
+
+    Raises
+    ------
+    ConfigError
+        For an unknown engine, or a Flower engine without ``out``.
     """
-    data = dataset.pooled()
-    if section.get("subsample"):
-        data = stratified_subsample(data, int(section["subsample"]), random_seed)
-    training = ImagingTrainingConfig(
-        epochs=section["local_epochs"],
-        lr=section["lr"],
-        momentum=section["momentum"],
-        batch_size=section["batch_size"],
-    )
+    from contextlib import nullcontext
+
+    check_engine(engine)
+    if engine != "inprocess" and out is None:
+        raise ConfigError(f"engine {engine!r} needs an output folder (out)")
+    data = benchmark_data(dataset, section, random_seed)
     folds = list(range(section["cv_folds"])) if section.get("cv_folds") else [None]
     rounds = int(section["rounds"])
     eval_rounds = set(section.get("eval_rounds") or range(1, rounds + 1)) | {rounds}
     rows: list[dict[str, Any]] = []
     client_info: dict[str, Any] = {}
-    for fold in folds:
-        clients = build_federation(
-            data,
-            dataset.n_classes,
-            n_clients=section["n_clients"],
-            alpha=section["alpha"],
-            random_seed=random_seed,
-            test_fraction=section["test_fraction"],
-            fold=fold,
-            n_folds=section.get("cv_folds") or 5,
-            training=training,
-            class_counts=class_counts,
+    session = nullcontext(None)
+    if engine != "inprocess":
+        from rvfedprs.federation.flower.launch import (
+            ImagingRun,
+            imaging_session,
+            run_flower_imaging,
         )
-        client_info[str(fold if fold is not None else 0)] = {
-            cid: {
-                "n_train": len(c.train),
-                "n_test": len(c.test),
-                "train_class_counts": np.bincount(
-                    c.train.labels, minlength=dataset.n_classes
-                ).tolist(),
-            }
-            for cid, c in clients.items()
-        }
-        for name in section["strategies"]:
-            strategy = build_strategy(name, section, clients, random_seed)
 
-            def evaluate(strat, t, _name=name, _fold=fold, _clients=clients):
-                if t not in eval_rounds:
-                    return {}
-                per_client = evaluate_clients(strat, _clients)
-                row = {"strategy": _name, "fold": _fold or 0, "round": t}
-                row.update(mean_metrics(per_client))
-                row["per_client"] = per_client
-                rows.append(row)
-                if progress is not None:
-                    progress(row)
-                return {}
-
-            run_imaging(
-                clients, strategy, rounds=rounds, random_seed=random_seed, evaluate_round=evaluate
+        n_clients = (
+            section["n_clients"] if class_counts is None else int(np.asarray(class_counts).shape[0])
+        )
+        session = imaging_session(
+            engine,
+            Path(out) / "flower",
+            data_file=dataset.path,
+            client_ids=[f"client_{k + 1}" for k in range(n_clients)],
+            flower=flower,
+        )
+    with session as link:
+        for fold in folds:
+            clients = federation_from_section(
+                data,
+                dataset.n_classes,
+                section,
+                random_seed=random_seed,
+                fold=fold,
+                class_counts=class_counts,
             )
+            client_info[str(fold if fold is not None else 0)] = {
+                cid: {
+                    "n_train": len(c.train),
+                    "n_test": len(c.test),
+                    "train_class_counts": np.bincount(
+                        c.train.labels, minlength=dataset.n_classes
+                    ).tolist(),
+                }
+                for cid, c in clients.items()
+            }
+            runs = []
+            for name in section["strategies"]:
+                distance = strategy_distance(name, section, clients, random_seed)
+                strategy = strategy_for(name, section, **distance)
+
+                def evaluate(strat, t, _name=name, _fold=fold, _clients=clients):
+                    if t not in eval_rounds:
+                        return {}
+                    per_client = evaluate_clients(strat, _clients)
+                    row = {"strategy": _name, "fold": _fold or 0, "round": t}
+                    row.update(mean_metrics(per_client))
+                    row["per_client"] = per_client
+                    rows.append(row)
+                    if progress is not None:
+                        progress(row)
+                    return {}
+
+                if engine == "inprocess":
+                    run_imaging(
+                        clients,
+                        strategy,
+                        rounds=rounds,
+                        random_seed=random_seed,
+                        evaluate_round=evaluate,
+                    )
+                else:
+                    runs.append(ImagingRun(name, strategy, distance, evaluate))
+            if runs:  # one Flower run per fold: every strategy, in the same order
+                run_flower_imaging(
+                    engine,
+                    clients=clients,
+                    runs=runs,
+                    section=section,
+                    data_file=dataset.path,
+                    rounds=rounds,
+                    random_seed=random_seed,
+                    out=Path(out) / "flower-runs" / f"fold{fold or 0}",
+                    fold=fold,
+                    class_counts=class_counts,
+                    flower=flower,
+                    superlink=link,
+                )
     n_assigned = sum(
         info["n_train"] + info["n_test"] for info in client_info[str(folds[0] or 0)].values()
     )
@@ -137,6 +312,16 @@ def run_benchmark(
         "clients": client_info,
         "history": rows,
     }
+
+
+#: Where the clients of an imaging run train (``imaging.engine``).
+ENGINES = ("inprocess", "flower-sim", "flower-deploy")
+
+
+def check_engine(engine: str) -> None:
+    """Fail clearly on an engine name that is not one of :data:`ENGINES`."""
+    if engine not in ENGINES:
+        raise ConfigError(f"imaging.engine {engine!r} unknown; choose from {list(ENGINES)}")
 
 
 def results_table(history: list[dict[str, Any]], rounds: list[int]):

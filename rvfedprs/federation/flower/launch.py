@@ -54,6 +54,10 @@ __all__ = [
     "write_app",
     "write_job",
     "run_flower",
+    "run_flower_imaging",
+    "ImagingRun",
+    "imaging_session",
+    "imaging_nodes",
     "free_port",
 ]
 
@@ -89,6 +93,9 @@ data-dir = ""
 bloom-key-file = ""
 """
 
+
+#: What a job trains (``job["task"]``): the ServerApp and ClientApp dispatch on it.
+TASKS = ("genomic", "imaging")
 
 #: Written beside the logs: label → pid of every process a launcher started (for operators
 #: and tests; each is stopped by its process group when the run ends).
@@ -128,6 +135,8 @@ def write_job(
     min_replies: int | None = None,
     round_timeout: float | None = None,
     node_wait: float = 60.0,
+    task: str = "genomic",
+    task_settings: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the JSON job the ServerApp reads (run config ``job-file``).
 
@@ -149,8 +158,17 @@ def write_job(
         Fewest clients a round may aggregate (default: all expected clients).
     round_timeout : float, optional
         Seconds to wait for replies each round (None: until every reply arrives).
+    task : {"genomic", "imaging"}
+        What the clients train: the PRS model on their per-client folders, or the imaging
+        CNN on their share of a MedMNIST file (:func:`run_flower_imaging`).
+    task_settings : mapping, optional
+        JSON-serialisable settings of the task (imaging: ``data``, ``client_ids``, ``fold``,
+        ``class_counts``, ``model``, ``distance``).
     """
+    if task not in TASKS:
+        raise ConfigError(f"job task {task!r} unknown; choose from {list(TASKS)}")
     job = {
+        "task": task,
         "config": json.loads(json.dumps(config)),
         "strategy": strategy,
         "rounds": int(rounds),
@@ -163,6 +181,8 @@ def write_job(
         "round_timeout": None if round_timeout is None else float(round_timeout),
         "node_wait": float(node_wait),
     }
+    if task_settings is not None:
+        job["task_settings"] = json.loads(json.dumps(task_settings))
     if not 1 <= job["min_replies"] <= job["expected_clients"]:
         raise ConfigError(
             f"min_replies must be in [1, {expected_clients}] (the number of clients), "
@@ -725,9 +745,7 @@ def run_flower(
     out = Path(out).resolve()
     work = out / "flower"
     work.mkdir(parents=True, exist_ok=True)
-    status_path = work / "status.json"
-    status_path.unlink(missing_ok=True)
-    app = write_app(work / "app")
+    (work / "status.json").unlink(missing_ok=True)
     clients = federation.client_ids
     job = write_job(
         work / "job.json",
@@ -746,7 +764,50 @@ def run_flower(
     data_dir = str(Path(federation.data_dir).resolve())
     key_file = str(Path(bloom_key_file).resolve()) if bloom_key_file else ""
     run_config = {"job-file": str(job), "data-dir": data_dir, "bloom-key-file": key_file}
-    extra = ["--federation-config", f"num-supernodes={len(clients)}"] if simulation else []
+    nodes = None if simulation else client_nodes(data_dir, clients, bloom_key_file=key_file)
+    status = _launch(
+        simulation,
+        work,
+        run_config,
+        n_clients=len(clients),
+        nodes=nodes,
+        superlink=superlink,
+        remote=remote,
+        settings=settings,
+        timeout=timeout,
+    )
+    for who, why in status.get("setup_failures", {}).items():
+        log.warning("%s was left out of the run: %s", who, why)
+    result = _collect(out, strategy, rounds, random_seed, evaluate_round, client_state)
+    keep = config["train"].get("keep_checkpoints")
+    if keep:  # the server keeps every round's for the evaluation above; prune now
+        from rvfedprs.federation.rounds import prune_checkpoints
+
+        prune_checkpoints(out / "checkpoints", keep)
+        result.checkpoints = [p for p in result.checkpoints if p.exists()]
+    return result
+
+
+def _launch(
+    simulation: bool,
+    work: Path,
+    run_config: Mapping[str, str],
+    *,
+    n_clients: int,
+    nodes: Mapping[str, Mapping[str, str]] | None,
+    superlink: LocalSuperLink | None,
+    remote: str | None,
+    settings: Mapping[str, Any],
+    timeout: float,
+) -> dict:
+    """Submit the job of ``run_config`` and wait for its final status (raises unless completed).
+
+    To ``superlink`` when given, else to the ``remote`` SuperLink, else to a SuperLink (with
+    ``nodes`` for a deployment) started here and stopped when the run ends.
+    """
+    app = write_app(work / "app")
+    status_path = work / "status.json"
+    extra = ["--federation-config", f"num-supernodes={n_clients}"] if simulation else []
 
     def submit_and_wait(address: str, process, logs: Path, certificates=None) -> dict:
         home = work / "home"
@@ -768,7 +829,6 @@ def run_flower(
             raise ConfigError(f"flower.root_certificates: {certificates} not found")
         status = submit_and_wait(remote, None, work / "logs", certificates)
     else:
-        nodes = None if simulation else client_nodes(data_dir, clients, bloom_key_file=key_file)
         with start_local(work, simulation=simulation, nodes=nodes) as link:
             status = submit_and_wait(link.address, link.superlink, link.processes.logs)
     if status["status"] != "completed":
@@ -776,20 +836,24 @@ def run_flower(
             f"the Flower run failed: {status.get('error', 'no reason recorded')} "
             f"(logs in {work / 'logs'})"
         )
-    for who, why in status.get("setup_failures", {}).items():
-        log.warning("%s was left out of the run: %s", who, why)
-    result = _collect(out, strategy, rounds, random_seed, evaluate_round, client_state)
-    keep = config["train"].get("keep_checkpoints")
-    if keep:  # the server keeps every round's for the evaluation above; prune now
-        from rvfedprs.federation.rounds import prune_checkpoints
-
-        prune_checkpoints(out / "checkpoints", keep)
-        result.checkpoints = [p for p in result.checkpoints if p.exists()]
-    return result
+    return status
 
 
-def _collect(out: Path, strategy, rounds: int, random_seed: int, evaluate_round, client_state=None):
-    """The RunResult of a finished run, from its checkpoints."""
+def _collect(
+    out: Path,
+    strategy,
+    rounds: int,
+    random_seed: int,
+    evaluate_round,
+    client_state=None,
+    *,
+    with_round: bool = False,
+):
+    """The RunResult of a finished run, from its checkpoints.
+
+    ``evaluate_round`` is called as ``f(strategy)``, or ``f(strategy, round)`` with
+    ``with_round`` (the imaging engine's callback).
+    """
     from rvfedprs.federation.inprocess import RunResult, load_checkpoint
     from rvfedprs.federation.rounds import decode_client_state
 
@@ -811,7 +875,10 @@ def _collect(out: Path, strategy, rounds: int, random_seed: int, evaluate_round,
                 continue
             at_round = copy.deepcopy(strategy)
             at_round.load_state_dict(load_checkpoint(path)["strategy_state"])
-            entry.update(evaluate_round(at_round))
+            if with_round:
+                entry.update(evaluate_round(at_round, int(entry["round"])))
+            else:
+                entry.update(evaluate_round(at_round))
     strategy.load_state_dict(final["strategy_state"])
     if client_state is not None:
         for client, state in decode_client_state(final.get("client_state", {})).items():
@@ -821,3 +888,253 @@ def _collect(out: Path, strategy, rounds: int, random_seed: int, evaluate_round,
     return RunResult(
         strategy=strategy, history=history, seed=int(random_seed), checkpoints=checkpoints
     )
+
+
+def imaging_nodes(data_file: str | Path, client_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+    """One SuperNode per imaging client: label ``supernode-<client>`` → its node config.
+
+    The node config names the site's MedMNIST file (``data-file``) and its client
+    (``client-id``); the partition settings come with the run (every node rebuilds only its own
+    client's split, see :func:`~rvfedprs.federation.flower.client_app.load_imaging_client`).
+    """
+    data_file = str(Path(data_file).resolve())
+    return {f"supernode-{c}": {"data-file": data_file, "client-id": c} for c in client_ids}
+
+
+def _flower_engine(engine: str, superlink: LocalSuperLink | None) -> bool:
+    """True for ``flower-sim``; raises ConfigError for a non-Flower engine or a wrong link."""
+    if engine not in ("flower-sim", "flower-deploy"):
+        raise ConfigError(f"engine {engine!r} is not a Flower engine (flower-sim, flower-deploy)")
+    simulation = engine == "flower-sim"
+    if superlink is not None and superlink.simulation != simulation:
+        raise ConfigError(f"engine {engine!r} needs a SuperLink with simulation={simulation}")
+    return simulation
+
+
+@contextmanager
+def imaging_session(
+    engine: str,
+    work: str | Path,
+    *,
+    data_file: str | Path,
+    client_ids: Sequence[str],
+    flower: Mapping[str, Any] | None = None,
+    certificates: str | Path | None = None,
+    node_keys: Mapping[str, str | Path] | None = None,
+):
+    """The Flower processes of an imaging benchmark, started once for all its runs.
+
+    ``flower-sim``: a Ray head and a simulation SuperLink; ``flower-deploy``: a SuperLink and
+    one SuperNode per client (:func:`imaging_nodes`), TLS and SuperNode authentication with
+    ``certificates`` and ``node_keys`` as in :func:`start_local`. With ``flower.superlink``
+    set (``flower-deploy`` only) nothing is started and None is yielded: every run is submitted
+    to that SuperLink.
+
+    Yields
+    ------
+    LocalSuperLink or None
+        Every process is stopped when the block exits, however it exits.
+    """
+    simulation = _flower_engine(engine, None)
+    remote = (flower or {}).get("superlink")
+    if remote and simulation:
+        raise ConfigError(
+            f"flower.superlink ({remote!r}) applies to engine flower-deploy only; "
+            "flower-sim always runs on a SuperLink it starts itself"
+        )
+    if remote:
+        yield None
+        return
+    nodes = None if simulation else imaging_nodes(data_file, client_ids)
+    with start_local(
+        work, simulation=simulation, nodes=nodes, certificates=certificates, node_keys=node_keys
+    ) as link:
+        yield link
+
+
+@dataclass
+class ImagingRun:
+    """One strategy of an imaging Flower run (:func:`run_flower_imaging`).
+
+    Attributes
+    ----------
+    name : str
+        The strategy's registry name (the ServerApp builds its own copy).
+    strategy : Strategy
+        A fresh strategy ``name``; restored from the run's final checkpoint on return.
+    distance : mapping, optional
+        ``distance`` (K, K) and ``distance_clients`` of ``fedavg_w`` / ``cluster_fedavg``
+        (:func:`rvfedprs.imaging.benchmark.strategy_distance`, computed by the caller).
+    evaluate_round : callable, optional
+        ``f(strategy, round)`` on the strategy restored from each round's checkpoint; merged
+        into the history, as the in-process engine's callback.
+    """
+
+    name: str
+    strategy: Any
+    distance: Mapping[str, Any] | None = None
+    evaluate_round: Callable[[Any, int], Mapping[str, Any]] | None = None
+
+
+def run_flower_imaging(
+    engine: str,
+    *,
+    clients: Mapping[str, Any],
+    runs: Sequence[ImagingRun],
+    section: Mapping[str, Any],
+    data_file: str | Path,
+    rounds: int,
+    random_seed: int,
+    out: str | Path,
+    fold: int | None = None,
+    class_counts: Any = None,
+    flower: Mapping[str, Any] | None = None,
+    superlink: LocalSuperLink | None = None,
+    min_replies: int | None = None,
+    round_timeout: float | None = None,
+    timeout: float | None = None,
+    expected_nodes: int | None = None,
+) -> list:
+    """Run imaging strategies on Flower, one after another in one Flower run.
+
+    The job's ``task`` is ``imaging``: the ServerApp builds each strategy with the imaging
+    section's options (:func:`rvfedprs.imaging.benchmark.strategy_for`) and every ClientApp
+    trains its own client with :func:`~rvfedprs.imaging.client.fit_imaging_client`, rebuilding
+    its split from ``data_file`` and the partition settings. Seeds as in-process (w^0 from
+    ``derive_seed(seed, 0)``, client ``c`` in round ``t`` from ``derive_seed(seed, t, c)``), so
+    each result equals :func:`~rvfedprs.imaging.engine.run_imaging`'s for the same seed. One
+    Flower run for all strategies saves Flower's per-run start (server and client processes).
+
+    Parameters
+    ----------
+    engine : {"flower-sim", "flower-deploy"}
+    clients : mapping of id to ImagingClient
+        This process's copy of the federation: its ids and CNN shape (and the evaluation).
+    runs : sequence of ImagingRun
+        The strategies, run in this order.
+    section : mapping
+        The validated ``imaging`` section.
+    data_file : str or Path
+        The MedMNIST file (simulation: read by every client; deployment: each SuperNode's node
+        config names its own copy, ``data-file``).
+    rounds, random_seed : int
+    out : str or Path
+        ``flower/`` (job, status, logs) and, per strategy, ``<name>/checkpoints/`` (the last
+        round's is kept).
+    fold : int, optional
+        The CV fold (``imaging.cv_folds``).
+    class_counts : array of int, shape (K, C), optional
+        A fixed partition instead of the Dirichlet draw.
+    flower : mapping, optional
+        The ``flower`` configuration section (defaults of the keyword options below; for
+        ``flower-deploy`` a running ``superlink`` to submit to). Its ``timeout`` limits the
+        whole Flower run (every strategy).
+    superlink : LocalSuperLink, optional
+        Submit to this running SuperLink (:func:`imaging_session`) instead of starting one.
+    min_replies, round_timeout, timeout, expected_nodes
+        As for :func:`run_flower`.
+
+    Returns
+    -------
+    list of RunResult
+        One per run, in order.
+
+    Raises
+    ------
+    ConfigError
+        For a non-Flower engine, a SuperLink of the other mode, or a pooled strategy.
+    FlowerRunError
+        When the run fails (the ServerApp's error is quoted) or the deadline passes.
+    """
+    import numpy as np
+
+    from rvfedprs.federation.rounds import prune_checkpoints
+
+    simulation = _flower_engine(engine, superlink)
+    names = [run.name for run in runs]
+    if not runs or len(set(names)) != len(names):
+        raise ConfigError(f"imaging runs need distinct strategy names, got {names}")
+    for run in runs:
+        if run.strategy.pooled:
+            raise ConfigError(
+                f"strategy {run.name!r} pools every client's data and cannot run on Flower"
+            )
+    settings = dict(flower or {})
+    min_replies = settings.get("min_replies") if min_replies is None else min_replies
+    round_timeout = settings.get("round_timeout") if round_timeout is None else round_timeout
+    timeout = float(settings.get("timeout") or 3600.0) if timeout is None else float(timeout)
+    remote = settings.get("superlink") if superlink is None else None
+    if remote and simulation:
+        raise ConfigError(
+            f"flower.superlink ({remote!r}) applies to engine flower-deploy only; "
+            "flower-sim always runs on a SuperLink it starts itself"
+        )
+    ids = sorted(clients)
+    template = clients[ids[0]]
+    out = Path(out).resolve()
+    work = out / "flower"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "status.json").unlink(missing_ok=True)
+    data_file = str(Path(data_file).resolve())
+
+    def distance_of(run: ImagingRun):
+        if not run.distance:
+            return None
+        return {
+            "matrix": np.asarray(run.distance["distance"], dtype=np.float64).tolist(),
+            "clients": list(run.distance["distance_clients"]),
+        }
+
+    task = {
+        "data": data_file,
+        "client_ids": ids,
+        "fold": fold,
+        "class_counts": None if class_counts is None else np.asarray(class_counts).tolist(),
+        "model": {
+            "in_channels": template.in_channels,
+            "n_classes": template.n_classes,
+            "image_size": template.image_size,
+        },
+        "runs": [
+            {"strategy": run.name, "out": str(out / run.name), "distance": distance_of(run)}
+            for run in runs
+        ],
+    }
+    job = write_job(
+        work / "job.json",
+        config={"imaging": dict(section), "flower": settings},
+        strategy=",".join(names),
+        rounds=rounds,
+        seed=random_seed,
+        out=out,
+        n_rare=0,
+        expected_clients=len(ids) if expected_nodes is None else expected_nodes,
+        min_replies=len(ids) if min_replies is None else min_replies,
+        round_timeout=round_timeout,
+        node_wait=float(settings.get("node_wait") or 60.0),
+        task="imaging",
+        task_settings=task,
+    )
+    status = _launch(
+        simulation,
+        work,
+        {"job-file": str(job), "data-dir": "", "bloom-key-file": ""},
+        n_clients=len(ids),
+        nodes=None if simulation else imaging_nodes(data_file, ids),
+        superlink=superlink,
+        remote=remote,
+        settings=settings,
+        timeout=timeout,
+    )
+    for who, why in status.get("setup_failures", {}).items():
+        log.warning("%s was left out of the run: %s", who, why)
+    results = []
+    for run in runs:
+        folder = out / run.name
+        result = _collect(
+            folder, run.strategy, rounds, random_seed, run.evaluate_round, with_round=True
+        )
+        prune_checkpoints(folder / "checkpoints", 1)  # every round was evaluated above
+        result.checkpoints = [p for p in result.checkpoints if p.exists()]
+        results.append(result)
+    return results

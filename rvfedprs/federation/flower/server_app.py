@@ -23,6 +23,9 @@ settings only, nothing about the data) with each reply. The server keeps those s
 checkpoints, hands each client its own back in the run settings (``dp_state``) so that a resumed
 run on fresh nodes stays cumulative, and reports every client's ε (``epsilon_clients``). A reply
 without a valid state is rejected with the client named.
+
+A job with ``task: imaging`` (:func:`run_imaging_server`) runs the imaging benchmark's
+strategies instead, one after another, with the same setup check and round loop.
 """
 
 from __future__ import annotations
@@ -39,7 +42,15 @@ from typing import Any
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-__all__ = ["app", "run_server", "write_status", "read_job", "dp_settings"]
+__all__ = [
+    "app",
+    "run_server",
+    "run_imaging_server",
+    "imaging_run_settings",
+    "write_status",
+    "read_job",
+    "dp_settings",
+]
 
 log = logging.getLogger(__name__)
 
@@ -145,12 +156,25 @@ def _error_reason(reply: Message) -> str:
     return f"error {reply.error.code}: {reason[-1] if reason else 'no reason given'}"
 
 
-def _setup(grid: Grid, nodes: Iterable[int], timeout) -> tuple[dict[str, int], dict, dict]:
-    """Ask every node who it is and for its PRS moments; returns (client→node, moments, fails)."""
-    contents = {node: RecordDict({"setup": ConfigRecord({"step": "setup"})}) for node in nodes}
+def _setup(
+    grid: Grid,
+    nodes: Iterable[int],
+    timeout,
+    request: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, int], dict, dict]:
+    """Ask every node who it is (and what it reports); returns (client→node, reports, fails).
+
+    ``request`` adds entries to the setup message's ``setup`` ConfigRecord (the imaging task
+    sends ``task`` and ``run``). A report is the reply's ``moments`` MetricRecord (the genomic
+    client's (n, Σx, Σx², n_cases)) or, without one, its ``sizes`` record.
+    """
+    contents = {
+        node: RecordDict({"setup": ConfigRecord({"step": "setup", **(request or {})})})
+        for node in nodes
+    }
     replies = _exchange(grid, contents, MessageType.QUERY, "setup", timeout)
     client_node: dict[str, int] = {}
-    moments: dict[str, tuple[int, float, float, float]] = {}
+    reports: dict[str, Any] = {}
     failures: dict[str, str] = {}
     for node in contents:
         reply = replies.get(node)
@@ -165,10 +189,20 @@ def _setup(grid: Grid, nodes: Iterable[int], timeout) -> tuple[dict[str, int], d
             raise RuntimeError(
                 f"nodes {client_node[client]} and {node} both claim client {client!r}"
             )
-        m = reply.content.metric_records["moments"]
+        records = reply.content.metric_records
         client_node[client] = node
-        moments[client] = (int(m["n"]), float(m["sum"]), float(m["sumsq"]), float(m["n-cases"]))
-    return client_node, moments, failures
+        reports[client] = records["moments"] if "moments" in records else records.get("sizes")
+    return client_node, reports, failures
+
+
+def _moments(report) -> tuple[int, float, float, float]:
+    """(n, Σx, Σx², n_cases) of a genomic client's setup report."""
+    return (
+        int(report["n"]),
+        float(report["sum"]),
+        float(report["sumsq"]),
+        float(report["n-cases"]),
+    )
 
 
 def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,14 +213,13 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
     RuntimeError
         When too few nodes connect or reply (fewer than ``job["min_replies"]``).
     """
+    if job.get("task", "genomic") == "imaging":
+        return run_imaging_server(grid, job)
+    if job.get("task", "genomic") != "genomic":
+        raise RuntimeError(f"job task {job['task']!r} unknown (genomic, imaging)")
     from rvfedprs.commands.train import dp_training
     from rvfedprs.federation.data import combine_moments
-    from rvfedprs.federation.flower.records import (
-        MalformedReplyError,
-        instruction_to_content,
-        reply_to_fit_result,
-    )
-    from rvfedprs.federation.rounds import RunSetup, begin_run, client_seed, finish_round
+    from rvfedprs.federation.rounds import RunSetup, begin_run
     from rvfedprs.federation.settings import local_training_config
     from rvfedprs.strategies import strategy_from_config
 
@@ -195,19 +228,12 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
     rounds = int(job["rounds"])
     seed = int(job["seed"])
     timeout = job.get("round_timeout")
-    min_replies = int(job.get("min_replies", 1))
     write_status(job["out"], "running", round=0)
 
     nodes = _wait_for_nodes(grid, int(job["expected_clients"]), float(job["node_wait"]))
-    client_node, moments, setup_failures = _setup(grid, nodes, timeout)
-    for who, why in setup_failures.items():
-        log.warning("setup: %s left out: %s", who, why)
-    if len(client_node) < min_replies:
-        raise RuntimeError(
-            f"only {len(client_node)} of {job['expected_clients']} clients answered the setup "
-            f"(min_replies={min_replies}); failures: {setup_failures or 'nodes missing'}"
-        )
-    client_ids = sorted(client_node)
+    client_node, reports, setup_failures = _setup(grid, nodes, timeout)
+    client_ids = _checked_setup(job, client_node, setup_failures)
+    moments = {c: _moments(reports[c]) for c in client_ids}
     mean, sd = combine_moments(moments[c][:3] for c in client_ids)
     n_all = sum(moments[c][0] for c in client_ids)
     n_cases = sum(moments[c][3] for c in client_ids)
@@ -241,6 +267,178 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
         strategy, setup, resume=bool(job.get("resume", False)), client_state=client_state
     )
     log.info("clients %s; rounds %d..%d", client_ids, start + 1, rounds)
+    _run_rounds(
+        grid,
+        job,
+        strategy,
+        setup,
+        client_node,
+        run_settings,
+        start=start,
+        history=history,
+        client_state=client_state,
+        dp=dp,
+    )
+    summary = _summary(job, client_ids, setup_failures, history)
+    if dp is not None:
+        summary["epsilon_clients"] = {
+            c: s["dp"].epsilon() for c, s in sorted(client_state.items()) if "dp" in s
+        }
+    return summary
+
+
+def imaging_run_settings(job: Mapping[str, Any]) -> dict[str, Any]:
+    """What an imaging client needs to rebuild its own split and train (sent every round).
+
+    ``task``, the ``imaging`` section (partition, local training), ``seed`` (the partition's
+    and subsample's), ``fold``, ``class_counts``, ``data`` (the MedMNIST file, for nodes whose
+    node config names none) and ``client_ids`` (simulation: partition-id i is the i-th).
+    """
+    task = job["task_settings"]
+    return {
+        "task": "imaging",
+        "imaging": dict(job["config"]["imaging"]),
+        "seed": int(job["seed"]),
+        "fold": task.get("fold"),
+        "class_counts": task.get("class_counts"),
+        "data": task["data"],
+        "client_ids": list(task["client_ids"]),
+    }
+
+
+def run_imaging_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
+    """Run an imaging job (``job["task"] == "imaging"``) on ``grid``; returns the summary.
+
+    One setup (which node is which client), then each of ``task_settings.runs`` in turn: a
+    strategy from :func:`rvfedprs.imaging.benchmark.strategy_for` (the in-process benchmark's),
+    initialised with the CNN seeded by ``derive_seed(seed, 0)`` of the job's shape
+    (``task_settings.model``), run for ``job["rounds"]`` rounds by the genomic loop
+    (:func:`_run_rounds`; checkpoints in the run's own ``out``): every client trains with
+    :func:`rvfedprs.imaging.client.fit_imaging_client` on its node.
+
+    Raises
+    ------
+    RuntimeError
+        When too few nodes connect or reply (fewer than ``job["min_replies"]``).
+    """
+    import numpy as np
+
+    from rvfedprs.federation.inprocess import derive_seed
+    from rvfedprs.federation.rounds import RunSetup
+    from rvfedprs.imaging.benchmark import strategy_for
+    from rvfedprs.imaging.client import build_cnn, get_cnn_parameters
+
+    config = job["config"]
+    task = job["task_settings"]
+    seed = int(job["seed"])
+    timeout = job.get("round_timeout")
+    write_status(job["out"], "running", round=0)
+    run_settings = imaging_run_settings(job)
+    nodes = _wait_for_nodes(grid, int(job["expected_clients"]), float(job["node_wait"]))
+    request = {"task": "imaging", "run": json.dumps(run_settings)}
+    client_node, _, setup_failures = _setup(grid, nodes, timeout, request)
+    client_ids = _checked_setup(job, client_node, setup_failures)
+    shape = task["model"]
+    summary = _summary(job, client_ids, setup_failures, [])
+    summary["runs"] = {}
+    for index, spec in enumerate(task["runs"]):
+        name = spec["strategy"]
+        distance = spec.get("distance")
+        strategy = strategy_for(
+            name,
+            config["imaging"],
+            distance=None if distance is None else np.asarray(distance["matrix"], np.float64),
+            distance_clients=None if distance is None else distance["clients"],
+        )
+        if strategy.pooled:
+            raise RuntimeError(f"strategy {name!r} pools the clients' data; not on Flower")
+        cnn = build_cnn(
+            int(shape["in_channels"]),
+            int(shape["n_classes"]),
+            int(shape["image_size"]),
+            derive_seed(seed, 0),
+        )
+        strategy.initialize(get_cnn_parameters(cnn), client_ids)
+        setup = RunSetup(
+            client_ids,
+            n_rare=0,
+            model_config=shape,
+            random_seed=seed,
+            out=spec["out"],
+            checkpoint_extra={"config": config, "strategy_name": name, "task": "imaging"},
+            keep_checkpoints=None,  # the launcher evaluates every round's checkpoint
+        )
+        history: list[dict[str, Any]] = []
+        log.info("imaging %s: clients %s; rounds 1..%d", name, client_ids, int(job["rounds"]))
+        _run_rounds(
+            grid,
+            job,
+            strategy,
+            setup,
+            client_node,
+            {**run_settings, "strategy": name, "run_index": index},
+            start=0,
+            history=history,
+            client_state={},
+            dp=None,
+        )
+        summary["runs"][name] = _summary(job, client_ids, setup_failures, history)["failures"]
+    return summary
+
+
+def _checked_setup(
+    job: Mapping[str, Any], client_node: Mapping[str, int], setup_failures: Mapping[str, str]
+) -> list[str]:
+    """The clients that answered the setup, sorted; raises when fewer than ``min_replies``."""
+    min_replies = int(job.get("min_replies", 1))
+    for who, why in setup_failures.items():
+        log.warning("setup: %s left out: %s", who, why)
+    if len(client_node) < min_replies:
+        raise RuntimeError(
+            f"only {len(client_node)} of {job['expected_clients']} clients answered the setup "
+            f"(min_replies={min_replies}); failures: {setup_failures or 'nodes missing'}"
+        )
+    return sorted(client_node)
+
+
+def _summary(job, client_ids, setup_failures, history) -> dict[str, Any]:
+    return {
+        "round": int(job["rounds"]),
+        "client_ids": list(client_ids),
+        "setup_failures": dict(setup_failures),
+        "failures": {e["round"]: e["failed"] for e in history if "failed" in e},
+    }
+
+
+def _run_rounds(
+    grid: Grid,
+    job: Mapping[str, Any],
+    strategy,
+    setup,
+    client_node: Mapping[str, int],
+    run_settings: Mapping[str, Any],
+    *,
+    start: int,
+    history: list[dict[str, Any]],
+    client_state: dict[str, dict[str, Any]],
+    dp: Mapping[str, float] | None,
+) -> None:
+    """Rounds ``start + 1 .. job["rounds"]``: send, collect, check, aggregate, checkpoint.
+
+    The same loop for every task: the task's client settings travel in ``run_settings``.
+    """
+    from rvfedprs.federation.flower.records import (
+        MalformedReplyError,
+        instruction_to_content,
+        reply_to_fit_result,
+    )
+    from rvfedprs.federation.rounds import client_seed, finish_round
+
+    rounds = int(job["rounds"])
+    seed = int(job["seed"])
+    timeout = job.get("round_timeout")
+    min_replies = int(job.get("min_replies", 1))
+    client_ids = sorted(client_node)
     for server_round in range(start + 1, rounds + 1):
         instructions = strategy.configure_fit(server_round, client_ids)
         contents = {
@@ -290,17 +488,6 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
             client_state=client_state,
         )
         write_status(job["out"], "running", round=server_round, loss=entry["loss"])
-    summary = {
-        "round": rounds,
-        "client_ids": client_ids,
-        "setup_failures": setup_failures,
-        "failures": {e["round"]: e["failed"] for e in history if "failed" in e},
-    }
-    if dp is not None:
-        summary["epsilon_clients"] = {
-            c: s["dp"].epsilon() for c, s in sorted(client_state.items()) if "dp" in s
-        }
-    return summary
 
 
 def _client_run(run_settings: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
