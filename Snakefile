@@ -30,6 +30,7 @@ include: "snakemake/prepare.smk"
 include: "snakemake/report.smk"
 include: "snakemake/train.smk"
 include: "snakemake/evaluate.smk"
+include: "snakemake/paper.smk"
 
 
 rule all:

@@ -96,3 +96,13 @@ def test_paired_table_carriers_vs_reference_and_errors():
         paired_table(shuffled, reference="fedavg")
     with pytest.raises(InputDataError, match="both cases and controls"):
         delong_test(np.zeros(5), np.arange(5), np.arange(5))
+
+
+def test_paired_table_names_a_subset_without_cases():
+    rng = np.random.default_rng(6)
+    y = (rng.random(200) < 0.3).astype(int)
+    carrier = (rng.random(200) < 0.2) & (y == 0)  # no carrier is a case
+    preds = {name: {0: _predictions(rng, y, carrier, 1.0)} for name in ("fedavg", "fedce")}
+    with pytest.raises(InputDataError, match=r"subset 'carrier' has 0 cases among \d+ test"):
+        paired_table(preds, reference="fedavg", subset="carrier", n_boot=50)
+    assert paired_table(preds, reference="fedavg", subset="all", n_boot=50).shape[0] == 1

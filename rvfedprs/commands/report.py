@@ -168,17 +168,23 @@ def _paired_tables(
         return []
     if "fedavg" not in predictions or len(predictions) < 2:
         return []
-    table = pd.concat(
-        [paired_table(predictions, reference="fedavg", subset=s, confidence=level)
-         for s in ("carrier", "all")],
-        ignore_index=True,
-    )  # fmt: skip
+    parts, skipped = [], []
+    for subset in ("carrier", "all"):
+        try:
+            parts.append(paired_table(predictions, reference="fedavg", subset=subset,
+                                      confidence=level))  # fmt: skip
+        except InputDataError as exc:  # e.g. no carrier among the test cases
+            skipped.append(str(exc))
+    if not parts:
+        return []
+    table = pd.concat(parts, ignore_index=True)
     note = (
         "difference = mean over seeds of AUC(strategy) − AUC(FedAvg) on the same test "
         f"individuals; {100 * level:.0f}% interval from resampling the test cases and controls "
         "(2,000 resamples, every seed's predictions kept); p_not_greater = share of resamples "
         "with difference ≤ 0; DeLong's test per seed: largest p-value, and in how many seeds "
         f"the strategy is ahead. Carrier rows: Table III's subset. Method of interest: {method}."
+        + "".join(f" Not compared: {reason}." for reason in skipped)
     )
     f = f"{{:.{digits}f}}".format
     shown = pd.DataFrame(

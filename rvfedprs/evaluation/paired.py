@@ -267,6 +267,15 @@ def paired_table(
         )
     if subset not in ("carrier", "all"):
         raise InputDataError(f"subset must be 'carrier' or 'all', got {subset!r}")
+    any_run = next(iter(predictions[reference].values()))
+    in_subset = any_run["carrier"].to_numpy(bool) if subset == "carrier" else slice(None)
+    n_cases = int(any_run["y"].to_numpy()[in_subset].sum())
+    n_subset = len(any_run["y"].to_numpy()[in_subset])
+    if n_cases in (0, n_subset):
+        raise InputDataError(
+            f"subset {subset!r} has {n_cases} cases among {n_subset} test samples: "
+            "an AUC difference needs both cases and controls"
+        )
     rows = []
     for strategy in sorted(set(predictions) - {reference}):
         seeds = sorted(set(predictions[strategy]) & set(predictions[reference]))

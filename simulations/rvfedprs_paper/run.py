@@ -384,14 +384,23 @@ def sensitivity_grid(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the protocol; returns 0."""
     args = parse_args(argv)
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(out / "progress.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    log.addHandler(handler)
-    log.addHandler(logging.StreamHandler(sys.stderr))
+    args.out.mkdir(parents=True, exist_ok=True)
+    handlers = [logging.FileHandler(args.out / "progress.log"), logging.StreamHandler(sys.stderr)]
+    handlers[0].setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    for handler in handlers:
+        log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False
+    try:
+        return _protocol(args)
+    finally:  # a later call (h2_rare.py, Snakemake) must not log into this run's file
+        for handler in handlers:
+            log.removeHandler(handler)
+            handler.close()
+
+
+def _protocol(args: argparse.Namespace) -> int:
+    out = args.out
     config = _config(args)
     if args.no_mia:
         config["mia"]["attacks"] = []
