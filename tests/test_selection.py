@@ -62,7 +62,8 @@ def test_split_is_stratified_disjoint_seeded_and_loses_nobody(federation):
 def test_bad_fraction_and_too_few_cases_are_named(federation):
     with pytest.raises(InputDataError, match="validation fraction must be in"):
         split_validation(federation, 0.7, random_seed=0)
-    with pytest.raises(InputDataError, match=r"client \w+: \d+ training (cases|controls) cannot give"):
+    too_few = r"client \w+: \d+ training (cases|controls) cannot give"
+    with pytest.raises(InputDataError, match=too_few):
         split_validation(federation, 0.001, random_seed=0)
 
 
