@@ -86,12 +86,14 @@ def table8(subdir: str = "table8", title: str = "", note: str = "") -> pd.DataFr
     paper = pd.read_csv(HERE / "paper_table8_pneumoniamnist.csv")
     cosine = paper[paper["model"] == "fedatt"].assign(model="fedatt_cosine")
     paper = pd.concat([paper, cosine], ignore_index=True)
-    ours, status = [], {}
+    ours, status, seeds = [], {}, set()
     for name in ["local", "fedavg", "fedprox", "fedsvrg", "fedatt", "fedatt_cosine"]:
         run = load_run(RESULTS / subdir / name)
         if run is None:
             status[name] = "not run"
             continue
+        if run["config"] is not None:
+            seeds.add(run["config"]["seed"])
         f = frame(run, name)
         ours.append(f)
         last = int(f["round"].max())
@@ -114,7 +116,8 @@ def table8(subdir: str = "table8", title: str = "", note: str = "") -> pd.DataFr
         f"# 002_* Table 8, PneumoniaMNIST rows: ours vs paper{title}",
         "",
         *([note, ""] if note else []),
-        "Each cell: **ours** / paper. Ours: one seeded run (seed 0), one stratified 80/20",
+        "Each cell: **ours** / paper. Ours: one seeded run (seed "
+        f"{', '.join(map(str, sorted(seeds))) or '?'}), one stratified 80/20",
         "split per client, mean over the 3 clients of each client's test metrics (global model",
         "for the FL strategies, the client's own model for Local). Paper: mean over 5 folds",
         "and 3 clients.",
