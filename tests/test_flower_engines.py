@@ -20,7 +20,6 @@ as a command fails cleanly when no client can answer in time.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import ssl
 import subprocess
@@ -33,6 +32,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
+from _flower_processes import alive, make_certificates, processes_using  # noqa: E402
 
 from rvfedprs.commands.train import dp_client_state, dp_training  # noqa: E402
 from rvfedprs.config import load_config  # noqa: E402
@@ -51,7 +51,6 @@ pytestmark = pytest.mark.slow
 SEED = 11
 ROUNDS = 2
 STRATEGIES = ("fedavg", "fedce")
-REPO = Path(__file__).resolve().parents[1]
 DP = {"enabled": True, "noise_multiplier": 1.1, "max_grad_norm": 1.0, "batch_size": 16}
 
 
@@ -76,21 +75,6 @@ def _training(config: dict) -> LocalTrainingConfig:
         pos_weight=t["pos_weight"],
         weight_decay=t["weight_decay"],
     )
-
-
-def _processes_using(home: Path) -> list[int]:
-    """Pids of live processes whose environment names ``home`` as FLWR_HOME."""
-    needle = f"FLWR_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
-                found.append(int(entry.name))
-        except (PermissionError, FileNotFoundError, ProcessLookupError):
-            continue
-    return found
 
 
 def _free_port() -> int:
@@ -125,17 +109,6 @@ def _listening(address: str) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
         return s.connect_ex((host, int(port))) == 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie still answers kill(0): read its state
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -181,14 +154,7 @@ def runs(tmp_path_factory):
     nodes = client_nodes(paths["data"], federation.client_ids)
     nodes["supernode-ghost"] = {"data-dir": str(paths["data"]), "client-id": "ghost"}
     certs = root / "certs"
-    sites = [a for label in [*nodes, "intruder"] for a in ("--site", label)]
-    made = subprocess.run(
-        ["bash", str(REPO / "scripts" / "make_test_certificates.sh"), str(certs), *sites],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert made.returncode == 0, made.stderr
+    make_certificates(certs, [*nodes, "intruder"])
     keys = {label: certs / "keys" / label for label in nodes}
     pids: list[int] = []
     with start_local(
@@ -353,9 +319,9 @@ def test_dp_through_the_client_app_equals_inprocess(runs):
 def test_every_process_stopped(runs):
     # deploy: SuperLink + 4 SuperNodes + the refused one; sim: Ray head(s) + SuperLink
     assert len(runs["pids"]) >= 1 + 4 + 1 + 2
-    assert [pid for pid in runs["pids"] if _alive(pid)] == []
+    assert [pid for pid in runs["pids"] if alive(pid)] == []
     # nor any child (ServerApp, ClientApps, simulation backend) of theirs
-    assert [pid for home in runs["homes"] for pid in _processes_using(home)] == []
+    assert [pid for home in runs["homes"] for pid in processes_using(home)] == []
 
 
 @pytest.fixture(scope="module")
@@ -392,8 +358,8 @@ def test_cli_flower_sim_failure_is_reported_and_cleaned_up(small_data, tmp_path)
     started = json.loads((out / "flower" / "logs" / "processes.json").read_text())
     # a Ray head (tried again, as ray-2, ..., if its start timed out) and the SuperLink
     assert list(started)[0] == "ray" and list(started)[-1] == "superlink"
-    assert [pid for pid in started.values() if _alive(pid)] == []
-    assert _processes_using((out / "flower" / "home").resolve()) == []
+    assert [pid for pid in started.values() if alive(pid)] == []
+    assert processes_using((out / "flower" / "home").resolve()) == []
     address = (out / "flower" / "home" / "config.toml").read_text().split('address = "')[1]
     assert not _listening(address.split('"')[0])
 

@@ -22,8 +22,6 @@ error before any process starts.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -34,6 +32,7 @@ pytest.importorskip("flwr", reason="the Flower engines need flwr")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _flower_processes import alive, make_certificates, processes_using  # noqa: E402
 from test_imaging import _write_npz  # noqa: E402
 
 from rvfedprs.cli import main  # noqa: E402
@@ -53,7 +52,6 @@ pytestmark = pytest.mark.slow
 SEED = 7
 ROUNDS = 2
 STRATEGIES = ("fedavg", "ditto")
-REPO = Path(__file__).resolve().parents[1]
 SECTION = {
     "n_clients": 3,
     "alpha": 1.0,
@@ -63,32 +61,6 @@ SECTION = {
     "seed": SEED,
     "torch_threads": 1,
 }
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie still answers kill(0)
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _processes_using(home: Path) -> list[int]:
-    """Pids of live processes whose environment names ``home`` as FLWR_HOME."""
-    needle = f"FLWR_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes().split(b"\0") and _alive(int(entry.name)):
-                found.append(int(entry.name))
-        except (PermissionError, FileNotFoundError, ProcessLookupError):
-            continue
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +115,8 @@ def test_cli_flower_sim_stopped_every_process(cli_runs):
     out = cli_runs["root"] / "flower-sim"
     started = json.loads((out / "flower" / "logs" / "processes.json").read_text())
     assert list(started)[0] == "ray" and list(started)[-1] == "superlink"
-    assert [pid for pid in started.values() if _alive(pid)] == []
-    assert _processes_using((out / "flower" / "home").resolve()) == []
+    assert [pid for pid in started.values() if alive(pid)] == []
+    assert processes_using((out / "flower" / "home").resolve()) == []
     # one Flower run for the fold, both strategies; only each one's last checkpoint is kept
     status = json.loads((out / "flower-runs" / "fold0" / "flower" / "status.json").read_text())
     assert status["status"] == "completed" and sorted(status["runs"]) == sorted(STRATEGIES)
@@ -179,14 +151,7 @@ def deploy(data, tmp_path_factory):
     certs = root / "certs"
     # a fourth (registered) SuperNode names a client the partition does not have
     nodes["supernode-ghost"] = {"data-file": str(data), "client-id": "client_9"}
-    sites = [a for label in nodes for a in ("--site", label)]
-    made = subprocess.run(
-        ["bash", str(REPO / "scripts" / "make_test_certificates.sh"), str(certs), *sites],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert made.returncode == 0, made.stderr
+    make_certificates(certs, nodes)
     keys = {label: certs / "keys" / label for label in nodes}
     with start_local(
         root / "session", simulation=False, nodes=nodes, certificates=certs, node_keys=keys
@@ -262,8 +227,8 @@ def test_deploy_over_tls_with_authenticated_nodes_and_cleaned_up(deploy):
     assert (logs / "register.log").read_text().count("flwr supernode register") == 4
     node = (logs / "supernode-client_2.log").read_text()
     assert "Start `flwr-clientapp` process" in node
-    assert [pid for pid in deploy["pids"] if _alive(pid)] == []
-    assert _processes_using((deploy["root"] / "session" / "home").resolve()) == []
+    assert [pid for pid in deploy["pids"] if alive(pid)] == []
+    assert processes_using((deploy["root"] / "session" / "home").resolve()) == []
 
 
 # --------------------------------------------------------------------------- bad input

@@ -14,6 +14,20 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 
 
+# A small simulated cohort (4 clients x 60 samples, 2 clusters), also used by test_snakemake_paper.
+SMALL_COHORT = {
+    "simulate": {
+        "n_clients": 4,
+        "n_clusters": 2,
+        "samples_per_client": 60,
+        "discovery_samples": 300,
+        "region_length": 1_000_000,
+        "seed": 7,
+    },
+    "pipeline": {"min_samples_per_client": 20, "random_seed": 5},
+}
+
+
 def run(args, cwd, timeout=300):
     return subprocess.run(
         SNAKEMAKE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout
@@ -58,18 +72,7 @@ def test_bad_config_key_stops_with_its_name(tmp_path):
 
 @pytest.mark.slow
 def test_small_end_to_end_run(tmp_path):
-    config = {
-        "simulate": {
-            "n_clients": 4,
-            "n_clusters": 2,
-            "samples_per_client": 60,
-            "discovery_samples": 300,
-            "region_length": 1_000_000,
-            "seed": 7,
-        },
-        "pipeline": {"min_samples_per_client": 20, "random_seed": 5},
-    }
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(SMALL_COHORT))
     result = run(
         [
             "--cores",

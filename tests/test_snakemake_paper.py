@@ -1,41 +1,24 @@
 """The paper evaluation as the workflow's last rule: snakemake/paper.smk, paper_evaluation."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 from sklearn.metrics import roc_auc_score
+from test_snakemake import ROOT, SMALL_COHORT
+from test_snakemake import run as run_snakemake
 
 from rvfedprs.config import deep_merge, load_config, validate_config
 from rvfedprs.exceptions import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 DRIVER = ROOT / "simulations" / "rvfedprs_paper" / "run.py"
 SENTINEL = "results/paper_evaluation/report/table2_performance.md"
 
-# The small cohort of tests/test_snakemake.py: 4 clients x 60 samples, 2 clusters.
-SMALL_COHORT = {
-    "simulate": {
-        "n_clients": 4,
-        "n_clusters": 2,
-        "samples_per_client": 60,
-        "discovery_samples": 300,
-        "region_length": 1_000_000,
-        "seed": 7,
-    },
-    "pipeline": {"min_samples_per_client": 20, "random_seed": 5},
-}
-
 
 def run(args, timeout=300):
-    return subprocess.run(
-        SNAKEMAKE + args, cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
+    return run_snakemake(args, ROOT, timeout)
 
 
 def write_config(folder: Path, paper: dict, base: dict | None = None) -> Path:

@@ -20,20 +20,11 @@ from rvfedprs.evaluation import federation_metrics, predict_clients
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.client import build_model
 from rvfedprs.federation.data import Federation
+from rvfedprs.federation.inprocess import derive_seed
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.training import ClientData
 
 __all__ = ["split_validation", "BestRound"]
-
-
-def _rows(data: ClientData, index: np.ndarray) -> ClientData:
-    return ClientData(
-        client_id=data.client_id,
-        sample_ids=data.sample_ids[index],
-        prs=data.prs[index],
-        rare=data.rare[index],
-        y=data.y[index],
-    )
 
 
 def split_validation(
@@ -63,8 +54,6 @@ def split_validation(
         When ``fraction`` is out of range or a client has too few cases or controls to give one
         of each to validation and keep one of each for training.
     """
-    from rvfedprs.federation.inprocess import derive_seed
-
     if not 0 < fraction <= 0.5:
         raise InputDataError(f"validation fraction must be in (0, 0.5], got {fraction}")
     fit, validation = {}, {}
@@ -83,8 +72,8 @@ def split_validation(
             held.append(rng.choice(members, size=min(n_held, members.size - 1), replace=False))
         mask = np.zeros(data.n_samples, dtype=bool)
         mask[np.concatenate(held)] = True
-        validation[client] = _rows(data, np.flatnonzero(mask))
-        fit[client] = _rows(data, np.flatnonzero(~mask))
+        validation[client] = data.subset(np.flatnonzero(mask))
+        fit[client] = data.subset(np.flatnonzero(~mask))
     return replace(federation, train=fit), validation
 
 

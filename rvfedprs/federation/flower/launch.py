@@ -722,30 +722,17 @@ def run_flower(
         When a process fails to start, the run fails (the ServerApp's error is quoted), or the
         deadline passes. Every process started here is stopped before this returns or raises.
     """
-    if engine not in ("flower-sim", "flower-deploy"):
-        raise ConfigError(f"engine {engine!r} is not a Flower engine (flower-sim, flower-deploy)")
+    simulation = _flower_engine(engine, superlink)
     if strategy.pooled:
         raise ConfigError(
             f"strategy {strategy.name!r} pools every client's data and cannot run on Flower; "
             "use --engine inprocess"
         )
-    simulation = engine == "flower-sim"
-    if superlink is not None and superlink.simulation != simulation:
-        raise ConfigError(f"engine {engine!r} needs a SuperLink with simulation={simulation}")
     settings = dict(config.get("flower") or {})
-    min_replies = settings.get("min_replies") if min_replies is None else min_replies
-    round_timeout = settings.get("round_timeout") if round_timeout is None else round_timeout
-    timeout = float(settings.get("timeout") or 3600.0) if timeout is None else float(timeout)
-    remote = settings.get("superlink") if superlink is None else None
-    if remote and simulation:
-        raise ConfigError(
-            f"flower.superlink ({remote!r}) applies to --engine flower-deploy only; "
-            "flower-sim always runs on a SuperLink it starts itself"
-        )
-    out = Path(out).resolve()
-    work = out / "flower"
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "status.json").unlink(missing_ok=True)
+    min_replies, round_timeout, timeout, remote = _run_limits(
+        settings, simulation, superlink, min_replies, round_timeout, timeout
+    )
+    out, work = _work_folder(out)
     clients = federation.client_ids
     job = write_job(
         work / "job.json",
@@ -911,6 +898,40 @@ def _flower_engine(engine: str, superlink: LocalSuperLink | None) -> bool:
     return simulation
 
 
+def _run_limits(
+    settings: Mapping[str, Any],
+    simulation: bool,
+    superlink: LocalSuperLink | None,
+    min_replies: int | None,
+    round_timeout: float | None,
+    timeout: float | None,
+) -> tuple[int | None, float | None, float, str | None]:
+    """Limits of a Flower run and the remote SuperLink address (or None).
+
+    ``min_replies``, ``round_timeout`` and ``timeout`` given as arguments win over the
+    ``flower`` section ``settings``; a remote SuperLink with flower-sim is a ConfigError.
+    """
+    min_replies = settings.get("min_replies") if min_replies is None else min_replies
+    round_timeout = settings.get("round_timeout") if round_timeout is None else round_timeout
+    timeout = float(settings.get("timeout") or 3600.0) if timeout is None else float(timeout)
+    remote = settings.get("superlink") if superlink is None else None
+    if remote and simulation:
+        raise ConfigError(
+            f"flower.superlink ({remote!r}) applies to engine flower-deploy only; "
+            "flower-sim always runs on a SuperLink it starts itself"
+        )
+    return min_replies, round_timeout, timeout, remote
+
+
+def _work_folder(out: str | Path) -> tuple[Path, Path]:
+    """``out`` resolved and its ``flower/`` work folder, created, without a stale status."""
+    out = Path(out).resolve()
+    work = out / "flower"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "status.json").unlink(missing_ok=True)
+    return out, work
+
+
 @contextmanager
 def imaging_session(
     engine: str,
@@ -1060,21 +1081,12 @@ def run_flower_imaging(
                 f"strategy {run.name!r} pools every client's data and cannot run on Flower"
             )
     settings = dict(flower or {})
-    min_replies = settings.get("min_replies") if min_replies is None else min_replies
-    round_timeout = settings.get("round_timeout") if round_timeout is None else round_timeout
-    timeout = float(settings.get("timeout") or 3600.0) if timeout is None else float(timeout)
-    remote = settings.get("superlink") if superlink is None else None
-    if remote and simulation:
-        raise ConfigError(
-            f"flower.superlink ({remote!r}) applies to engine flower-deploy only; "
-            "flower-sim always runs on a SuperLink it starts itself"
-        )
+    min_replies, round_timeout, timeout, remote = _run_limits(
+        settings, simulation, superlink, min_replies, round_timeout, timeout
+    )
     ids = sorted(clients)
     template = clients[ids[0]]
-    out = Path(out).resolve()
-    work = out / "flower"
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "status.json").unlink(missing_ok=True)
+    out, work = _work_folder(out)
     data_file = str(Path(data_file).resolve())
 
     def distance_of(run: ImagingRun):
