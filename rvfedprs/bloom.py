@@ -35,12 +35,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import bitarray
 import numpy as np
 from pybloom_live import BloomFilter
 
-from rvfedprs.exceptions import InputDataError
+from rvfedprs.exceptions import ConfigError, InputDataError
 
 __all__ = [
     "BloomSpec",
@@ -53,6 +54,7 @@ __all__ = [
     "estimate_jaccard",
     "exact_jaccard",
     "contains",
+    "read_bloom_key",
     "DEFAULT_CAPACITY",
     "DEFAULT_ERROR_RATE",
 ]
@@ -252,3 +254,31 @@ def _and_bits_jaccard(a: np.ndarray, b: np.ndarray, spec: BloomSpec) -> float:
     """The biased estimator ``n̂(A & B) / n̂(A | B)`` — for demonstration only, never use it."""
     union = _cardinality(a | b, spec)
     return _cardinality(a & b, spec) / union if union else 0.0
+
+
+def read_bloom_key(
+    path: str | Path | None, *, setting: str = "fedce.bloom_key_file"
+) -> bytes | None:
+    """The clients' shared HMAC secret: the file's bytes, surrounding whitespace stripped.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        None (or empty) means plain hashing.
+    setting : str
+        The configuration key that named the file, for the error message.
+
+    Raises
+    ------
+    ConfigError
+        When the file is missing or empty.
+    """
+    if not path:
+        return None
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{setting}: {p} not found")
+    key = p.read_bytes().strip()
+    if not key:
+        raise ConfigError(f"{setting}: {p} is empty")
+    return key

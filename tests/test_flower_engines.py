@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _federation_fixtures import write_federation  # noqa: E402
 from _flower_processes import alive, make_certificates, processes_using  # noqa: E402
 
-from rvfedprs.commands.train import dp_client_state, dp_training  # noqa: E402
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.data import load_federation  # noqa: E402
 from rvfedprs.federation.flower.launch import (  # noqa: E402
@@ -43,6 +42,7 @@ from rvfedprs.federation.flower.launch import (  # noqa: E402
     start_local,
 )
 from rvfedprs.federation.inprocess import load_checkpoint, run_inprocess  # noqa: E402
+from rvfedprs.run import dp_client_state, dp_training  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
 

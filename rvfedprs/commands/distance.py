@@ -81,8 +81,8 @@ def _imaging(config: Mapping[str, Any], method: str, seed: int, data: Path | Non
 
 
 def _genomic_probe(config, federation, seed):
-    from rvfedprs.commands.train import training_config
     from rvfedprs.federation.inprocess import run_inprocess
+    from rvfedprs.run import training_config
     from rvfedprs.strategies.fedavg import FedAvg
 
     model_config = dict(config["model"])
@@ -181,10 +181,10 @@ def genomic_distance(config: Mapping[str, Any], federation, method: str, seed: i
 def _genomic_jaccard(config, federation, seed) -> np.ndarray:
     """1 − Jaccard of the clients' Bloom filters after one local round from w^0."""
     from rvfedprs import similarity
-    from rvfedprs.bloom import BloomSpec
-    from rvfedprs.commands.train import read_bloom_key, training_config
+    from rvfedprs.bloom import BloomSpec, read_bloom_key
     from rvfedprs.federation.client import ClientContext, fit_client
     from rvfedprs.federation.inprocess import derive_seed, initial_parameters
+    from rvfedprs.run import training_config
     from rvfedprs.strategies.base import FitInstruction
 
     fedce = config["fedce"]

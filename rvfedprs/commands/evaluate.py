@@ -20,13 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the checkpoint's strategy, evaluate every client, write metrics.json + provenance."""
-    from rvfedprs.commands.train import client_clusters, load_truth_from_config, write_metrics
     from rvfedprs.config import load_config, validate_config
     from rvfedprs.evaluation import evaluate_models
     from rvfedprs.exceptions import InputDataError
     from rvfedprs.federation.data import load_federation
     from rvfedprs.federation.inprocess import load_checkpoint
     from rvfedprs.provenance import write_provenance
+    from rvfedprs.run import client_clusters, load_truth_from_config, write_metrics
     from rvfedprs.strategies import strategy_from_config
 
     record = load_checkpoint(args.checkpoint)

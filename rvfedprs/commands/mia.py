@@ -18,7 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Rebuild the run's strategy from its latest checkpoint and attack its target clients."""
-    from rvfedprs.commands.train import jsonable, load_truth_from_config, training_config
     from rvfedprs.config import load_config
     from rvfedprs.evaluation import carrier_masks
     from rvfedprs.evaluation.mia import (
@@ -29,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from rvfedprs.exceptions import InputDataError
     from rvfedprs.federation.data import load_federation
     from rvfedprs.federation.inprocess import derive_seed, latest_checkpoint, load_checkpoint
+    from rvfedprs.run import jsonable, load_truth_from_config, training_config
     from rvfedprs.strategies import strategy_from_config
 
     path = latest_checkpoint(args.run)

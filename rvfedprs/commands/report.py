@@ -271,8 +271,8 @@ def _plots(runs, runs_dir: Path, out: Path, privacy_table, truth) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report."""
-    from rvfedprs.commands.train import load_truth_from_config
     from rvfedprs.config import load_config
+    from rvfedprs.run import load_truth_from_config
 
     config = load_config(args.config)
     truth = load_truth_from_config(config) if config["evaluate"]["samples"] else None

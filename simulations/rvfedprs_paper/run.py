@@ -43,7 +43,6 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.commands.report import build_report
-from rvfedprs.commands.train import client_clusters, jsonable, write_metrics
 from rvfedprs.config import load_config
 from rvfedprs.evaluation import carrier_masks, evaluate_models, load_truth, predict_clients
 from rvfedprs.evaluation.bloom_attack import bloom_membership_attack, plain_vs_keyed
@@ -59,6 +58,7 @@ from rvfedprs.federation.inprocess import POOLED_CLIENT, derive_seed, run_inproc
 from rvfedprs.federation.settings import local_training_config
 from rvfedprs.model import set_parameters
 from rvfedprs.privacy import DPState, dp_schedule
+from rvfedprs.run import client_clusters, jsonable, write_metrics
 from rvfedprs.strategies import strategy_from_config
 from rvfedprs.training import local_update, select_influential
 

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rvfedprs.commands.train import client_clusters, training_config, write_metrics
 from rvfedprs.config import validate_config
 from rvfedprs.evaluation import evaluate_models, load_truth
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.data import load_federation
 from rvfedprs.federation.inprocess import run_inprocess
+from rvfedprs.run import client_clusters, training_config, write_metrics
 from rvfedprs.strategies import strategy_from_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

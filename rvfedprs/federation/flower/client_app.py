@@ -99,6 +99,7 @@ def load_local_client(
     """
     import pandas as pd
 
+    from rvfedprs.bloom import read_bloom_key
     from rvfedprs.federation.data import load_federation
 
     cache_key = (str(Path(data_dir).resolve()), client_id, str(bloom_key_file or ""))
@@ -112,24 +113,10 @@ def load_local_client(
         train=federation.train[client_id],
         raw_prs=raw,
         variant_keys=federation.variant_keys,
-        bloom_key=_read_key(bloom_key_file),
+        bloom_key=read_bloom_key(bloom_key_file, setting="bloom-key-file"),
     )
     _CACHE[cache_key] = local
     return local
-
-
-def _read_key(path: str | None) -> bytes | None:
-    from rvfedprs.exceptions import ConfigError
-
-    if not path:
-        return None
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"bloom-key-file: {p} not found")
-    key = p.read_bytes().strip()
-    if not key:
-        raise ConfigError(f"bloom-key-file: {p} is empty")
-    return key
 
 
 def node_client(context: Context) -> tuple[str, str, str | None]:

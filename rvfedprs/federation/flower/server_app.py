@@ -217,10 +217,10 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
         return run_imaging_server(grid, job)
     if job.get("task", "genomic") != "genomic":
         raise RuntimeError(f"job task {job['task']!r} unknown (genomic, imaging)")
-    from rvfedprs.commands.train import dp_training
     from rvfedprs.federation.data import combine_moments
     from rvfedprs.federation.rounds import RunSetup, begin_run
     from rvfedprs.federation.settings import local_training_config
+    from rvfedprs.run import dp_training
     from rvfedprs.strategies import strategy_from_config
 
     config = job["config"]
