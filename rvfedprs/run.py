@@ -48,7 +48,7 @@ def training_config(config: Mapping[str, Any], federation) -> Any:
 
 
 def dp_client_state(config: Mapping[str, Any], client_ids) -> dict[str, dict[str, Any]] | None:
-    """Per-client state holding a fresh :class:`~rvfedprs.privacy.DPState` when ``dp.enabled``.
+    """Per-client state holding a fresh :class:`~rvfedprs.training.dp.DPState` when ``dp.enabled``.
 
     Each client (and the pooled client of the centralised baseline) gets its own accountant,
     kept across rounds so that ε is cumulative. None when DP is off.
@@ -57,7 +57,7 @@ def dp_client_state(config: Mapping[str, Any], client_ids) -> dict[str, dict[str
     if not dp.get("enabled", False):
         return None
     from rvfedprs.federation.inprocess import POOLED_CLIENT
-    from rvfedprs.privacy import DPState
+    from rvfedprs.training.dp import DPState
 
     return {
         c: {"dp": DPState(dp["noise_multiplier"], dp["max_grad_norm"], dp["delta"])}

@@ -285,8 +285,8 @@ DP = {"enabled": True, "noise_multiplier": 0.9, "max_grad_norm": 1.0, "batch_siz
 
 
 def test_dp_accountant_lives_in_context_state_and_survives_resume(fed, tmp_path):
-    from rvfedprs.privacy import DPState
     from rvfedprs.run import dp_client_state, dp_training
+    from rvfedprs.training.dp import DPState
 
     # in-process oracle, as `rvfedprs train` runs DP
     config = _config(fed, rounds=2, dp=DP)

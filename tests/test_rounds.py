@@ -19,9 +19,9 @@ from rvfedprs.federation.inprocess import (  # noqa: E402
     save_checkpoint,
 )
 from rvfedprs.federation.rounds import decode_client_state, encode_client_state  # noqa: E402
-from rvfedprs.privacy import DPState  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
+from rvfedprs.training.dp import DPState  # noqa: E402
 
 SEED = 21
 MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0}

@@ -13,7 +13,7 @@ A checkpoint also holds the clients' persistent state when the engine keeps it (
 engine: DP accountants and whatever else a client stores in ``ClientContext.state``), so that a
 resumed run equals an uninterrupted one. Values are kept as they are (arrays, numbers, strings,
 nested mappings and lists); an object with ``state_dict()`` and a ``from_state_dict``
-classmethod (e.g. :class:`~rvfedprs.privacy.DPState`) is saved as its state and rebuilt on
+classmethod (e.g. :class:`~rvfedprs.training.dp.DPState`) is saved as its state and rebuilt on
 resume. In a Flower deployment client state lives on the SuperNodes instead (``context.state``).
 """
 
@@ -96,6 +96,8 @@ def client_seed(random_seed: int, server_round: int, client_id: str) -> int:
 
 
 _OBJECT = "__rvfedprs_object__"
+#: Modules renamed since checkpoints were written: old name → new name.
+_MOVED = {"rvfedprs.privacy": "rvfedprs.training.dp"}
 _PLAIN = (str, bytes, bool, int, float, type(None), np.ndarray, np.generic)
 
 
@@ -149,6 +151,7 @@ def decode_client_state(saved: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if isinstance(value, Mapping):
             if _OBJECT in value:
                 module, _, name = str(value[_OBJECT]).partition(":")
+                module = _MOVED.get(module, module)
                 if not module.startswith("rvfedprs."):
                     raise InputDataError(f"checkpoint client state names {module!r}")
                 cls = importlib.import_module(module)

@@ -57,10 +57,10 @@ from rvfedprs.federation.data import Federation, load_federation
 from rvfedprs.federation.inprocess import POOLED_CLIENT, derive_seed, run_inprocess
 from rvfedprs.federation.settings import local_training_config
 from rvfedprs.model import set_parameters
-from rvfedprs.privacy import DPState, dp_schedule
 from rvfedprs.run import client_clusters, jsonable, write_metrics
 from rvfedprs.strategies import strategy_from_config
 from rvfedprs.training import local_update, select_influential
+from rvfedprs.training.dp import DPState, dp_schedule
 
 log = logging.getLogger("rvfedprs_paper")
 

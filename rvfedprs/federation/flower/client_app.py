@@ -15,7 +15,7 @@ Two message types:
 
 Persistent client state (``ClientContext.state``) lives in ``context.state`` between rounds.
 With DP on (the run settings carry ``dp``: σ, C, δ) that is the client's one
-:class:`~rvfedprs.privacy.DPState`, created at its first round (or rebuilt from the state the
+:class:`~rvfedprs.training.dp.DPState`, created at its first round (or rebuilt from the state the
 server hands back on a resumed run) and extended every round, so the ε it reports is cumulative;
 every reply carries its state as JSON (``meta["dp-state"]``) for the server's checkpoint.
 
@@ -39,7 +39,7 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 if TYPE_CHECKING:
-    from rvfedprs.privacy import DPState
+    from rvfedprs.training.dp import DPState
 
 __all__ = [
     "app",
@@ -336,7 +336,7 @@ def imaging_local(context: Context, run: dict[str, Any]):
 
 
 def new_dp_state(settings: dict[str, Any], saved: dict[str, Any] | None = None) -> DPState:
-    """A client's :class:`~rvfedprs.privacy.DPState`: fresh, or ``saved`` (a resumed run).
+    """A client's :class:`~rvfedprs.training.dp.DPState`: fresh, or ``saved`` (a resumed run).
 
     Parameters
     ----------
@@ -345,7 +345,7 @@ def new_dp_state(settings: dict[str, Any], saved: dict[str, Any] | None = None) 
     saved : dict, optional
         ``DPState.state_dict()`` of this client from the server's checkpoint.
     """
-    from rvfedprs.privacy import DPState
+    from rvfedprs.training.dp import DPState
 
     if saved is not None:
         return DPState.from_state_dict(saved)

@@ -709,7 +709,7 @@ def run_flower(
     client_state : dict, optional
         As for :func:`~rvfedprs.federation.inprocess.run_inprocess`: on return each client's
         dict is refilled in place with the state the server last received from that client
-        (with ``dp.enabled``: its :class:`~rvfedprs.privacy.DPState`, so ``epsilon()`` is the
+        (with ``dp.enabled``: its :class:`~rvfedprs.training.dp.DPState`, so ``epsilon()`` is the
         cumulative ε it spent). The clients' own state lives on their nodes; this is a copy.
 
     Returns

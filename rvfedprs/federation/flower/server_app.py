@@ -115,7 +115,7 @@ def dp_settings(config: Mapping[str, Any]) -> dict[str, float] | None:
 def _dp_state_of(reply: Message, client: str):
     """The client's DPState from its reply (raises MalformedReplyError naming the client)."""
     from rvfedprs.federation.flower.records import MalformedReplyError
-    from rvfedprs.privacy import DPState
+    from rvfedprs.training.dp import DPState
 
     meta = reply.content.config_records.get("meta")
     raw = None if meta is None else meta.get("dp-state")
