@@ -34,7 +34,7 @@ import torch
 from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
-from rvfedprs.federation.data import load_federation
+from rvfedprs.genomic.data import load_federation
 from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
 from rvfedprs.training import (
     RARE_INPUT,

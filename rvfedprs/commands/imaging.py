@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " Dirichlet draw, e.g. a paper's published partition",
     )
     parser.add_argument("--out", type=Path, required=True, help="output folder")
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "item"):
-        return _jsonable(value.item())
-    return value
 
 
 def read_class_counts(path: Path, n_classes: int):
@@ -93,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from rvfedprs.exceptions import ConfigError
     from rvfedprs.imaging.benchmark import check_engine, results_table, run_benchmark
     from rvfedprs.imaging.loader import load_medmnist
-    from rvfedprs.provenance import draw_seed, write_provenance
+    from rvfedprs.provenance import draw_seed, jsonable, write_provenance
 
     overrides: dict[str, Any] = {}
     if args.quick:
@@ -135,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     def progress(row: dict[str, Any]) -> None:
         row = {"elapsed_s": round(time.time() - start, 1), **row}
         with progress_file.open("a") as handle:
-            handle.write(json.dumps(_jsonable(row)) + "\n")
+            handle.write(json.dumps(jsonable(row)) + "\n")
         print(
             f"[{row['elapsed_s']:8.1f}s] {row['strategy']} fold {row['fold']} round {row['round']}:"
             f" accuracy {row['accuracy']:.4f} log-loss {row['log_loss']:.4f}",
@@ -170,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         "class_counts_file": None if args.class_counts is None else str(args.class_counts),
         **result,
     }
-    (out / "metrics.json").write_text(json.dumps(_jsonable(metrics), indent=1) + "\n")
+    (out / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1) + "\n")
     write_provenance(
         out,
         command="imaging",

@@ -26,8 +26,9 @@ def run(args: argparse.Namespace) -> int:
         train_reference_models,
     )
     from rvfedprs.exceptions import InputDataError
-    from rvfedprs.federation.data import load_federation
-    from rvfedprs.federation.inprocess import derive_seed, latest_checkpoint, load_checkpoint
+    from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
+    from rvfedprs.federation.seeds import derive_seed
+    from rvfedprs.genomic.data import load_federation
     from rvfedprs.run import jsonable, load_truth_from_config, training_config
     from rvfedprs.strategies import strategy_from_config
 
