@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 HELP = "compute a client×client distance matrix (emd, euclidean, ot, jaccard) and a heat map"
 
@@ -25,73 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder")
 
 
-def write_matrix(
-    out: Path, name: str, matrix: np.ndarray, ids: list[str], title: str
-) -> tuple[Path, Path]:
-    """``out/distance_<name>.tsv`` (ids as header and first column) and a heat map PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
-    tsv = out / f"distance_{name}.tsv"
-    pd.DataFrame(matrix, index=ids, columns=ids).rename_axis("client").to_csv(
-        tsv, sep="\t", float_format="%.6g"
-    )
-    fig, ax = plt.subplots(figsize=(1.2 + 0.6 * len(ids), 1.0 + 0.6 * len(ids)))
-    im = ax.imshow(matrix, cmap="viridis")
-    ax.set_xticks(range(len(ids)), ids, rotation=90)
-    ax.set_yticks(range(len(ids)), ids)
-    if len(ids) <= 12:
-        for i in range(len(ids)):
-            for j in range(len(ids)):
-                ax.text(
-                    j, i, f"{matrix[i, j]:.2g}", ha="center", va="center", color="w", fontsize=7
-                )
-    fig.colorbar(im, ax=ax, shrink=0.8)
-    ax.set_title(title)
-    fig.tight_layout()
-    png = out / f"distance_{name}.png"
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    return tsv, png
-
-
-def _imaging(config: Mapping[str, Any], method: str, seed: int, data: Path | None):
-    from rvfedprs.imaging.distances import imaging_distance
-    from rvfedprs.imaging.federation import build_federation, stratified_subsample
-    from rvfedprs.imaging.loader import load_medmnist
-
-    section = config["imaging"]
-    dataset = load_medmnist(data or section["data"])
-    pooled = dataset.pooled()
-    if section.get("subsample"):
-        pooled = stratified_subsample(pooled, int(section["subsample"]), seed)
-    clients = build_federation(
-        pooled,
-        dataset.n_classes,
-        n_clients=section["n_clients"],
-        alpha=section["alpha"],
-        random_seed=seed,
-        test_fraction=section["test_fraction"],
-    )
-    return imaging_distance(clients, method, random_seed=seed, options=config["distance"])
-
-
-def _genomics(config: Mapping[str, Any], method: str, seed: int, data: Path | None):
-    from rvfedprs.genomic.data import load_federation
-    from rvfedprs.genomic.distance import genomic_distance
-
-    federation = load_federation(data or config["train"]["data"])
-    return genomic_distance(config, federation, method, seed)
-
-
 def run(args: argparse.Namespace) -> int:
     """Compute the matrix and write TSV, PNG and provenance."""
     from rvfedprs.config import load_config
     from rvfedprs.exceptions import ConfigError
     from rvfedprs.provenance import draw_seed, write_provenance
+    from rvfedprs.similarity.plots import write_matrix
 
     overrides: dict[str, Any] = {}
     if args.method is not None:
@@ -106,9 +42,10 @@ def run(args: argparse.Namespace) -> int:
     section["seed"] = seed
     method = section["method"]
     if section["domain"] == "imaging":
-        matrix, ids = _imaging(config, method, seed, args.data)
+        from rvfedprs.imaging.distances import distance_from_config
     else:
-        matrix, ids = _genomics(config, method, seed, args.data)
+        from rvfedprs.genomic.distance import distance_from_config
+    matrix, ids = distance_from_config(config, method, seed, data=args.data)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     label = "1 − Jaccard" if method == "jaccard" else method.upper()

@@ -10,6 +10,7 @@ after one local round from w^0 (FedCE's matrix).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from rvfedprs.bloom import BloomSpec, read_bloom_key
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.genomic.client import ClientContext, build_model, fit_client
-from rvfedprs.genomic.data import Federation
+from rvfedprs.genomic.data import Federation, load_federation
 from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import initial_parameters, training_config
 from rvfedprs.model import set_parameters
@@ -29,7 +30,7 @@ from rvfedprs.strategies.base import FitInstruction
 from rvfedprs.strategies.fedavg import FedAvg
 from rvfedprs.training import to_torch_sparse
 
-__all__ = ["genomic_distance", "strategy_distance"]
+__all__ = ["genomic_distance", "strategy_distance", "distance_from_config"]
 
 
 def _genomic_probe(config, federation, seed):
@@ -156,3 +157,11 @@ def strategy_distance(
         return {}
     matrix, ids = genomic_distance(config, federation, source, seed)
     return {"distance": matrix, "distance_clients": list(ids)}
+
+
+def distance_from_config(
+    config: Mapping[str, Any], method: str, seed: int, *, data: str | Path | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """``method``'s matrix on the per-client inputs ``data`` (default ``train.data``)."""
+    federation = load_federation(data or config["train"]["data"])
+    return genomic_distance(config, federation, method, seed)

@@ -14,6 +14,7 @@ so that a Flower client process rebuilds exactly its own.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,11 @@ from rvfedprs.imaging.loader import MedMNIST
 from rvfedprs.imaging.metrics import METRIC_NAMES
 from rvfedprs.imaging.task import strategy_for
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "run_benchmark",
+    "write_benchmark",
     "build_strategy",
     "strategy_distance",
     "results_table",
@@ -200,6 +204,110 @@ def run_benchmark(
         "clients": client_info,
         "history": rows,
     }
+
+
+def write_benchmark(
+    config: Mapping[str, Any], out: str | Path, *, class_counts_file: str | Path | None = None
+):
+    """Run the comparison of ``config["imaging"]``; write its tables, metrics and provenance.
+
+    Writes ``table.csv``/``table.md`` (mean over folds at rounds 1, R/2 and R),
+    ``metrics.json`` (every evaluated row, the partition, timings) and ``provenance.json``.
+    Every evaluated round is also appended to ``progress.jsonl`` (and a line printed) as soon as
+    it is computed, so an interrupted run keeps what it had evaluated (on a Flower engine, when
+    each strategy's run ends: the rounds are evaluated from its checkpoints).
+
+    Parameters
+    ----------
+    config : mapping
+        Validated configuration (sections ``imaging`` and ``flower``); ``imaging.seed`` None
+        draws a seed, recorded in the outputs.
+    out : str or Path
+    class_counts_file : str or Path, optional
+        A fixed per-client class mix (:func:`~rvfedprs.imaging.partition.read_class_counts`)
+        instead of a Dirichlet draw.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table written.
+    """
+    import json
+    import time
+
+    import torch
+
+    from rvfedprs.imaging.loader import load_medmnist
+    from rvfedprs.imaging.partition import read_class_counts
+    from rvfedprs.provenance import draw_seed, jsonable, write_provenance
+
+    config = dict(config)
+    section = config["imaging"]
+    seed = draw_seed(section["seed"])
+    section["seed"] = seed
+    if section["torch_threads"]:
+        torch.set_num_threads(int(section["torch_threads"]))
+    dataset = load_medmnist(section["data"])
+    class_counts = None
+    if class_counts_file is not None:
+        class_counts = read_class_counts(class_counts_file, dataset.n_classes)
+        section["n_clients"] = int(class_counts.shape[0])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if section.get("eval_rounds"):
+        section["eval_rounds"] = [r for r in section["eval_rounds"] if r <= section["rounds"]]
+    progress_file = out / "progress.jsonl"
+    progress_file.write_text("")
+    start = time.time()
+
+    def progress(row: dict[str, Any]) -> None:
+        row = {"elapsed_s": round(time.time() - start, 1), **row}
+        with progress_file.open("a") as handle:
+            handle.write(json.dumps(jsonable(row)) + "\n")
+        print(
+            f"[{row['elapsed_s']:8.1f}s] {row['strategy']} fold {row['fold']} round {row['round']}:"
+            f" accuracy {row['accuracy']:.4f} log-loss {row['log_loss']:.4f}",
+            flush=True,
+        )
+
+    result = run_benchmark(
+        dataset,
+        section,
+        random_seed=seed,
+        progress=progress,
+        class_counts=class_counts,
+        engine=section["engine"],
+        flower=config.get("flower"),
+        out=out,
+    )
+    if result["n_unassigned"]:
+        log.warning("%d of %d images are in no client", result["n_unassigned"], result["n_images"])
+    wall_s = time.time() - start
+    rounds = section["rounds"]
+    marks = sorted({1, max(1, rounds // 2), rounds})
+    table = results_table(result["history"], marks)
+    table.to_csv(out / "table.csv", index=False)
+    (out / "table.md").write_text(table.to_markdown(index=False, floatfmt=".4f") + "\n")
+    metrics = {
+        "seed": seed,
+        "config": section,
+        "dataset": str(dataset.path),
+        "wall_s": round(wall_s, 1),
+        "torch_version": torch.__version__,
+        "class_counts": None if class_counts is None else class_counts.tolist(),
+        "class_counts_file": None if class_counts_file is None else str(class_counts_file),
+        **result,
+    }
+    (out / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1) + "\n")
+    write_provenance(
+        out,
+        command="imaging",
+        parameters=section,
+        seed=seed,
+        inputs=[section["data"], *([str(class_counts_file)] if class_counts_file else [])],
+    )
+    log.info("wrote %s: %d strategies × %d rounds", out, len(section["strategies"]), rounds)
+    return table
 
 
 def check_engine(engine: str) -> None:
