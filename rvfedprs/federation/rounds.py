@@ -48,6 +48,7 @@ __all__ = [
     "finish_round",
     "run_rounds",
     "serve",
+    "run_job",
 ]
 
 log = logging.getLogger(__name__)
@@ -450,3 +451,47 @@ def serve(
             )
         )
     return results
+
+
+def run_job(
+    task: Task,
+    transport: Transport,
+    job: Mapping[str, Any],
+    *,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """The server's whole program for a job, on any engine; returns the job's summary.
+
+    The task's own program when it has one (:meth:`Task.coordinator`, an analytics study);
+    otherwise training: the ``setup`` step, then each run of ``job["runs"]`` (one strategy
+    each) through :func:`serve`, every checkpoint kept (the launcher evaluates them). The
+    summary holds ``round``, ``client_ids``, ``setup_failures``, ``failures`` (round → client →
+    reason, of the first run), ``runs`` (per strategy, when several) and what the task's
+    :meth:`~Task.summary` adds.
+
+    Raises
+    ------
+    FederationError
+        When too few sites answer.
+    ConfigError
+        When a run's strategy pools the sites' data (not on this engine).
+    """
+    program = task.coordinator(job)
+    if program is not None:
+        return program(transport, job, on_round=on_round)
+    settings, transport, setup_failures = negotiate(task, transport, job)
+    runs = [RunSpec(task.build_strategy(spec, job), out=Path(spec["out"])) for spec in job["runs"]]
+    results = serve(task, transport, runs, job, settings, on_round=on_round)
+    failures = [{e["round"]: e["failed"] for e in r.history if "failed" in e} for r in results]
+    summary: dict[str, Any] = {
+        "round": int(job["rounds"]),
+        "client_ids": transport.client_ids,
+        "setup_failures": dict(setup_failures),
+        "failures": failures[0],
+    }
+    if len(runs) > 1:
+        summary["runs"] = {
+            spec["strategy"]: f for spec, f in zip(job["runs"], failures, strict=True)
+        }
+    summary.update(task.summary(results))
+    return summary

@@ -21,7 +21,7 @@ and collects the replies, recording per site why one is missing. Tasks are regis
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -171,6 +171,15 @@ class Task(ABC):
     def site_key(self, settings: Mapping[str, Any]) -> str:
         """The part of the settings an opened site depends on (a node caches sites by it)."""
         return ""
+
+    def coordinator(self, job: Mapping[str, Any]) -> Callable[..., dict[str, Any]] | None:
+        """The server's own program for ``job``, or None (the default) to train its runs.
+
+        An analytics task returns ``program(transport, job, *, on_round) -> summary`` running its
+        own sequence of steps; :func:`~rvfedprs.federation.rounds.run_job` calls it on every
+        engine.
+        """
+        return None
 
 
 class Transport(ABC):

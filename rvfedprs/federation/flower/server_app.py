@@ -5,7 +5,8 @@ The run configuration names a job file (``job-file``, JSON written by
 rvfedprs configuration, the runs (one strategy and output folder each), rounds, seed and fault
 settings. The ServerApp runs the same server loop as the in-process engine
 (:func:`~rvfedprs.federation.rounds.negotiate` then :func:`~rvfedprs.federation.rounds.serve`)
-over a :class:`~rvfedprs.federation.flower.transport.FlowerTransport`; it names no task.
+over a :class:`~rvfedprs.federation.flower.transport.FlowerTransport` — the task's program,
+:func:`~rvfedprs.federation.rounds.run_job`; it names no task.
 
 Clients that fail, time out or send malformed replies are logged by name and left out of the
 round (recorded in the history under ``failed``); the job stops when fewer than
@@ -18,15 +19,15 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.flower.job import read_job, write_status
 from rvfedprs.federation.flower.transport import FlowerTransport
-from rvfedprs.federation.rounds import RunSpec, negotiate, serve
+from rvfedprs.federation.rounds import run_job
 from rvfedprs.tasks import get_task
 
 __all__ = ["app", "run_server"]
@@ -57,12 +58,9 @@ def main(grid: Grid, context: Context) -> None:
 
 
 def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the job on ``grid``; returns the summary written to the status file.
+    """Run the job on ``grid``: :func:`~rvfedprs.federation.rounds.run_job` over Flower.
 
-    The summary holds ``round`` (the last), ``client_ids``, ``setup_failures`` (who did not
-    answer the setup, and why), ``failures`` (round → client → reason, of the first run),
-    ``runs`` (per strategy: its failures, when the job holds several runs) and what the task
-    adds (:meth:`~rvfedprs.federation.task.Task.summary`).
+    Returns the summary written to the status file.
 
     Raises
     ------
@@ -79,31 +77,11 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
         expected=int(job["expected_clients"]),
         node_wait=float(job["node_wait"]),
     )
-    settings, transport, setup_failures = negotiate(task, transport, job)
-    runs = []
-    for spec in job["runs"]:
-        strategy = task.build_strategy(spec, job)
-        if strategy.pooled:
-            raise RuntimeError(
-                f"strategy {spec['strategy']!r} pools the clients' data and cannot run on Flower"
-            )
-        runs.append(RunSpec(strategy, out=Path(spec["out"])))  # every checkpoint kept
-    log.info("clients %s; %d run(s) of %d rounds", transport.client_ids, len(runs), job["rounds"])
 
     def on_round(index: int, entry: Mapping[str, Any]) -> None:
         write_status(job["out"], "running", run=index, round=entry["round"], loss=entry["loss"])
 
-    results = serve(task, transport, runs, job, settings, on_round=on_round)
-    failures = [{e["round"]: e["failed"] for e in r.history if "failed" in e} for r in results]
-    summary: dict[str, Any] = {
-        "round": int(job["rounds"]),
-        "client_ids": transport.client_ids,
-        "setup_failures": dict(setup_failures),
-        "failures": failures[0],
-    }
-    if len(runs) > 1:
-        summary["runs"] = {
-            spec["strategy"]: f for spec, f in zip(job["runs"], failures, strict=True)
-        }
-    summary.update(task.summary(results))
-    return summary
+    try:
+        return run_job(task, transport, job, on_round=on_round)
+    except ConfigError as exc:  # a pooled strategy: refused by the transport
+        raise RuntimeError(str(exc)) from None
