@@ -1,6 +1,7 @@
-"""The two-pathway RV-FedPRS network (SPEC §4, paper §II-A).
+"""The two-pathway RV-FedPRS network (RV-FedPRS paper §II-A).
 
-A small *common backbone* maps the standardised PRS to ``h_c``; a wider *rare specialist* maps the
+A small *common backbone* maps the standardised PRS (and the standardised covariates — age,
+sex, genetic PCs — when the data carry any) to ``h_c``; a wider *rare specialist* maps the
 rare-variant dosage vector ``a`` (length ``P``) to ``h_r``; the *integration head* computes
 ``logit = w_out · [h_c ⊕ h_r] + b``.  The specialist's first layer (``rare.input``) accepts a
 torch sparse (COO or CSR) batch, so its forward and backward cost scales with the number of
@@ -20,6 +21,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from rvfedprs.config import section_defaults
+
 __all__ = [
     "model_from_config",
     "TwoPathwayModel",
@@ -30,6 +33,9 @@ __all__ = [
 ]
 
 PARAMETER_GROUPS: tuple[str, ...] = ("common", "rare", "head")
+
+#: The ``model`` section's schema defaults (the architecture's one source of defaults).
+_DEFAULTS = section_defaults("model")
 
 
 def _mlp(n_in: int, hidden: Sequence[int], dropout: float, first_name: str) -> nn.Sequential:
@@ -52,6 +58,9 @@ class TwoPathwayModel(nn.Module):
     ----------
     n_rare : int
         Number of rare variants ``P`` (columns of the dosage matrix).
+    n_covariates : int
+        Covariates entering the common backbone beside the PRS (its input width is
+        ``1 + n_covariates``).
     common_hidden : sequence of int
         Widths of the common backbone's hidden layers (ReLU after each).
     rare_hidden : sequence of int
@@ -72,9 +81,10 @@ class TwoPathwayModel(nn.Module):
         self,
         n_rare: int,
         *,
-        common_hidden: Sequence[int] = (16,),
-        rare_hidden: Sequence[int] = (64,),
-        dropout: float = 0.0,
+        n_covariates: int = 0,
+        common_hidden: Sequence[int] = tuple(_DEFAULTS["common_hidden"]),
+        rare_hidden: Sequence[int] = tuple(_DEFAULTS["rare_hidden"]),
+        dropout: float = _DEFAULTS["dropout"],
         random_seed: int | None = None,
         initialise: bool = True,
     ) -> None:
@@ -88,7 +98,10 @@ class TwoPathwayModel(nn.Module):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if int(n_covariates) < 0:
+            raise ValueError(f"n_covariates must be >= 0, got {n_covariates}")
         self.n_rare = int(n_rare)
+        self.n_covariates = int(n_covariates)
         self.common_hidden = tuple(int(h) for h in common_hidden)
         self.rare_hidden = tuple(int(h) for h in rare_hidden)
         self.dropout = float(dropout)
@@ -104,7 +117,7 @@ class TwoPathwayModel(nn.Module):
                 self._build()
 
     def _build(self) -> None:
-        self.common = _mlp(1, self.common_hidden, self.dropout, "fc0")
+        self.common = _mlp(1 + self.n_covariates, self.common_hidden, self.dropout, "fc0")
         self.rare = _mlp(self.n_rare, self.rare_hidden, self.dropout, "input")
         self.head = nn.Linear(self.common_hidden[-1] + self.rare_hidden[-1], 1)
 
@@ -112,6 +125,7 @@ class TwoPathwayModel(nn.Module):
         """Constructor keyword arguments that rebuild this architecture."""
         return {
             "n_rare": self.n_rare,
+            "n_covariates": self.n_covariates,
             "common_hidden": list(self.common_hidden),
             "rare_hidden": list(self.rare_hidden),
             "dropout": self.dropout,
@@ -131,27 +145,53 @@ class TwoPathwayModel(nn.Module):
         # Calling the module (not F.linear) keeps opacus' per-sample-gradient hooks working.
         return layer(rare)
 
-    def embed(self, prs: Tensor, rare: Tensor, input_weight: Tensor | None = None) -> Tensor:
-        """Concatenated representation ``[h_c ⊕ h_r]``, shape (n, h_c width + h_r width)."""
-        h_c = self.common(prs.reshape(-1, 1))
+    def embed(
+        self,
+        prs: Tensor,
+        rare: Tensor,
+        input_weight: Tensor | None = None,
+        covariates: Tensor | None = None,
+    ) -> Tensor:
+        """Concatenated representation ``[h_c ⊕ h_r]``, shape (n, h_c width + h_r width).
+
+        ``covariates`` (n, n_covariates) joins the PRS at the backbone's input.
+        """
+        h_c = self.common(self._common_input(prs, covariates))
         rare_layers = list(self.rare.children())
         h_r = self.rare_input(rare, input_weight)
         for layer in rare_layers[1:]:
             h_r = layer(h_r)
         return torch.cat([h_c, h_r], dim=1)
 
-    def forward(self, prs: Tensor, rare: Tensor, *, input_weight: Tensor | None = None) -> Tensor:
+    def _common_input(self, prs: Tensor, covariates: Tensor | None) -> Tensor:
+        column = prs.reshape(-1, 1)
+        given = 0 if covariates is None else int(covariates.shape[-1])
+        if given != self.n_covariates:
+            raise ValueError(
+                f"the model expects {self.n_covariates} covariates, the batch holds {given}"
+            )
+        return column if covariates is None else torch.cat([column, covariates], dim=1)
+
+    def forward(
+        self,
+        prs: Tensor,
+        rare: Tensor,
+        *,
+        input_weight: Tensor | None = None,
+        covariates: Tensor | None = None,
+    ) -> Tensor:
         """Logits, shape (n,), from ``prs`` (n,) and ``rare`` (n, P), dense or sparse.
 
         With ``input_weight`` (h, p), ``rare`` is a sparse (n, p) batch over the p columns that
         weight holds (a subset of the P variants) and replaces the first layer's weight.
+        ``covariates`` (n, n_covariates): standardised covariates, when the model has any.
         """
         n_columns = self.n_rare if input_weight is None else input_weight.shape[1]
         if rare.shape[-1] != n_columns:
             raise ValueError(
                 f"rare input has {rare.shape[-1]} columns, the model expects {n_columns}"
             )
-        return self.head(self.embed(prs, rare, input_weight)).reshape(-1)
+        return self.head(self.embed(prs, rare, input_weight, covariates)).reshape(-1)
 
 
 def model_from_config(
@@ -168,17 +208,20 @@ def model_from_config(
     n_rare : int
         Number of rare-variant columns P.
     model_config : mapping
-        ``common_hidden``, ``rare_hidden``, ``dropout`` (missing keys take the schema defaults).
+        ``common_hidden``, ``rare_hidden``, ``dropout`` (missing keys take the schema defaults)
+        and, derived from the data, ``n_covariates`` (default 0).
     random_seed : int or None
         Seed of the initial weights (callers that overwrite the weights keep the default 0).
     initialise : bool
         False: weights left uninitialised, for callers that set them all at once.
     """
+    config = {**_DEFAULTS, **model_config}
     return TwoPathwayModel(
         n_rare,
-        common_hidden=tuple(model_config.get("common_hidden", (16,))),
-        rare_hidden=tuple(model_config.get("rare_hidden", (64,))),
-        dropout=float(model_config.get("dropout", 0.0)),
+        n_covariates=int(config.get("n_covariates", 0)),
+        common_hidden=tuple(config["common_hidden"]),
+        rare_hidden=tuple(config["rare_hidden"]),
+        dropout=float(config["dropout"]),
         random_seed=random_seed,
         initialise=initialise,
     )

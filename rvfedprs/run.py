@@ -96,7 +96,7 @@ def _evaluate(strategy: Strategy, federation: Federation, config: Mapping[str, A
         client_clusters(strategy, federation.client_ids),
         federation.test,
         federation.variant_keys,
-        dict(config["model"]),
+        federation.model_config(config["model"]),
         truth=truth,
         score_clusters=strategy.forms_clusters,
     )
@@ -156,7 +156,7 @@ def train(
     truth = load_truth_from_config(config)
     distance = strategy_distance(name, config, federation, seed)  # fedavg_w / cluster_fedavg
     strategy = strategy_from_config(name, config, **distance)
-    model_config = dict(config["model"])
+    model_config = federation.model_config(config["model"])
 
     if evaluate_round is None:
 

@@ -31,6 +31,7 @@ def write_federation(
     prevalence: float = 0.2,
     test_fraction: float = 0.3,
     seed: int = 0,
+    covariates: tuple[str, ...] = (),
 ) -> dict:
     """Write ``root/results`` (pipeline outputs) and ``root/cohort`` (samples.tsv, truth).
 
@@ -100,7 +101,16 @@ def write_federation(
         hits = rng.random((n, carried.size)) < carrier_freq
         dense[:, carried] = hits.astype(np.float32)
         prs = rng.normal(size=n)
+        # covariates on their own scales (an age in years, a PC): the liability uses them
+        cov = {
+            name: 40.0 + 10.0 * rng.normal(size=n) + 3.0 * k if i == 0 else rng.normal(size=n)
+            for i, name in enumerate(covariates)
+        }
         liability = prs_effect * prs + dense @ effects[m] + rng.normal(size=n)
+        for i, values in enumerate(cov.values()):
+            liability = liability + (0.4 if i == 0 else -0.3) * (values - values.mean()) / (
+                values.std() + 1e-12
+            )
         threshold = np.quantile(liability, 1 - prevalence)
         y = (liability > threshold).astype(np.int8)
         split = np.where(rng.random(n) < test_fraction, "test", "train")
@@ -108,7 +118,7 @@ def write_federation(
         folder = results / "clients" / client
         folder.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(
-            {"sample_id": ids, "prs": 3.0 + 2.0 * prs, "phenotype": y, "split": split}
+            {"sample_id": ids, "prs": 3.0 + 2.0 * prs, "phenotype": y, "split": split, **cov}
         ).to_parquet(folder / "samples.parquet", index=False)
         sp.save_npz(folder / "rare_dosages.npz", sp.csr_matrix(dense))
         client_rows.append(

@@ -24,7 +24,8 @@ def dense_sgd(model, data, config, seed, *, reference, correction=None):
         for rows in epoch:
             prs, rare, y = data.batch(rows, sparse=False)
             opt.zero_grad()
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(model(prs, rare), y)
+            logits = model(prs, rare, covariates=data.covariates_tensor(rows))
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
             if config.proximal_mu:
                 prox = sum(((p - ref[n]) ** 2).sum() for n, p in params.items())
                 loss = loss + config.proximal_mu / 2 * prox

@@ -181,6 +181,37 @@ def test_server_loop_matches_inprocess(fed, tmp_path):
     assert got["history"][-1]["loss"] == pytest.approx(reference.history[-1]["loss"], rel=1e-9)
 
 
+def test_server_loop_with_covariates_matches_inprocess(tmp_path):
+    # each node standardises its own covariates with the federated moments of the setup step
+    paths = write_federation(
+        tmp_path / "data", n_clients=3, samples_per_client=80, covariates=("age", "pc1")
+    )
+    cov = load_federation(paths["data"])
+    server_app.run_server(LocalGrid(_nodes(cov)), _job(cov, tmp_path / "flower"))
+    config = _config(cov)
+    t = config["train"]
+    reference = run_inprocess(
+        cov,
+        strategy_from_config("fedavg", config),
+        rounds=2,
+        model_config=cov.model_config(config["model"]),
+        training=LocalTrainingConfig(
+            epochs=t["local_epochs"],
+            lr=t["lr"],
+            momentum=t["momentum"],
+            batch_size=t["batch_size"],
+            pos_weight=t["pos_weight"],
+            weight_decay=t["weight_decay"],
+        ),
+        random_seed=SEED,
+    )
+    got = _global(tmp_path / "flower", 2)
+    assert got["model_config"]["n_covariates"] == 2
+    want = reference.strategy.parameters_for(cov.client_ids[0])
+    for key, value in got["strategy_state"]["parameters"].items():
+        np.testing.assert_allclose(value, want[key], rtol=1e-6, atol=1e-7, err_msg=key)
+
+
 def _corrupt(victim: str, how: str):
     def tamper(client, msg, reply):
         if client != victim or msg.metadata.message_type != "train":

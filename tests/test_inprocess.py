@@ -55,6 +55,39 @@ def test_federated_prs_standardisation_matches_pooled_numpy(fed_paths, federatio
     assert len(pooled) + n_test == 4 * 120
 
 
+def test_covariates_standardised_with_federated_moments(tmp_path):
+    paths = write_federation(
+        tmp_path, n_clients=3, samples_per_client=80, covariates=("age", "pc1")
+    )
+    federation = load_federation(paths["data"])
+    assert federation.covariate_names == ("age", "pc1")
+    raw = []
+    for c in federation.client_ids:
+        s = pd.read_parquet(paths["data"] / "clients" / c / "samples.parquet")
+        raw.append(s.loc[s["split"] == "train", ["age", "pc1"]].to_numpy())
+    pooled = np.concatenate(raw)
+    np.testing.assert_allclose(federation.covariate_mean, pooled.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(federation.covariate_sd, pooled.std(axis=0), rtol=1e-12)
+    train = np.concatenate([federation.train[c].covariates for c in federation.client_ids])
+    np.testing.assert_allclose(train.mean(axis=0), 0, atol=1e-5)
+    np.testing.assert_allclose(train.std(axis=0), 1, atol=1e-4)
+    assert federation.model_config({})["n_covariates"] == 2
+    # a covariate the model uses: training on it moves the backbone's covariate weights
+    config = federation.model_config({"common_hidden": [4], "rare_hidden": [8]})
+    result = run_inprocess(
+        federation,
+        get_strategy("fedavg"),
+        rounds=1,
+        model_config=config,
+        training=LocalTrainingConfig(epochs=1, lr=0.1, momentum=0.0, batch_size=32),
+        random_seed=3,
+    )
+    w = result.strategy.parameters_for(federation.client_ids[0])["common.fc0.weight"]
+    w0 = initial_parameters(federation.n_rare, config, 3)["common.fc0.weight"]
+    assert w.shape == w0.shape == (4, 3)
+    assert not np.allclose(w[:, 1:], w0[:, 1:])  # the covariate inputs were trained
+
+
 def test_data_errors_name_the_value(fed_paths, tmp_path):
     import shutil
 

@@ -3,7 +3,13 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from rvfedprs.model import TwoPathwayModel, get_parameters, parameter_groups, set_parameters
+from rvfedprs.model import (
+    TwoPathwayModel,
+    get_parameters,
+    model_from_config,
+    parameter_groups,
+    set_parameters,
+)
 from rvfedprs.training import to_torch_sparse
 
 
@@ -96,3 +102,17 @@ def test_dropout_layers_present_only_when_requested():
     assert not any(isinstance(m, torch.nn.Dropout) for m in TwoPathwayModel(5).modules())
     model = TwoPathwayModel(5, dropout=0.2)
     assert sum(isinstance(m, torch.nn.Dropout) for m in model.modules()) == 2
+
+
+def test_covariates_enter_the_common_backbone():
+    model = TwoPathwayModel(5, n_covariates=3, random_seed=0)
+    assert model.common.fc0.weight.shape[1] == 4  # PRS + 3 covariates
+    prs, rare = torch.zeros(2), torch.zeros(2, 5)
+    covariates = torch.tensor([[0.0, 0.0, 0.0], [1.0, -2.0, 3.0]])
+    logits = model(prs, rare, covariates=covariates)
+    assert logits.shape == (2,) and logits[0] != logits[1]  # only the covariates differ
+    with pytest.raises(ValueError, match="expects 3 covariates, the batch holds 0"):
+        model(prs, rare)
+    with pytest.raises(ValueError, match="expects 0 covariates, the batch holds 3"):
+        TwoPathwayModel(5, random_seed=0)(prs, rare, covariates=covariates)
+    assert model_from_config(5, {"n_covariates": 3}).config()["n_covariates"] == 3

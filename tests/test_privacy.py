@@ -19,14 +19,15 @@ from rvfedprs.training.dp import DPState, dp_local_update, dp_schedule
 P = 40
 
 
-def _client(n=120, p=P, carried=30, density=0.05, seed=0):
+def _client(n=120, p=P, carried=30, density=0.05, seed=0, n_covariates=0):
     rng = np.random.default_rng(seed)
     dense = (rng.random((n, p)) < density).astype(np.float32)
     dense[rng.random((n, p)) < 0.2] *= 2.0  # some homozygous carriers
     dense[:, carried:] = 0.0  # variants carried.. are carried by nobody
     prs = rng.normal(size=n).astype(np.float32)
     y = (rng.random(n) < 0.4).astype(np.float32)
-    return ClientData("c0", np.arange(n).astype(str), prs, sp.csr_matrix(dense), y)
+    covariates = rng.normal(size=(n, n_covariates)).astype(np.float32) if n_covariates else None
+    return ClientData("c0", np.arange(n).astype(str), prs, sp.csr_matrix(dense), y, covariates)
 
 
 def _reference_round(model, data, cfg, max_grad_norm, reference, random_seed):
@@ -53,7 +54,11 @@ def _reference_round(model, data, cfg, max_grad_norm, reference, random_seed):
         empty += len(rows) == 0
         total = {k: np.zeros_like(v) for k, v in w.items()}
         for i in rows:
-            logit = model(torch.tensor(data.prs[i : i + 1]), torch.tensor(rare[i : i + 1]))
+            logit = model(
+                torch.tensor(data.prs[i : i + 1]),
+                torch.tensor(rare[i : i + 1]),
+                covariates=data.covariates_tensor(np.array([i])),
+            )
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
                 logit, torch.tensor(data.y[i : i + 1]), pos_weight=pos_weight
             )
@@ -78,8 +83,9 @@ def _reference_round(model, data, cfg, max_grad_norm, reference, random_seed):
     return w, infl, loss_sum / loss_n, empty, clipped / seen
 
 
-def test_equals_naive_per_sample_loop_without_noise():
-    data = _client(n=30, seed=4)
+@pytest.mark.parametrize("n_covariates", [0, 3], ids=["prs-only", "with-covariates"])
+def test_equals_naive_per_sample_loop_without_noise(n_covariates):
+    data = _client(n=30, seed=4, n_covariates=n_covariates)
     cfg = LocalTrainingConfig(
         epochs=2,
         lr=0.2,
@@ -89,7 +95,7 @@ def test_equals_naive_per_sample_loop_without_noise():
         proximal_mu=0.1,
         weight_decay=0.01,
     )
-    arch = {"common_hidden": (6, 4), "rare_hidden": (8, 5)}
+    arch = {"common_hidden": (6, 4), "rare_hidden": (8, 5), "n_covariates": n_covariates}
     start = get_parameters(TwoPathwayModel(P, **arch, random_seed=1))
     ref = {k: v + 0.03 for k, v in start.items()}
     model = TwoPathwayModel(P, **arch, random_seed=1)

@@ -18,7 +18,9 @@ from rvfedprs.training import (
 P = 120
 
 
-def _client(n=300, seed=0, causal=(3,), effect=4.0, carried=range(60), carriers=(3, 15)):
+def _client(
+    n=300, seed=0, causal=(3,), effect=4.0, carried=range(60), carriers=(3, 15), n_covariates=0
+):
     """Random carriers of the first 60 variants only; `causal` ones raise the risk."""
     rng = np.random.default_rng(seed)
     carried = np.asarray(list(carried))
@@ -30,8 +32,12 @@ def _client(n=300, seed=0, causal=(3,), effect=4.0, carried=range(60), carriers=
     rare = rare.tocsr()
     prs = rng.normal(size=n).astype(np.float32)
     liab = 0.8 * prs + effect * np.asarray(rare[:, list(causal)].sum(axis=1)).ravel() - 1.0
+    covariates = None
+    if n_covariates:
+        covariates = rng.normal(size=(n, n_covariates)).astype(np.float32)
+        liab = liab + covariates @ np.linspace(0.5, -0.5, n_covariates)
     y = (rng.random(n) < 1 / (1 + np.exp(-liab))).astype(np.float32)
-    return ClientData("c0", np.array([f"s{i}" for i in range(n)]), prs, rare, y)
+    return ClientData("c0", np.array([f"s{i}" for i in range(n)]), prs, rare, y, covariates)
 
 
 def _dense_reference(model, data, config, seed, reference=None):
@@ -49,18 +55,19 @@ def _dense_reference(model, data, config, seed, reference=None):
     ],
     ids=["plain-sgd", "prox-and-weight-decay"],
 )
-def test_local_update_equals_dense_sgd_reference(cfg):
-    data = _client()
-    start = TwoPathwayModel(P, random_seed=1)
+@pytest.mark.parametrize("n_covariates", [0, 2], ids=["prs-only", "with-covariates"])
+def test_local_update_equals_dense_sgd_reference(cfg, n_covariates):
+    data = _client(n_covariates=n_covariates)
+    start = TwoPathwayModel(P, n_covariates=n_covariates, random_seed=1)
     # a reference away from the start so the proximal pull acts on every column
     rng = np.random.default_rng(9)
     reference = {
         k: (v + rng.normal(scale=0.1, size=v.shape)).astype(np.float32)
         for k, v in get_parameters(start).items()
     }
-    model_a = TwoPathwayModel(P, random_seed=1)
+    model_a = TwoPathwayModel(P, n_covariates=n_covariates, random_seed=1)
     res = local_update(model_a, data, cfg, reference=reference, random_seed=5)
-    model_b = TwoPathwayModel(P, random_seed=1)
+    model_b = TwoPathwayModel(P, n_covariates=n_covariates, random_seed=1)
     expected = _dense_reference(model_b, data, cfg, 5, reference=reference)
     for name, value in expected.items():
         np.testing.assert_allclose(res.parameters[name], value, rtol=1e-4, atol=2e-5)

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     seed = mia["seed"] if mia["seed"] is not None else int(checkpoint.get("seed", 0))
     targets = mia["targets"]
     targets = federation.client_ids[:targets] if isinstance(targets, int) else list(targets)
-    model_config = dict(trained["model"])
+    model_config = federation.model_config(trained["model"])
     references = {}
     if "lira" in mia["attacks"]:
         from dataclasses import replace

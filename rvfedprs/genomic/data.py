@@ -10,9 +10,10 @@ Input layout (docs/ARCHITECTURE.md, "Per-client inputs")::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,9 @@ __all__ = [
     "load_federation",
     "prs_moments",
     "combine_moments",
+    "covariate_columns",
+    "covariate_moments",
+    "combine_covariate_moments",
     "pool_clients",
 ]
 
@@ -45,6 +49,10 @@ class Federation:
         Per-client splits, keyed by client id (sorted).
     prs_mean, prs_sd : float
         The federated mean and standard deviation of the training PRS.
+    covariate_names : tuple of str
+        The covariates (``samples.parquet`` columns besides the four standard ones), in order.
+    covariate_mean, covariate_sd : array of float64, shape (n_covariates,)
+        Their federated means and standard deviations over the training splits.
     """
 
     data_dir: Path
@@ -53,6 +61,9 @@ class Federation:
     test: dict[str, ClientData]
     prs_mean: float
     prs_sd: float
+    covariate_names: tuple[str, ...] = ()
+    covariate_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    covariate_sd: np.ndarray = field(default_factory=lambda: np.ones(0))
 
     @property
     def client_ids(self) -> list[str]:
@@ -63,6 +74,15 @@ class Federation:
     def n_rare(self) -> int:
         """Number of rare-variant columns."""
         return len(self.variant_keys)
+
+    @property
+    def n_covariates(self) -> int:
+        """Number of covariates."""
+        return len(self.covariate_names)
+
+    def model_config(self, model: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``model`` section with the covariate count these data need."""
+        return {**dict(model), "n_covariates": self.n_covariates}
 
 
 def prs_moments(prs: np.ndarray) -> tuple[int, float, float]:
@@ -85,6 +105,39 @@ def combine_moments(moments: Iterable[tuple[int, float, float]]) -> tuple[float,
     var = max(ss / n - mean * mean, 0.0)
     sd = float(np.sqrt(var))
     return float(mean), sd if sd > 0 else 1.0
+
+
+def covariate_columns(samples: pd.DataFrame) -> tuple[str, ...]:
+    """The covariates of a ``samples.parquet`` table: its columns besides the standard four."""
+    return tuple(c for c in samples.columns if c not in _SAMPLE_COLUMNS)
+
+
+def covariate_moments(values: np.ndarray) -> tuple[int, list[float], list[float]]:
+    """One client's contribution to the federated covariate moments: (n, Σx, Σx²) per column."""
+    x = np.asarray(values, dtype=np.float64)
+    return int(x.shape[0]), x.sum(axis=0).tolist(), (x * x).sum(axis=0).tolist()
+
+
+def combine_covariate_moments(
+    moments: Iterable[tuple[int, Sequence[float], Sequence[float]]], n_covariates: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Federated means and standard deviations per covariate (an sd of 0 becomes 1)."""
+    n, s, ss = 0, np.zeros(n_covariates), np.zeros(n_covariates)
+    for n_k, s_k, ss_k in moments:
+        n, s, ss = n + n_k, s + np.asarray(s_k, float), ss + np.asarray(ss_k, float)
+    if n == 0:
+        raise InputDataError("no training samples in any client: cannot standardise covariates")
+    mean = s / n
+    sd = np.sqrt(np.maximum(ss / n - mean * mean, 0.0))
+    return mean, np.where(sd > 0, sd, 1.0)
+
+
+def standardise_covariates(
+    values: np.ndarray, mean: Sequence[float], sd: Sequence[float]
+) -> np.ndarray:
+    """``(x − mean) / sd`` per column, float32."""
+    x = np.asarray(values, dtype=np.float64)
+    return ((x - np.asarray(mean, float)) / np.asarray(sd, float)).astype(np.float32)
 
 
 def _read_client(folder: Path, client: str, n_rare: int) -> tuple[pd.DataFrame, sp.csr_matrix]:
@@ -113,6 +166,14 @@ def _read_client(folder: Path, client: str, n_rare: int) -> tuple[pd.DataFrame, 
         raise InputDataError(
             f"client {client!r}: split values {bad_split} in {samples_path}; expected train/test"
         )
+    for column in covariate_columns(samples):
+        values = pd.to_numeric(samples[column], errors="coerce")
+        bad = samples.loc[~np.isfinite(values.to_numpy(float)), "sample_id"].astype(str)
+        if len(bad):
+            raise InputDataError(
+                f"client {client!r}: covariate {column!r} in {samples_path} is missing or not a "
+                f"finite number for samples {bad.tolist()[:5]}"
+            )
     bad_y = sorted(set(pd.unique(samples["phenotype"])) - {0, 1})
     if bad_y:
         raise InputDataError(
@@ -121,15 +182,21 @@ def _read_client(folder: Path, client: str, n_rare: int) -> tuple[pd.DataFrame, 
     return samples, dosages
 
 
-def _client_data(client, samples, dosages, mask, mean, sd) -> ClientData:
+def _client_data(client, samples, dosages, mask, mean, sd, cov_mean, cov_sd) -> ClientData:
     index = np.flatnonzero(mask)
     prs = (samples["prs"].to_numpy(np.float64)[index] - mean) / sd
+    names = list(covariate_columns(samples))
+    covariates = None
+    if names:
+        raw = samples[names].to_numpy(np.float64)[index]
+        covariates = standardise_covariates(raw, cov_mean, cov_sd)
     return ClientData(
         client_id=client,
         sample_ids=samples["sample_id"].astype(str).to_numpy()[index],
         prs=prs.astype(np.float32),
         rare=dosages[index],
         y=samples["phenotype"].to_numpy(np.float32)[index],
+        covariates=covariates,
     )
 
 
@@ -181,15 +248,28 @@ def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = Non
         train = samples["split"].astype(str) == "train"
         if not (samples.loc[train, "phenotype"] == 1).any():
             raise InputDataError(f"client {client!r} has no cases in its training split")
+    names = {c: covariate_columns(samples) for c, (samples, _) in raw.items()}
+    if len(set(names.values())) > 1:
+        raise InputDataError(f"clients disagree on their covariate columns: {names}")
+    covariates = next(iter(names.values()))
+    is_train = {
+        c: (samples["split"].astype(str) == "train").to_numpy() for c, (samples, _) in raw.items()
+    }
     mean, sd = combine_moments(
-        prs_moments(s.loc[s["split"].astype(str) == "train", "prs"].to_numpy())
-        for s, _ in raw.values()
+        prs_moments(samples["prs"].to_numpy()[is_train[c]]) for c, (samples, _) in raw.items()
+    )
+    cov_mean, cov_sd = combine_covariate_moments(
+        (
+            covariate_moments(samples[list(covariates)].to_numpy(np.float64)[is_train[c]])
+            for c, (samples, _) in raw.items()
+        ),
+        len(covariates),
     )
     train, test = {}, {}
     for client, (samples, dosages) in raw.items():
-        is_train = (samples["split"].astype(str) == "train").to_numpy()
-        train[client] = _client_data(client, samples, dosages, is_train, mean, sd)
-        test[client] = _client_data(client, samples, dosages, ~is_train, mean, sd)
+        args = (mean, sd, cov_mean, cov_sd)
+        train[client] = _client_data(client, samples, dosages, is_train[client], *args)
+        test[client] = _client_data(client, samples, dosages, ~is_train[client], *args)
     return Federation(
         data_dir=data_dir,
         variant_keys=variants["variant_key"].tolist(),
@@ -197,6 +277,9 @@ def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = Non
         test=test,
         prs_mean=mean,
         prs_sd=sd,
+        covariate_names=covariates,
+        covariate_mean=cov_mean,
+        covariate_sd=cov_sd,
     )
 
 
@@ -209,4 +292,5 @@ def pool_clients(datasets: Mapping[str, ClientData], *, client_id: str = "pooled
         prs=np.concatenate([d.prs for d in parts]).astype(np.float32),
         rare=sp.vstack([d.rare for d in parts], format="csr").astype(np.float32),
         y=np.concatenate([d.y for d in parts]).astype(np.float32),
+        covariates=np.concatenate([d.covariates for d in parts]).astype(np.float32),
     )

@@ -35,7 +35,7 @@ __all__ = ["genomic_distance", "strategy_distance", "distance_from_config"]
 
 def _genomic_probe(config, federation, seed):
     """The model after one FedAvg round from w^0 (the probe), and the model configuration."""
-    model_config = dict(config["model"])
+    model_config = federation.model_config(config["model"])
     result = run_inprocess(
         federation,
         FedAvg(),
@@ -118,7 +118,7 @@ def _genomic_jaccard(config, federation, seed) -> np.ndarray:
     """1 − Jaccard of the clients' Bloom filters after one local round from w^0."""
     fedce = config["fedce"]
     key = read_bloom_key(fedce["bloom_key_file"])
-    model_config = dict(config["model"])
+    model_config = federation.model_config(config["model"])
     w0 = initial_parameters(federation.n_rare, model_config, seed)
     bloom_config = {
         "influence": True,

@@ -36,9 +36,12 @@ def genomic_settings(
     settings = {
         "task": GenomicTask.name,
         "training": dataclasses.asdict(training),
-        "model": dict(model_config),
+        "model": federation.model_config(model_config),
         "prs_mean": federation.prs_mean,
         "prs_sd": federation.prs_sd,
+        "covariate_names": list(federation.covariate_names),
+        "covariate_mean": federation.covariate_mean.tolist(),
+        "covariate_sd": federation.covariate_sd.tolist(),
         "n_rare": federation.n_rare,
     }
     if dp is not None:

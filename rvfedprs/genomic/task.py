@@ -29,7 +29,16 @@ from rvfedprs.federation.inprocess import POOLED_CLIENT
 from rvfedprs.federation.seeds import initial_seed
 from rvfedprs.federation.task import Task
 from rvfedprs.genomic.client import ClientContext, fit_client
-from rvfedprs.genomic.data import Federation, combine_moments, load_federation, pool_clients
+from rvfedprs.genomic.data import (
+    Federation,
+    combine_covariate_moments,
+    combine_moments,
+    covariate_moments,
+    load_federation,
+    pool_clients,
+    prs_moments,
+    standardise_covariates,
+)
 from rvfedprs.model import get_parameters, model_from_config
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
 from rvfedprs.training import ClientData, DPState, LocalTrainingConfig, dp_settings
@@ -135,12 +144,17 @@ class GenomicSite:
     bloom_key : bytes or None
         The clients' shared HMAC secret for keyed Bloom hashing (never the server's).
     raw_prs : array of float64, shape (n_train,), optional
+    raw_covariates : array of float64, shape (n_train, n_covariates), optional
+        With ``raw_prs``: the unstandardised covariates (named ``covariate_names``).
+    covariate_names : tuple of str
     """
 
     train: ClientData
     variant_keys: list[str]
     bloom_key: bytes | None = None
     raw_prs: np.ndarray | None = None
+    raw_covariates: np.ndarray | None = None
+    covariate_names: tuple[str, ...] = ()
 
     @property
     def client_id(self) -> str:
@@ -152,18 +166,32 @@ class GenomicSite:
         if self.raw_prs is None:
             return self.train
         prs = (self.raw_prs - float(settings["prs_mean"])) / float(settings["prs_sd"])
-        return replace(self.train, prs=prs.astype(np.float32))
+        covariates = None
+        if self.covariate_names:
+            covariates = standardise_covariates(
+                self.raw_covariates, settings["covariate_mean"], settings["covariate_sd"]
+            )
+        return replace(self.train, prs=prs.astype(np.float32), covariates=covariates)
 
     def moments(self) -> tuple[int, float, float]:
         """(n, Σx, Σx²) of the training PRS as the site holds it."""
-        x = np.asarray(self.train.prs if self.raw_prs is None else self.raw_prs, np.float64)
-        return int(x.size), float(x.sum()), float((x * x).sum())
+        return prs_moments(self.train.prs if self.raw_prs is None else self.raw_prs)
+
+    def covariate_moments(self) -> tuple[int, list[float], list[float]]:
+        """(n, Σx, Σx²) per covariate of the training split as the site holds it."""
+        raw = self.train.covariates if self.raw_covariates is None else self.raw_covariates
+        return covariate_moments(raw)
 
 
 def sites_of(federation: Federation, *, bloom_key: bytes | None = None) -> dict[str, GenomicSite]:
     """Every client of a loaded (already standardised) federation as an in-process site."""
     return {
-        c: GenomicSite(federation.train[c], list(federation.variant_keys), bloom_key)
+        c: GenomicSite(
+            federation.train[c],
+            list(federation.variant_keys),
+            bloom_key,
+            covariate_names=federation.covariate_names,
+        )
         for c in federation.client_ids
     }
 
@@ -235,23 +263,30 @@ class GenomicTask(Task):
         data_dir, client = locator["data-dir"], locator["client-id"]
         federation = load_federation(data_dir, clients=[client])
         samples = pd.read_parquet(Path(data_dir) / "clients" / client / "samples.parquet")
-        is_train = (samples["split"].astype(str) == "train").to_numpy()
+        rows = np.flatnonzero((samples["split"].astype(str) == "train").to_numpy())
+        names = federation.covariate_names
         return GenomicSite(
             train=federation.train[client],
             variant_keys=list(federation.variant_keys),
             bloom_key=read_bloom_key(locator.get("bloom-key-file"), setting="bloom-key-file"),
-            raw_prs=samples["prs"].to_numpy(np.float64)[np.flatnonzero(is_train)],
+            raw_prs=samples["prs"].to_numpy(np.float64)[rows],
+            raw_covariates=samples[list(names)].to_numpy(np.float64)[rows] if names else None,
+            covariate_names=names,
         )
 
     def setup_report(self, site: GenomicSite, payload: Mapping[str, Any], state: dict) -> dict:
-        """(n, Σx, Σx²) of the training PRS, the case count and the number of rare columns."""
+        """Moments of the training PRS and covariates, the case count and the data's width."""
         n, s, ss = site.moments()
+        _, cov_s, cov_ss = site.covariate_moments()
         return {
             "n": n,
             "sum": s,
             "sumsq": ss,
             "n-cases": float(site.train.y.sum()),
             "n-rare": len(site.variant_keys),
+            "covariates": list(site.covariate_names),
+            "covariate-sum": cov_s,
+            "covariate-sumsq": cov_ss,
         }
 
     def fit(
@@ -301,7 +336,9 @@ class GenomicTask(Task):
         """One virtual site holding every site's (standardised) training samples."""
         first = sites[sorted(sites)[0]]
         pooled = pool_clients({c: s.train for c, s in sites.items()}, client_id=POOLED_CLIENT)
-        return GenomicSite(pooled, first.variant_keys, first.bloom_key)
+        return GenomicSite(
+            pooled, first.variant_keys, first.bloom_key, covariate_names=first.covariate_names
+        )
 
     # --- server side -----------------------------------------------------------------------
     def run_settings(
@@ -325,6 +362,17 @@ class GenomicTask(Task):
         mean, sd = combine_moments(
             (int(r["n"]), float(r["sum"]), float(r["sumsq"])) for r in reports.values()
         )
+        names = {c: tuple(r.get("covariates") or ()) for c, r in reports.items()}
+        if len(set(names.values())) > 1:
+            raise InputDataError(f"the sites disagree on their covariates: {names}")
+        covariates = next(iter(names.values()))
+        cov_mean, cov_sd = combine_covariate_moments(
+            (
+                (int(r["n"]), r.get("covariate-sum") or [], r.get("covariate-sumsq") or [])
+                for r in reports.values()
+            ),
+            len(covariates),
+        )
         training = local_training_config(
             config["train"],
             n_samples=sum(int(r["n"]) for r in reports.values()),
@@ -333,9 +381,12 @@ class GenomicTask(Task):
         )
         settings: dict[str, Any] = {
             "training": dataclasses.asdict(training),
-            "model": dict(config["model"]),
+            "model": {**dict(config["model"]), "n_covariates": len(covariates)},
             "prs_mean": mean,
             "prs_sd": sd,
+            "covariate_names": list(covariates),
+            "covariate_mean": cov_mean.tolist(),
+            "covariate_sd": cov_sd.tolist(),
             "n_rare": next(iter(widths.values())),
         }
         dp = dp_settings(config.get("dp"))

@@ -41,6 +41,7 @@ def compact_model(
         active = np.array([0], dtype=np.int64)
     compact = TwoPathwayModel(
         len(active),
+        n_covariates=model.n_covariates,
         common_hidden=model.common_hidden,
         rare_hidden=model.rare_hidden,
         dropout=model.dropout,

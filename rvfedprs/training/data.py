@@ -27,6 +27,8 @@ class ClientData:
         Minor-allele dosages of the rare variants (column order = ``rare_variants.tsv``).
     y : array of float32, shape (n_samples,)
         Phenotype, 0/1.
+    covariates : array of float32, shape (n_samples, n_covariates), optional
+        Covariates standardised with the federated moments (none: shape (n_samples, 0)).
     """
 
     client_id: str
@@ -34,6 +36,7 @@ class ClientData:
     prs: np.ndarray
     rare: sp.csr_matrix
     y: np.ndarray
+    covariates: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         sample_ids = np.asarray(self.sample_ids).astype(str)
@@ -61,6 +64,14 @@ class ClientData:
             )
         if rare.nnz and not np.all(np.isfinite(rare.data)):
             raise InputDataError(f"client {self.client_id}: rare dosages contain NaN values")
+        covariates = np.zeros((n, 0), dtype=np.float32)
+        if self.covariates is not None:
+            covariates = np.asarray(self.covariates, dtype=np.float32).reshape(n, -1)
+            if not np.all(np.isfinite(covariates)):
+                raise InputDataError(
+                    f"client {self.client_id}: covariates contain NaN or infinite values"
+                )
+        object.__setattr__(self, "covariates", covariates)
         object.__setattr__(self, "sample_ids", sample_ids)
         object.__setattr__(self, "prs", prs)
         object.__setattr__(self, "y", y)
@@ -70,6 +81,11 @@ class ClientData:
     def n_samples(self) -> int:
         """Number of samples."""
         return len(self.sample_ids)
+
+    @property
+    def n_covariates(self) -> int:
+        """Number of covariates."""
+        return int(self.covariates.shape[1])
 
     @property
     def n_rare(self) -> int:
@@ -84,8 +100,20 @@ class ClientData:
         """The samples at ``rows`` (integer indices or a boolean mask)."""
         rows = np.asarray(rows)
         return ClientData(
-            self.client_id, self.sample_ids[rows], self.prs[rows], self.rare[rows], self.y[rows]
+            self.client_id,
+            self.sample_ids[rows],
+            self.prs[rows],
+            self.rare[rows],
+            self.y[rows],
+            self.covariates[rows],
         )
+
+    def covariates_tensor(self, rows: np.ndarray | None = None) -> torch.Tensor | None:
+        """The covariates of ``rows`` (all when None) as a tensor, or None without covariates."""
+        if self.n_covariates == 0:
+            return None
+        values = self.covariates if rows is None else self.covariates[rows]
+        return torch.from_numpy(np.ascontiguousarray(values))
 
     def batch(
         self, rows: np.ndarray | None = None, *, sparse: bool = True

@@ -240,6 +240,7 @@ def _clipped_sums(
     rare_sq: torch.Tensor,
     max_grad_norm: float,
     pos_weight: torch.Tensor | None,
+    covariates: torch.Tensor | None = None,
 ) -> tuple[dict[str, torch.Tensor], float]:
     """Sum over the batch of per-sample gradients clipped to ``max_grad_norm`` (ghost clipping).
 
@@ -255,6 +256,7 @@ def _clipped_sums(
         ``‖a_i‖²`` of every row of ``rare``.
     max_grad_norm : float
     pos_weight : Tensor or None
+    covariates : Tensor, shape (b, n_covariates), optional
 
     Returns
     -------
@@ -264,7 +266,7 @@ def _clipped_sums(
         Mean loss over the batch.
     """
     tape.clear()
-    logits = model(prs, rare)
+    logits = model(prs, rare, covariates=covariates)
     losses = F.binary_cross_entropy_with_logits(logits, y, pos_weight=pos_weight, reduction="none")
     names = [name for name, _ in tape.layers]
     deltas = torch.autograd.grad(
@@ -390,7 +392,13 @@ def dp_local_update(
                 if len(rows):
                     batch = _batch(data, rare, rows)
                     sums, loss = _clipped_sums(
-                        compact, tape, *batch, rare_sq[rows], dp.max_grad_norm, pos_weight
+                        compact,
+                        tape,
+                        *batch,
+                        rare_sq[rows],
+                        dp.max_grad_norm,
+                        pos_weight,
+                        covariates=data.covariates_tensor(rows),
                     )
                 else:  # Poisson sampling may draw nobody: the step is pure noise
                     sums = {name: torch.zeros_like(p) for name, p in named.items()}

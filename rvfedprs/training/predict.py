@@ -24,5 +24,6 @@ def evaluate(model: TwoPathwayModel, data: ClientData, *, batch_size: int = 4096
     for start in range(0, data.n_samples, batch_size):
         rows = np.arange(start, min(start + batch_size, data.n_samples))
         prs, rare, _ = data.batch(rows)
-        out[rows] = torch.sigmoid(model(prs, rare)).double().numpy()
+        logits = model(prs, rare, covariates=data.covariates_tensor(rows))
+        out[rows] = torch.sigmoid(logits).double().numpy()
     return out

@@ -208,7 +208,12 @@ def local_update(
                 prs = torch.from_numpy(np.ascontiguousarray(data.prs[rows]))
                 y = torch.from_numpy(data.y[rows].copy())
                 optimizer.zero_grad(set_to_none=False)
-                logits = compact(prs, to_torch_sparse(local), input_weight=w_rows.t())
+                logits = compact(
+                    prs,
+                    to_torch_sparse(local),
+                    input_weight=w_rows.t(),
+                    covariates=data.covariates_tensor(rows),
+                )
                 loss = loss_fn(logits, y)
                 loss.backward()
                 if infl is not None:

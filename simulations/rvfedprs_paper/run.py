@@ -131,7 +131,7 @@ class Context:
         self.config = config
         self.federation = federation
         self.truth = truth
-        self.model_config = dict(config["model"])
+        self.model_config = self.federation.model_config(config["model"])
         fed = federation
         self.training = local_training_config(
             config["train"],
