@@ -89,17 +89,27 @@ def input_files(federation: Federation) -> list[Path]:
 
 
 def _evaluate(strategy: Strategy, federation: Federation, config: Mapping[str, Any], truth):
-    from rvfedprs.evaluation import evaluate_models
+    """The metrics of SPEC §11 plus what PRS papers report (``prs_metrics``)."""
+    from rvfedprs.evaluation import evaluate_models, predict_clients
+    from rvfedprs.evaluation.prs_metrics import federation_prs_metrics
+    from rvfedprs.model import model_from_config
 
-    return evaluate_models(
+    model_config = federation.model_config(config["model"])
+    metrics = evaluate_models(
         strategy.parameters_for,
         client_clusters(strategy, federation.client_ids),
         federation.test,
         federation.variant_keys,
-        federation.model_config(config["model"]),
+        model_config,
         truth=truth,
         score_clusters=strategy.forms_clusters,
     )
+    model = model_from_config(federation.n_rare, model_config, initialise=False)
+    predictions = predict_clients(strategy.parameters_for, federation.test, model)
+    metrics["prs_metrics"] = federation_prs_metrics(
+        predictions, federation.test, prevalence=config["evaluate"].get("prevalence")
+    )
+    return metrics
 
 
 def train(

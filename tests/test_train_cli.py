@@ -91,8 +91,13 @@ def test_train_fedce_writes_metrics_checkpoints_provenance(setup, capsys):
         == 0
     )
     recomputed = json.loads((again / "metrics.json").read_text())
-    for key in ("auc", "auprc", "carrier_auc", "client_auc", "clusters", "ari"):
+    for key in ("auc", "auprc", "carrier_auc", "client_auc", "clusters", "ari", "prs_metrics"):
         assert recomputed[key] == metrics[key], key
+    # what PRS papers report, per client and pooled
+    assert set(metrics["prs_metrics"]["clients"]) == set(paths["clusters"])
+    assert {"r2_nagelkerke", "r2_liability", "or_top_decile"} <= set(
+        metrics["prs_metrics"]["pooled"]
+    )
 
 
 def test_train_fedavg_and_rounds_override(setup):
