@@ -45,8 +45,8 @@ def test_driver_writes_runs_tables_and_figures(tiny_run):
         assert metrics["strategy"] == strategy and 0 <= metrics["auc"] <= 1
         mia = json.loads((run / "mia.json").read_text())
         assert {(r["attack"], r["subset"]) for r in mia["rows"]} == {
-            ("loss", "general"), ("loss", "carriers"), ("lira", "general"), ("lira", "carriers")
-        }  # fmt: skip
+            (a, s) for a in ("loss", "lira_offline") for s in ("general", "carriers")
+        }
     bloom = json.loads((out / "runs/main/fedce/seed0/bloom_attack.json").read_text())
     plain = [r for r in bloom["rows"] if r["hashing"] == "plain"]
     assert plain and all(r["tpr"] == 1.0 for r in plain)
@@ -110,8 +110,8 @@ def test_report_command_without_runs_fails_clearly(tmp_path, capsys):
 
 
 def test_sensitivity_tables_per_factor_average_the_seeds(tmp_path):
-    from rvfedprs.commands.report import build_report
     from rvfedprs.config import load_config
+    from rvfedprs.evaluation.report import build_report
 
     runs = tmp_path / "runs"
     values = {("top_k", "50"): [0.61, 0.65], ("top_k", "200"): [0.70, 0.72],

@@ -9,11 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from rvfedprs.evaluation.tables import (
+from rvfedprs.evaluation.report.runs import load_mia, load_runs
+from rvfedprs.evaluation.report.tables import (
     format_ci,
     headline,
-    load_mia,
-    load_runs,
     mean_ci,
     table_ii,
     table_iv,

@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     """Rebuild the run's strategy from its latest checkpoint and attack its target clients."""
     from rvfedprs.config import load_config
     from rvfedprs.evaluation import carrier_masks
-    from rvfedprs.evaluation.mia import (
+    from rvfedprs.evaluation.attacks import (
         audit_federation,
         reference_population,
         train_reference_models,

@@ -25,7 +25,14 @@ import pandas as pd
 
 from rvfedprs.exceptions import InputDataError
 
-__all__ = ["DeLongResult", "delong_test", "paired_bootstrap", "paired_table", "load_predictions"]
+__all__ = [
+    "DeLongResult",
+    "auc_standard_error",
+    "delong_test",
+    "paired_bootstrap",
+    "paired_table",
+    "load_predictions",
+]
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,27 @@ def _checked(y: np.ndarray, *scores: np.ndarray) -> tuple[np.ndarray, list[np.nd
     if y.sum() == 0 or y.sum() == len(y):
         raise InputDataError("an AUC needs both cases and controls")
     return y, out
+
+
+def auc_standard_error(y: np.ndarray, score: np.ndarray) -> float:
+    """DeLong's standard error of one AUC: ``√(var(V10)/m + var(V01)/n)``.
+
+    Parameters
+    ----------
+    y : array of {0, 1}, shape (n_samples,)
+    score : array of float, shape (n_samples,)
+
+    Returns
+    -------
+    float
+        NaN with fewer than 2 cases or 2 controls (no variance to estimate).
+    """
+    y, (s,) = _checked(y, score)
+    m, n = int(y.sum()), int(y.size - y.sum())
+    if m < 2 or n < 2:
+        return float("nan")
+    _, v10, v01 = _structural_components(s[None, y == 1], s[None, y == 0])
+    return float(math.sqrt(v10[0].var(ddof=1) / m + v01[0].var(ddof=1) / n))
 
 
 def delong_test(y: np.ndarray, score_a: np.ndarray, score_b: np.ndarray) -> DeLongResult:

@@ -42,15 +42,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rvfedprs.commands.report import build_report
 from rvfedprs.config import load_config
 from rvfedprs.evaluation import carrier_masks, evaluate_models, load_truth, predict_clients
-from rvfedprs.evaluation.bloom_attack import bloom_membership_attack, plain_vs_keyed
-from rvfedprs.evaluation.mia import (
+from rvfedprs.evaluation.attacks import (
     audit_federation,
+    bloom_membership_attack,
+    plain_vs_keyed,
     reference_population,
     train_reference_models,
 )
+from rvfedprs.evaluation.report import build_report
 from rvfedprs.evaluation.selection import BestRound, split_validation
 from rvfedprs.federation.client import build_model
 from rvfedprs.federation.data import Federation, load_federation
