@@ -98,12 +98,14 @@ def summarise(
 ) -> pd.DataFrame:
     """Per ``by`` value(s): ``<col>_mean``, ``<col>_ci`` (half-width) and ``n_seeds``.
 
-    ``df`` has one row per seed (or several, averaged per seed first).
+    ``df`` has one row per seed (or several, averaged per seed first); a column it lacks
+    gives NaN.
     """
     keys = [by] if isinstance(by, str) else list(by)
     out = []
     for key, group in df.groupby(keys, sort=False):
-        per_seed = group.groupby("seed")[list(columns)].mean(numeric_only=True)
+        present = [c for c in columns if c in group]
+        per_seed = group.groupby("seed")[present].mean(numeric_only=True)
         row: dict[str, Any] = dict(zip(keys, key, strict=True))
         for column in columns:
             values = per_seed[column].tolist() if column in per_seed else []
