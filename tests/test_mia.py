@@ -259,3 +259,15 @@ def test_bad_inputs_raise_clear_errors(overfit_setup):
     pool = {"a": _population(5, 4, rng, "a")}
     with pytest.raises(InputDataError, match="every client is excluded"):
         reference_population(pool, exclude=["a"])
+
+
+def test_the_schema_enumerates_the_registered_attacks():
+    import json
+    from importlib import resources
+
+    from rvfedprs.evaluation.attacks import ATTACK_ALIASES, ATTACKS, resolve_attacks
+
+    schema = json.loads((resources.files("rvfedprs") / "schemas" / "mia.schema.json").read_text())
+    names = schema["properties"]["attacks"]["items"]["enum"]
+    assert set(names) == set(ATTACKS) | set(ATTACK_ALIASES)
+    assert resolve_attacks(["lira", "loss", "lira_offline"]) == ["lira_offline", "loss"]

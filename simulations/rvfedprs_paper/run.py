@@ -49,6 +49,7 @@ from rvfedprs.evaluation.attacks import (
     bloom_membership_attack,
     plain_vs_keyed,
     reference_population,
+    resolve_targets,
     train_reference_models,
 )
 from rvfedprs.evaluation.report import build_report
@@ -142,8 +143,7 @@ class Context:
         if truth is not None and truth.causal is not None:
             self.train_carriers = carrier_masks(fed.train, fed.variant_keys, truth)
             self.test_carriers = carrier_masks(fed.test, fed.variant_keys, truth)
-        targets = config["mia"]["targets"]
-        self.targets = fed.client_ids[:targets] if isinstance(targets, int) else list(targets)
+        self.targets = resolve_targets(config["mia"]["targets"], fed.client_ids)
         self._references: dict[int, dict[str, list]] = {}
 
     def references(self, seed: int) -> dict[str, list]:

@@ -8,7 +8,8 @@
 - :mod:`.audit` — auditing every client's model and pooling the audits;
 - :mod:`.updates`, :mod:`.bloom`, :mod:`.channels` — what the server infers of each client's
   carried rare variants from its update (single or securely summed), its Bloom filter, or both;
-- :mod:`.homer` — Homer et al.'s membership test on summed allele counts.
+- :mod:`.homer` — Homer et al.'s membership test on summed allele counts;
+- :mod:`.run` — the audit of one trained run (``rvfedprs mia``).
 """
 
 from rvfedprs.evaluation.attacks.audit import (
@@ -21,6 +22,7 @@ from rvfedprs.evaluation.attacks.audit import (
     balanced_audit_set,
     pool_audits,
     resolve_attacks,
+    resolve_targets,
     score_rows,
 )
 from rvfedprs.evaluation.attacks.bloom import (
@@ -42,6 +44,7 @@ from rvfedprs.evaluation.attacks.mia import (
     pooled_attack_metrics,
 )
 from rvfedprs.evaluation.attacks.outputs import example_confidence, example_logits
+from rvfedprs.evaluation.attacks.run import AuditResult, RoundView, audit_run, channel_rows
 from rvfedprs.evaluation.attacks.shadows import (
     ShadowSet,
     TrainShadow,
@@ -57,7 +60,9 @@ __all__ = [
     "CHANNELS",
     "FPR_LEVELS",
     "SHADOW_ATTACKS",
+    "AuditResult",
     "AuditSet",
+    "RoundView",
     "SeenUpdate",
     "ShadowSet",
     "TrainShadow",
@@ -65,10 +70,12 @@ __all__ = [
     "audit_channels",
     "audit_federation",
     "audit_model",
+    "audit_run",
     "balanced_audit_set",
     "bloom_membership_attack",
     "carried_from_update",
     "carried_mask",
+    "channel_rows",
     "decision_metrics",
     "example_confidence",
     "example_logits",
@@ -80,6 +87,7 @@ __all__ = [
     "pooled_attack_metrics",
     "reference_population",
     "resolve_attacks",
+    "resolve_targets",
     "score_rows",
     "server_membership_tests",
     "train_reference_models",

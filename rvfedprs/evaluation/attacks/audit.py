@@ -44,6 +44,7 @@ __all__ = [
     "ATTACK_ALIASES",
     "SHADOW_ATTACKS",
     "resolve_attacks",
+    "resolve_targets",
     "AuditSet",
     "balanced_audit_set",
     "audit_model",
@@ -79,6 +80,27 @@ def resolve_attacks(names: Sequence[str]) -> list[str]:
         if name not in out:
             out.append(name)
     return out
+
+
+def resolve_targets(setting: str | int | Sequence[str], client_ids: Sequence[str]) -> list[str]:
+    """The audited clients of the ``mia.targets`` setting.
+
+    ``"all"`` = every client, an int N = the first N clients in sorted order, a list = those.
+
+    Raises
+    ------
+    InputDataError
+        For ids that are not clients.
+    """
+    clients = sorted(client_ids)
+    if setting == "all":
+        return clients
+    if isinstance(setting, int):
+        return clients[:setting]
+    unknown = sorted(set(setting) - set(clients))
+    if unknown:
+        raise InputDataError(f"MIA targets {unknown} are not clients; choose from {clients}")
+    return list(setting)
 
 
 @dataclass(frozen=True)

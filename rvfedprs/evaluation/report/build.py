@@ -358,9 +358,7 @@ def _bloom_tables(runs_dir: Path, out_dir: Path, level: float, digits: int) -> l
                                  digits=digits)  # fmt: skip
     channels = load_channels(runs_dir)
     if not channels.empty:
-        ct = T.summarise(channels, ["tpr", "fpr", "advantage", "auc"],
-                         by=["strategy", "seen_by", "channel", "hashing"],
-                         confidence=level)  # fmt: skip
+        ct = T.table_channels(channels, confidence=level)
         written += T.write_table(ct, out_dir, "channels",
                                  title="What the server infers of each client's carried variants",
                                  note=_CHANNELS_NOTE, digits=digits)  # fmt: skip
@@ -370,8 +368,9 @@ def _bloom_tables(runs_dir: Path, out_dir: Path, level: float, digits: int) -> l
 _CHANNELS_NOTE = (
     "Positives: the rare variants a client's training samples carry; tpr/fpr of the server's "
     "rule, advantage = max over thresholds of (TPR − FPR) of its score, averaged over clients, "
-    "mean ± CI over seeds. seen_by: 'client' = the server received the client's own update, "
-    "'secure sum' = only a sum over several clients (secure aggregation). channel: update "
+    "mean ± CI over seeds. seen_by: 'own updates' = the server received every client's own "
+    "update, 'secure sums' = only n_k-weighted sums over the clients sent the same model "
+    "(secure aggregation; the Bloom filters travel in the clear in both). channel: update "
     "(columns of rare.input.weight that moved beyond the data-free prediction), bloom (known "
     "variant keys tested against the client's filter; keyed hashing defeats it), "
     "update&bloom / update|bloom (both / either)."

@@ -133,15 +133,19 @@ def load_bloom(root: str | Path) -> pd.DataFrame:
 def load_channels(root: str | Path) -> pd.DataFrame:
     """Every ``channels.json`` row under ``root``, with the run fields and ``seen_by``.
 
-    ``seen_by`` is ``"client"`` when the server saw the client's own update (or only its
-    filter) and ``"secure sum"`` when it saw a sum over several clients.
+    ``seen_by`` is ``"own updates"`` when the server received every client's own update and
+    ``"secure sums"`` when it received only sums (secure aggregation); the Bloom filters travel
+    in the clear in both.
     """
     rows = []
     for path in sorted(Path(root).rglob("channels.json")):
         record = json.loads(path.read_text())
         for row in record["rows"]:
-            n = row.get("n_summed")
-            seen_by = "secure sum" if n is not None and n == n and n > 1 else "client"
+            secure = row.get("secure_aggregation")
+            if secure is None:  # files without the flag: a sum over several clients is secure
+                n = row.get("n_summed")
+                secure = n is not None and n == n and n > 1
+            seen_by = "secure sums" if secure else "own updates"
             rows.append({**_run_fields(record, path), "seen_by": seen_by, **row})
     df = pd.DataFrame(rows)
     if not df.empty:

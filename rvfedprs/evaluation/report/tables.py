@@ -43,6 +43,7 @@ __all__ = [
     "table_v",
     "table_signal",
     "table_clusters",
+    "table_channels",
     "table_selected",
     "write_table",
 ]
@@ -304,6 +305,25 @@ def table_clusters(runs: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["cluster"], kind="stable").reset_index(drop=True)
 
 
+def table_channels(channels: pd.DataFrame, *, confidence: float = 0.95) -> pd.DataFrame:
+    """What the server infers of carried variants, per model, view and channel.
+
+    ``channels`` holds :func:`~.runs.load_channels` rows; clients are averaged within a seed,
+    then mean ± CI over seeds of ``tpr``, ``fpr``, ``advantage`` and ``auc``.
+    """
+    if channels.empty:
+        return pd.DataFrame()
+    order = {c: i for i, c in enumerate(("update", "bloom", "update&bloom", "update|bloom"))}
+    table = summarise(
+        channels,
+        ["tpr", "fpr", "advantage", "auc"],
+        by=["strategy", "seen_by", "channel", "hashing"],
+        confidence=confidence,
+    )
+    table = table.assign(_c=table["channel"].map(order)).sort_values(["seen_by", "_c"])
+    return _with_model(table.drop(columns="_c"))
+
+
 def table_selected(runs: pd.DataFrame) -> pd.DataFrame:
     """Models evaluated at the round chosen on held-out training samples (early stopping)."""
     selected = _main(runs, "selected")
@@ -413,7 +433,7 @@ def _cell(value: Any, digits: int, *, count: bool = False) -> str:
         if not np.isfinite(value):
             return "—"
         return f"{int(value):,}" if count else f"{value:.{digits}f}"
-    return str(value)
+    return str(value).replace("|", "\\|")  # a literal pipe would split the Markdown cell
 
 
 def write_table(
