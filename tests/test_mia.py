@@ -271,3 +271,18 @@ def test_the_schema_enumerates_the_registered_attacks():
     names = schema["properties"]["attacks"]["items"]["enum"]
     assert set(names) == set(ATTACKS) | set(ATTACK_ALIASES)
     assert resolve_attacks(["lira", "loss", "lira_offline"]) == ["lira_offline", "loss"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_held_out_threshold_accuracy_matches_brute_force(seed):
+    from rvfedprs.evaluation.attacks.mia import _threshold_accuracy
+
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        n = int(rng.integers(2, 60))
+        s, y = np.round(rng.normal(size=n), 1), rng.random(n) < 0.5
+        s2, y2 = np.round(rng.normal(size=n), 1), rng.random(n) < 0.5
+        candidates = np.concatenate([np.unique(s), [np.inf]])
+        accuracy = ((s[None, :] >= candidates[:, None]) == y[None, :]).mean(axis=1)
+        t = candidates[int(np.argmax(accuracy))]
+        assert _threshold_accuracy(s, y, s2, y2) == ((s2 >= t) == y2).mean()
