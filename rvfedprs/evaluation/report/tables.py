@@ -374,7 +374,8 @@ def table_v(
     rows = _main(rows)
     if rows.empty:  # audits of the privacy / sensitivity runs only
         return pd.DataFrame()
-    rows = rows.assign(cluster=rows["cluster"] if "cluster" in rows else "all")
+    cluster = rows["cluster"].fillna("all").astype(str) if "cluster" in rows else "all"
+    rows = rows.assign(cluster=cluster)
     parts = [rows.assign(cluster="all")]
     if (rows["cluster"] != "all").any():
         parts.append(rows[rows["cluster"] != "all"])
