@@ -3,7 +3,7 @@
 The old path (kept here only as the baseline, it is no longer in the library) fed the rare
 dosages dense through opacus' ``GradSampleModule``, which materialises a (batch × h × P)
 per-sample gradient of ``rare.input.weight`` at every step.  The new
-:func:`rvfedprs.privacy.dp_local_update` clips with ``‖δ_i‖·‖a_i‖`` and sums ``(c ⊙ Δ)ᵀ A`` as a
+:func:`rvfedprs.training.dp.dp_local_update` clips with ``‖δ_i‖·‖a_i‖`` and sums ``(c ⊙ Δ)ᵀ A`` as a
 sparse product on the carried columns; columns nobody carries get their noise in closed form.
 
 Clients: the real demo client (``--data`` folder of the pipeline, training split of
@@ -34,9 +34,8 @@ import torch
 from opacus import GradSampleModule
 from opacus.optimizers import DPOptimizer
 
-from rvfedprs.federation.data import load_federation
+from rvfedprs.genomic.data import load_federation
 from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
-from rvfedprs.privacy import DPState, dp_local_update, dp_schedule
 from rvfedprs.training import (
     RARE_INPUT,
     ClientData,
@@ -45,6 +44,7 @@ from rvfedprs.training import (
     _loss_fn,
     column_norms,
 )
+from rvfedprs.training.dp import DPState, dp_local_update, dp_schedule
 
 
 def dense_opacus_update(model, data, config, dp, *, influence=False, random_seed=0):

@@ -37,10 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _federation_fixtures import write_federation  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
-from rvfedprs.federation.data import load_federation  # noqa: E402
-from rvfedprs.federation.flower.launch import run_flower  # noqa: E402
-from rvfedprs.federation.inprocess import run_inprocess  # noqa: E402
-from rvfedprs.federation.settings import local_training_config  # noqa: E402
+from rvfedprs.genomic.data import load_federation  # noqa: E402
+from rvfedprs.genomic.engine import (  # noqa: E402
+    run_flower,
+    run_inprocess,
+)
+from rvfedprs.genomic.task import local_training_config  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 
 SEED = 3

@@ -19,13 +19,9 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from rvfedprs.federation.client import (
-    ClientContext,
-    build_model,
-    fit_client,
-    influential_bloom_bits,
-)
-from rvfedprs.federation.inprocess import derive_seed, initial_parameters
+from rvfedprs.federation.seeds import derive_seed
+from rvfedprs.genomic.client import ClientContext, build_model, fit_client, influential_bloom_bits
+from rvfedprs.genomic.task import initial_parameters
 from rvfedprs.model import set_parameters
 from rvfedprs.strategies import get_strategy
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update

@@ -25,6 +25,7 @@ __all__ = [
     "load_config",
     "validate_config",
     "section_names",
+    "section_defaults",
     "preset_names",
     "load_preset",
     "deep_merge",
@@ -64,6 +65,20 @@ def _top_level_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": properties,
     }
+
+
+@cache
+def _section_defaults(name: str) -> str:
+    return json.dumps(validate_config({name: {}})[name])
+
+
+def section_defaults(name: str) -> dict[str, Any]:
+    """The schema defaults of section ``name`` (a fresh copy): the one source of every default.
+
+    Classes whose options mirror a section (e.g. :class:`~rvfedprs.strategies.fedce.FedCE`)
+    take their keyword defaults from here, so that the schema and the Python API never drift.
+    """
+    return json.loads(_section_defaults(name))
 
 
 def _with_defaults(validator_class: type) -> type:

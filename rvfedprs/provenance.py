@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import platform
 import sys
 from collections.abc import Iterable, Mapping
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["draw_seed", "file_sha256", "package_versions", "write_provenance"]
+__all__ = ["draw_seed", "file_sha256", "jsonable", "package_versions", "write_provenance"]
 
 _TRACKED_PACKAGES = (
     "rvfedprs",
@@ -62,15 +63,22 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON can hold it, recursively.
+
+    Mappings (keys as strings), lists, tuples and sets; numpy scalars as Python numbers;
+    paths as strings; NaN and infinities as null.
+    """
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
+        return [jsonable(v) for v in value]
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
 
 
@@ -112,11 +120,11 @@ def write_provenance(
         "command": command,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "seed": seed,
-        "parameters": _jsonable(parameters),
+        "parameters": jsonable(parameters),
         "inputs": {str(p): file_sha256(p) for p in map(Path, inputs) if p.is_file()},
         "versions": package_versions(),
     }
     if extra:
-        record["extra"] = _jsonable(extra)
+        record["extra"] = jsonable(extra)
     target.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n")
     return target

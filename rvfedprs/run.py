@@ -1,32 +1,41 @@
-"""Assemble a training run from a validated configuration, and write what it leaves behind.
+"""Assemble and run a training run from a validated configuration; write what it leaves behind.
 
-The one place every entry point (``rvfedprs train`` and its siblings, the Snakemake rules, the
-Flower ServerApp, the paper driver) turns configuration sections into the objects a run needs:
-the clients' optimiser settings, the DP accountants, the truth to score against, and the
-``metrics.json`` record.
+The one place every entry point goes through: ``rvfedprs train`` and ``rvfedprs evaluate``, the
+Snakemake rules (which call them), and the experiment drivers. :func:`train` loads the
+per-client inputs, builds the strategy (with its client distance matrix where it needs one),
+runs it on the chosen engine, evaluates every client on its test split and writes
+``metrics.json``, the checkpoints and ``provenance.json``; :func:`evaluate_checkpoint` recomputes
+the metrics of a saved run. The Flower ServerApp derives the same run settings through the task
+(:meth:`rvfedprs.genomic.task.GenomicTask.run_settings`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rvfedprs.exceptions import ConfigError
+from rvfedprs.exceptions import ConfigError, InputDataError
 from rvfedprs.federation import ENGINES
+from rvfedprs.federation.result import RunResult
+from rvfedprs.federation.rounds import RoundCallback
+from rvfedprs.genomic.data import Federation, load_federation
+from rvfedprs.genomic.task import training_config
+from rvfedprs.provenance import draw_seed, jsonable, write_provenance
+from rvfedprs.strategies.base import Strategy
 
 __all__ = [
+    "train",
+    "evaluate_checkpoint",
     "check_engine",
     "training_config",
-    "dp_client_state",
-    "dp_training",
     "dp_epsilon",
     "load_truth_from_config",
     "client_clusters",
     "jsonable",
     "write_metrics",
+    "input_files",
 ]
 
 
@@ -36,50 +45,12 @@ def check_engine(engine: str) -> None:
         raise ConfigError(f"engine {engine!r} unknown; choose from {list(ENGINES)}")
 
 
-def training_config(config: Mapping[str, Any], federation) -> Any:
-    """The clients' :class:`LocalTrainingConfig` from the ``train`` section."""
-    from rvfedprs.federation.settings import local_training_config
-
-    return local_training_config(
-        config["train"],
-        n_samples=sum(d.n_samples for d in federation.train.values()),
-        n_cases=sum(float(d.y.sum()) for d in federation.train.values()),
-    )
-
-
-def dp_client_state(config: Mapping[str, Any], client_ids) -> dict[str, dict[str, Any]] | None:
-    """Per-client state holding a fresh :class:`~rvfedprs.privacy.DPState` when ``dp.enabled``.
-
-    Each client (and the pooled client of the centralised baseline) gets its own accountant,
-    kept across rounds so that ε is cumulative. None when DP is off.
-    """
-    dp = config.get("dp", {})
-    if not dp.get("enabled", False):
-        return None
-    from rvfedprs.federation.inprocess import POOLED_CLIENT
-    from rvfedprs.privacy import DPState
-
-    return {
-        c: {"dp": DPState(dp["noise_multiplier"], dp["max_grad_norm"], dp["delta"])}
-        for c in [*client_ids, POOLED_CLIENT]
-    }
-
-
-def dp_training(config: Mapping[str, Any], training: Any) -> Any:
-    """``training`` with ``dp.batch_size`` as the batch size when DP is on and it is set."""
-    from dataclasses import replace
-
-    dp = config.get("dp", {})
-    if dp.get("enabled", False) and dp.get("batch_size") is not None:
-        return replace(training, batch_size=int(dp["batch_size"]))
-    return training
-
-
 def dp_epsilon(client_state: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
     """``{"epsilon": max over clients, "epsilon_clients": {...}}`` of trained DP states, or {}."""
-    if client_state is None:
+    states = {c: s["dp"] for c, s in (client_state or {}).items() if "dp" in s}
+    if not states:
         return {}
-    eps = {c: s["dp"].epsilon() for c, s in client_state.items() if s["dp"].rounds > 0}
+    eps = {c: dp.epsilon() for c, dp in states.items() if dp.rounds > 0}
     return {"epsilon": max(eps.values()) if eps else 0.0, "epsilon_clients": eps}
 
 
@@ -93,28 +64,237 @@ def load_truth_from_config(config: Mapping[str, Any]):
     return load_truth(section["truth"], section["samples"])
 
 
-def client_clusters(strategy, client_ids) -> dict[str, Any]:
+def client_clusters(strategy: Strategy, client_ids) -> dict[str, Any]:
     """Each real client's cluster (a pooled strategy puts everyone in cluster 0)."""
     found = strategy.clusters()
     return {c: found.get(c, 0) for c in client_ids}
 
 
-def jsonable(value: Any) -> Any:
-    """NaN → null and numpy scalars → Python, recursively."""
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_metrics(out: Path, metrics: Mapping[str, Any]) -> Path:
-    """Write ``out/metrics.json``."""
+def write_metrics(out: str | Path, metrics: Mapping[str, Any]) -> Path:
+    """Write ``out/metrics.json`` (NaN as null)."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "metrics.json"
     path.write_text(json.dumps(jsonable(metrics), indent=2) + "\n")
     return path
+
+
+def input_files(federation: Federation) -> list[Path]:
+    """The per-client input files a run read (their checksums go into provenance)."""
+    inputs = [federation.data_dir / "rare_variants.tsv", federation.data_dir / "clients.tsv"]
+    for client in federation.client_ids:
+        folder = federation.data_dir / "clients" / client
+        inputs += [folder / "samples.parquet", folder / "rare_dosages.npz"]
+    return inputs
+
+
+def _evaluate(strategy: Strategy, federation: Federation, config: Mapping[str, Any], truth):
+    from rvfedprs.evaluation import evaluate_models
+
+    return evaluate_models(
+        strategy.parameters_for,
+        client_clusters(strategy, federation.client_ids),
+        federation.test,
+        federation.variant_keys,
+        dict(config["model"]),
+        truth=truth,
+        score_clusters=strategy.forms_clusters,
+    )
+
+
+def train(
+    config: Mapping[str, Any],
+    out: str | Path,
+    *,
+    resume: bool = False,
+    evaluate_round: RoundCallback | None = None,
+    superlink=None,
+) -> RunResult:
+    """Train ``train.strategy`` on ``train.data`` with ``train.engine``; write the results.
+
+    Parameters
+    ----------
+    config : mapping
+        A validated configuration (:func:`rvfedprs.config.load_config`). ``train.seed`` None
+        draws a seed, recorded everywhere.
+    out : str or Path
+        ``metrics.json`` (SPEC §11 keys, ``ari``, ε when DP is on), ``checkpoints/``,
+        ``provenance.json`` (and ``flower/`` on a Flower engine).
+    resume : bool
+        Continue from the latest checkpoint in ``out``.
+    evaluate_round : callable, optional
+        ``f(strategy, round)`` merged into every round's history entry; by default the pooled
+        test AUC of the clients' models.
+    superlink : LocalSuperLink, optional
+        A running SuperLink to submit to (Flower engines).
+
+    Returns
+    -------
+    RunResult
+        With ``metrics``: the record written to ``metrics.json``.
+
+    Raises
+    ------
+    ConfigError, InputDataError
+        For an unknown strategy or engine, or unusable inputs (named).
+    """
+    from rvfedprs.bloom import read_bloom_key
+    from rvfedprs.config import validate_config
+    from rvfedprs.evaluation import evaluate_models
+    from rvfedprs.genomic.distance import strategy_distance
+    from rvfedprs.strategies import strategy_class, strategy_from_config
+
+    config = validate_config(dict(config))
+    section = config["train"]
+    name = section["strategy"]
+    strategy_class(name)  # unknown names fail before anything is loaded
+    check_engine(section["engine"])
+    seed = draw_seed(section["seed"])
+    section["seed"] = seed
+    out = Path(out)
+    federation = load_federation(section["data"])
+    truth = load_truth_from_config(config)
+    distance = strategy_distance(name, config, federation, seed)  # fedavg_w / cluster_fedavg
+    strategy = strategy_from_config(name, config, **distance)
+    model_config = dict(config["model"])
+
+    if evaluate_round is None:
+
+        def evaluate_round(s: Strategy, server_round: int) -> dict[str, float]:
+            m = evaluate_models(
+                s.parameters_for, {}, federation.test, federation.variant_keys, model_config
+            )
+            return {"auc": m["auc"]}
+
+    client_state: dict[str, dict[str, Any]] = {}
+    if section["engine"] == "inprocess":
+        from rvfedprs.genomic.engine import run_inprocess
+        from rvfedprs.training import dp_settings
+
+        result = run_inprocess(
+            federation,
+            strategy,
+            rounds=section["rounds"],
+            model_config=model_config,
+            training=training_config(config, federation, dp=True),
+            random_seed=seed,
+            out=out,
+            resume=resume,
+            bloom_key=read_bloom_key(config["fedce"]["bloom_key_file"]),
+            dp=dp_settings(config.get("dp")),
+            client_state=client_state,
+            evaluate_round=evaluate_round,
+            config=config,
+            keep_checkpoints=section["keep_checkpoints"],
+            progress=section["progress"],
+        )
+    else:  # flower-sim / flower-deploy: the same strategy and site code on Flower
+        from rvfedprs.genomic.engine import run_flower
+
+        result = run_flower(
+            section["engine"],
+            federation=federation,
+            strategy=strategy,
+            config=config,
+            rounds=section["rounds"],
+            random_seed=seed,
+            out=out,
+            resume=resume,
+            bloom_key_file=config["fedce"]["bloom_key_file"],
+            evaluate_round=evaluate_round,
+            client_state=client_state,
+            superlink=superlink,
+            distance=None
+            if not distance
+            else {
+                "matrix": distance["distance"].tolist(),
+                "clients": list(distance["distance_clients"]),
+            },
+        )
+    metrics = _evaluate(strategy, federation, config, truth)
+    record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
+    record.update(dp_epsilon(result.client_state))
+    path = write_metrics(out, record)
+    write_provenance(
+        out,
+        command="rvfedprs train",
+        parameters=config,
+        seed=seed,
+        inputs=input_files(federation),
+        extra={"metrics": str(path), "checkpoints": [str(p) for p in result.checkpoints]},
+    )
+    result.metrics = record
+    return result
+
+
+def evaluate_checkpoint(
+    checkpoint: str | Path,
+    out: str | Path,
+    *,
+    data: str | Path | None = None,
+    evaluate: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Recompute the metrics of a saved run from one of its checkpoints; write them.
+
+    Parameters
+    ----------
+    checkpoint : str or Path
+        A ``round_XXX.pt`` written by :func:`train`.
+    out : str or Path
+        ``metrics.json`` and ``provenance.json``.
+    data : str or Path, optional
+        Per-client inputs (default: the run's ``train.data``).
+    evaluate : mapping, optional
+        An ``evaluate`` section replacing the run's (truth files).
+
+    Returns
+    -------
+    dict
+        The record written.
+
+    Raises
+    ------
+    InputDataError
+        For a file that is not a checkpoint of a training run, or inputs of another width.
+    """
+    from rvfedprs.config import validate_config
+    from rvfedprs.federation.checkpoints import load_checkpoint
+    from rvfedprs.strategies import strategy_from_config
+
+    record = load_checkpoint(checkpoint)
+    if "config" not in record:
+        raise InputDataError(
+            f"{checkpoint} holds no configuration; was it written by rvfedprs train?"
+        )
+    config = validate_config(record["config"])
+    if evaluate is not None:
+        config["evaluate"] = dict(evaluate)
+    data = Path(data) if data is not None else Path(config["train"]["data"])
+    federation = load_federation(data)
+    if federation.n_rare != int(record["n_rare"]):
+        raise InputDataError(
+            f"{data} has {federation.n_rare} rare variants but the checkpoint's model expects "
+            f"{record['n_rare']}"
+        )
+    name = record["strategy_name"]
+    strategy = strategy_from_config(name, config)
+    strategy.load_state_dict(record["strategy_state"])
+    config["model"] = dict(record["model_config"])
+    metrics = _evaluate(strategy, federation, config, load_truth_from_config(config))
+    result = {
+        "strategy": name,
+        "seed": int(record["seed"]),
+        "round": int(record["round"]),
+        **metrics,
+        "history": record.get("history", []),
+    }
+    path = write_metrics(out, result)
+    write_provenance(
+        out,
+        command="rvfedprs evaluate",
+        parameters=config,
+        seed=int(record["seed"]),
+        inputs=[checkpoint],
+        extra={"metrics": str(path)},
+    )
+    return result

@@ -24,6 +24,7 @@ import socket
 import ssl
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +36,17 @@ from _federation_fixtures import write_federation  # noqa: E402
 from _flower_processes import alive, make_certificates, processes_using  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
-from rvfedprs.federation.data import load_federation  # noqa: E402
-from rvfedprs.federation.flower.launch import (  # noqa: E402
-    client_nodes,
+from rvfedprs.federation.checkpoints import load_checkpoint  # noqa: E402
+from rvfedprs.federation.flower.superlink import start_local  # noqa: E402
+from rvfedprs.genomic.data import load_federation  # noqa: E402
+from rvfedprs.genomic.engine import (  # noqa: E402
     run_flower,
-    start_local,
+    run_inprocess,
 )
-from rvfedprs.federation.inprocess import load_checkpoint, run_inprocess  # noqa: E402
-from rvfedprs.run import dp_client_state, dp_training  # noqa: E402
+from rvfedprs.genomic.task import client_nodes  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
+from rvfedprs.training.dp import dp_settings  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -139,15 +141,16 @@ def runs(tmp_path_factory):
 
     # DP-SGD in-process, as `rvfedprs train` runs it (one accountant per client, dp.batch_size)
     config = _config("fedavg", paths["data"], dp=DP)
-    out["dp-state", "inprocess"] = dp_client_state(config, federation.client_ids)
+    out["dp-state", "inprocess"] = {}
     out[("inprocess", "fedavg-dp")] = run_inprocess(
         federation,
         strategy_from_config("fedavg", config),
         rounds=ROUNDS,
         model_config=config["model"],
-        training=dp_training(config, _training(config)),
+        training=replace(_training(config), batch_size=DP["batch_size"]),
         random_seed=SEED,
         out=root / "inprocess-fedavg-dp",
+        dp=dp_settings(config["dp"]),
         client_state=out["dp-state", "inprocess"],
     )
 

@@ -11,7 +11,7 @@ from flwr.app import ConfigRecord, RecordDict
 
 from rvfedprs.bloom import BloomSpec, encode, n_bytes
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.federation.flower.launch import APP_PYPROJECT, write_app, write_job
+from rvfedprs.federation.flower.job import APP_PYPROJECT, write_app, write_job
 from rvfedprs.federation.flower.records import (
     MalformedReplyError,
     content_to_instruction,
@@ -134,7 +134,6 @@ def test_job_min_replies_checked(tmp_path):
             rounds=1,
             seed=1,
             out=tmp_path,
-            n_rare=3,
             expected_clients=3,
             min_replies=5,
         )
@@ -145,7 +144,6 @@ def test_job_min_replies_checked(tmp_path):
         rounds=2,
         seed=1,
         out=tmp_path,
-        n_rare=3,
         expected_clients=3,
     )
     assert json.loads(path.read_text())["min_replies"] == 3
@@ -256,7 +254,7 @@ def test_flower_section_defaults_and_checks():
 
 def test_remote_superlink_refused_for_simulation(tmp_path):
     from rvfedprs.config import load_config
-    from rvfedprs.federation.flower.launch import run_flower
+    from rvfedprs.genomic.engine import run_flower
     from rvfedprs.strategies import strategy_from_config
 
     config = load_config(None, overrides={"flower": {"superlink": "10.0.0.1:9093"}})

@@ -24,11 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _federation_fixtures import write_federation  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
-from rvfedprs.federation.data import load_federation  # noqa: E402
+from rvfedprs.federation.checkpoints import load_checkpoint  # noqa: E402
 from rvfedprs.federation.flower import client_app, server_app  # noqa: E402
-from rvfedprs.federation.flower.launch import write_job  # noqa: E402
+from rvfedprs.federation.flower.job import write_job  # noqa: E402
 from rvfedprs.federation.flower.records import parameters_to_record  # noqa: E402
-from rvfedprs.federation.inprocess import load_checkpoint, run_inprocess  # noqa: E402
+from rvfedprs.genomic.data import load_federation  # noqa: E402
+from rvfedprs.genomic.engine import run_inprocess  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
 
@@ -133,7 +134,6 @@ def _job(fed, out, *, name="fedavg", rounds=2, resume=False, min_replies=None, *
         rounds=rounds,
         seed=SEED,
         out=out,
-        n_rare=fed.n_rare,
         expected_clients=len(fed.client_ids),
         resume=resume,
         min_replies=min_replies,
@@ -285,31 +285,21 @@ DP = {"enabled": True, "noise_multiplier": 0.9, "max_grad_norm": 1.0, "batch_siz
 
 
 def test_dp_accountant_lives_in_context_state_and_survives_resume(fed, tmp_path):
-    from rvfedprs.privacy import DPState
-    from rvfedprs.run import dp_client_state, dp_training
+    from rvfedprs.genomic.task import training_config
+    from rvfedprs.training.dp import DPState, dp_settings
 
     # in-process oracle, as `rvfedprs train` runs DP
     config = _config(fed, rounds=2, dp=DP)
-    state = dp_client_state(config, fed.client_ids)
-    t = config["train"]
+    state: dict = {}
     reference = run_inprocess(
         fed,
         strategy_from_config("fedavg", config),
         rounds=2,
         model_config=config["model"],
-        training=dp_training(
-            config,
-            LocalTrainingConfig(
-                epochs=t["local_epochs"],
-                lr=t["lr"],
-                momentum=t["momentum"],
-                batch_size=t["batch_size"],
-                pos_weight=t["pos_weight"],
-                weight_decay=t["weight_decay"],
-            ),
-        ),
+        training=training_config(config, fed, dp=True),
         random_seed=SEED,
         out=tmp_path / "inprocess",
+        dp=dp_settings(config["dp"]),
         client_state=state,
     )
     want = {c: state[c]["dp"].epsilon() for c in fed.client_ids}
@@ -335,7 +325,8 @@ def test_dp_accountant_lives_in_context_state_and_survives_resume(fed, tmp_path)
     resumed = server_app.run_server(fresh, _job(fed, tmp_path / "b", rounds=2, resume=True, dp=DP))
     assert resumed["epsilon_clients"] == pytest.approx(want, rel=1e-9)
     handed_back = [m for m in fresh.sent if m.metadata.group_id == "2"]
-    assert all("dp_state" in str(m.content.config_records["config"]["run"]) for m in handed_back)
+    runs = [str(m.content.config_records["config"]["run"]) for m in handed_back]
+    assert all("client_state" in run for run in runs)
     for b, a in ((_global(tmp_path / "b", 2), _global(tmp_path / "a", 2)),):
         for key, value in a["strategy_state"]["parameters"].items():
             np.testing.assert_allclose(b["strategy_state"]["parameters"][key], value, rtol=1e-6)
@@ -350,13 +341,13 @@ def test_dp_reply_without_accountant_state_is_rejected(fed, tmp_path):
 
     def tamper(client, msg, reply):
         if client == victim and msg.metadata.message_type == "train":
-            del reply.content.config_records["meta"]["dp-state"]
+            del reply.content.config_records["meta"]["client-state"]
         return reply
 
     grid = LocalGrid(_nodes(fed), tamper=tamper)
     summary = server_app.run_server(grid, _job(fed, tmp_path, rounds=1, min_replies=2, dp=DP))
     assert summary["failures"][1] == {
-        victim: f"client {victim!r} sent a malformed reply: DP is on and no 'dp-state' came back"
+        victim: f"client {victim!r} sent a malformed reply: DP is on and no 'dp' state came back"
     }
     assert sorted(summary["epsilon_clients"]) == [c for c in fed.client_ids if c != victim]
 

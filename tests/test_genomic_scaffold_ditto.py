@@ -7,10 +7,11 @@ from _federation_fixtures import write_federation
 from _sgd_reference import dense_sgd
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.federation.client import ClientContext, fit_client
-from rvfedprs.federation.data import load_federation
-from rvfedprs.federation.inprocess import initial_parameters, run_inprocess
-from rvfedprs.federation.rounds import client_seed
+from rvfedprs.federation.seeds import client_seed
+from rvfedprs.genomic.client import ClientContext, fit_client
+from rvfedprs.genomic.data import load_federation
+from rvfedprs.genomic.engine import run_inprocess
+from rvfedprs.genomic.task import initial_parameters
 from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
 from rvfedprs.strategies import FitInstruction, get_strategy
 from rvfedprs.strategies.ditto import LAMBDA_KEY, PERSONAL_KEY, PERSONAL_PREFIX

@@ -7,12 +7,8 @@ import pytest
 from test_imaging import REAL, _write_npz
 
 from rvfedprs.imaging.client import ImagingTrainingConfig, fit_imaging_client
-from rvfedprs.imaging.engine import (
-    build_federation,
-    evaluate_clients,
-    initial_cnn_parameters,
-    run_imaging,
-)
+from rvfedprs.imaging.engine import evaluate_clients, initial_cnn_parameters, run_imaging
+from rvfedprs.imaging.federation import build_federation
 from rvfedprs.imaging.loader import load_medmnist
 from rvfedprs.strategies import FitInstruction, get_strategy
 from rvfedprs.strategies.ditto import PERSONAL_PREFIX

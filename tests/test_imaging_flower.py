@@ -38,14 +38,11 @@ from test_imaging import _write_npz  # noqa: E402
 from rvfedprs.cli import main  # noqa: E402
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.exceptions import ConfigError  # noqa: E402
-from rvfedprs.imaging.benchmark import (  # noqa: E402
-    benchmark_data,
-    federation_from_section,
-    run_benchmark,
-    strategy_for,
-)
+from rvfedprs.imaging.benchmark import run_benchmark  # noqa: E402
 from rvfedprs.imaging.engine import evaluate_clients, run_imaging  # noqa: E402
+from rvfedprs.imaging.federation import benchmark_data, federation_from_section  # noqa: E402
 from rvfedprs.imaging.loader import load_medmnist  # noqa: E402
+from rvfedprs.imaging.task import strategy_for  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -129,12 +126,9 @@ def test_cli_flower_sim_stopped_every_process(cli_runs):
 
 @pytest.fixture(scope="module")
 def deploy(data, tmp_path_factory):
-    from rvfedprs.federation.flower.launch import (
-        ImagingRun,
-        imaging_nodes,
-        run_flower_imaging,
-        start_local,
-    )
+    from rvfedprs.federation.flower.superlink import start_local
+    from rvfedprs.imaging.engine import ImagingRun, run_flower_imaging
+    from rvfedprs.imaging.task import imaging_nodes
 
     root = tmp_path_factory.mktemp("deploy")
     section = load_config(None, overrides={"imaging": {**SECTION, "data": str(data)}})["imaging"]
@@ -249,7 +243,7 @@ def test_unknown_engine_is_a_config_error(config_file, data, tmp_path, capsys):
 
 
 def test_flower_sim_refuses_a_remote_superlink_before_any_process(data, tmp_path):
-    from rvfedprs.federation.flower.launch import imaging_session
+    from rvfedprs.imaging.engine import imaging_session
 
     with pytest.raises(ConfigError, match="applies to engine flower-deploy only"):
         with imaging_session(
@@ -266,7 +260,15 @@ def test_flower_sim_refuses_a_remote_superlink_before_any_process(data, tmp_path
 def test_node_that_names_no_file_or_a_missing_client_is_refused(data):
     from flwr.app import Context, RecordDict
 
-    from rvfedprs.federation.flower.client_app import imaging_local, load_imaging_client
+    from rvfedprs.imaging.task import ImagingTask
+
+    task = ImagingTask()
+
+    def imaging_local(context, run):  # what the ClientApp does for a node
+        return task.open_site(task.locate(context.node_config, context.run_config, run), run)
+
+    def load_imaging_client(data_file, client_id, run):
+        return task.open_site({"data-file": str(data_file), "client-id": client_id}, run)
 
     section = load_config(None, overrides={"imaging": {**SECTION, "data": str(data)}})["imaging"]
     run = {

@@ -7,15 +7,12 @@ from _federation_fixtures import write_federation
 
 from rvfedprs.bloom import BloomSpec, contains
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.federation.client import ClientContext, fit_client
-from rvfedprs.federation.data import combine_moments, load_federation, pool_clients, prs_moments
-from rvfedprs.federation.inprocess import (
-    derive_seed,
-    initial_parameters,
-    latest_checkpoint,
-    load_checkpoint,
-    run_inprocess,
-)
+from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
+from rvfedprs.federation.seeds import derive_seed
+from rvfedprs.genomic.client import ClientContext, fit_client
+from rvfedprs.genomic.data import combine_moments, load_federation, pool_clients, prs_moments
+from rvfedprs.genomic.engine import run_inprocess
+from rvfedprs.genomic.task import initial_parameters
 from rvfedprs.model import TwoPathwayModel, set_parameters
 from rvfedprs.strategies import FitInstruction, get_strategy
 from rvfedprs.training import LocalTrainingConfig, local_update

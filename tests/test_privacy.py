@@ -1,4 +1,4 @@
-"""DP-SGD with sparse per-sample clipping (rvfedprs.privacy).
+"""DP-SGD with sparse per-sample clipping (rvfedprs.training.dp).
 
 Oracles: a naive per-sample loop (one dense forward/backward per sample, explicit clipping and
 SGD with momentum written out in numpy), the noise std σC/B, an explicit simulation of the
@@ -13,8 +13,8 @@ from opacus.accountants import RDPAccountant
 
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
-from rvfedprs.privacy import DPState, dp_local_update, dp_schedule
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update
+from rvfedprs.training.dp import DPState, dp_local_update, dp_schedule
 
 P = 40
 

@@ -12,16 +12,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
 
-from rvfedprs.federation.data import load_federation  # noqa: E402
-from rvfedprs.federation.inprocess import (  # noqa: E402
+from rvfedprs.federation.checkpoints import (  # noqa: E402  # noqa: E402
+    decode_client_state,
+    encode_client_state,
     load_checkpoint,
-    run_inprocess,
     save_checkpoint,
 )
-from rvfedprs.federation.rounds import decode_client_state, encode_client_state  # noqa: E402
-from rvfedprs.privacy import DPState  # noqa: E402
+from rvfedprs.genomic.data import load_federation  # noqa: E402
+from rvfedprs.genomic.engine import run_inprocess  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
+from rvfedprs.training.dp import DPState  # noqa: E402
 
 SEED = 21
 MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0}

@@ -16,9 +16,9 @@ from _federation_fixtures import write_federation  # noqa: E402
 from rvfedprs.evaluation import predict_clients  # noqa: E402
 from rvfedprs.evaluation.selection import BestRound, split_validation  # noqa: E402
 from rvfedprs.exceptions import InputDataError  # noqa: E402
-from rvfedprs.federation.client import build_model  # noqa: E402
-from rvfedprs.federation.data import load_federation  # noqa: E402
-from rvfedprs.federation.inprocess import run_inprocess  # noqa: E402
+from rvfedprs.genomic.client import build_model  # noqa: E402
+from rvfedprs.genomic.data import load_federation  # noqa: E402
+from rvfedprs.genomic.engine import run_inprocess  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
 
@@ -73,8 +73,8 @@ def test_best_round_keeps_the_models_of_the_best_validation_auc(federation):
     tracker = BestRound(validation, fit.n_rare, MODEL)
     snapshots = []
 
-    def evaluate_round(strategy):
-        row = tracker(strategy)
+    def evaluate_round(strategy, server_round):
+        row = tracker(strategy, server_round)
         snapshots.append({c: dict(strategy.parameters_for(c)) for c in fit.client_ids})
         return row
 

@@ -6,10 +6,10 @@ import pytest
 from _federation_fixtures import write_federation
 from scipy.stats import wasserstein_distance
 
-from rvfedprs.commands.distance import strategy_distance
 from rvfedprs.config import validate_config
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.federation.data import load_federation
+from rvfedprs.genomic.data import load_federation
+from rvfedprs.genomic.distance import strategy_distance
 from rvfedprs.strategies import strategy_from_config
 
 IDS = ["a", "b", "c", "d"]

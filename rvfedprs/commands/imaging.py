@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -39,45 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder")
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "item"):
-        return _jsonable(value.item())
-    return value
-
-
-def read_class_counts(path: Path, n_classes: int):
-    """A (K, C) integer matrix from a TSV with a header row and the client id in column 1.
-
-    Raises
-    ------
-    InputDataError
-        Missing file, non-integer cells, or a column count other than ``n_classes``.
-    """
-    import numpy as np
-    import pandas as pd
-
-    from rvfedprs.exceptions import InputDataError
-
-    if not Path(path).is_file():
-        raise InputDataError(f"class counts file not found: {path}")
-    table = pd.read_csv(path, sep="\t", index_col=0, comment="#")
-    if table.shape[1] != n_classes:
-        raise InputDataError(
-            f"{path}: {table.shape[1]} class columns {list(table.columns)}, the data have "
-            f"{n_classes} classes"
-        )
-    values = table.to_numpy()
-    if not np.issubdtype(values.dtype, np.integer):
-        raise InputDataError(f"{path}: class counts must be integers, got {values.tolist()}")
-    return values.astype(np.int64)
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the comparison; write metrics.json, table.csv, table.md and provenance.json.
 
@@ -85,15 +44,9 @@ def run(args: argparse.Namespace) -> int:
     it is computed, so an interrupted run keeps what it had evaluated (on a Flower engine, when
     each strategy's run ends: the rounds are evaluated from its checkpoints).
     """
-    import time
-
-    import torch
-
     from rvfedprs.config import load_config
     from rvfedprs.exceptions import ConfigError
-    from rvfedprs.imaging.benchmark import check_engine, results_table, run_benchmark
-    from rvfedprs.imaging.loader import load_medmnist
-    from rvfedprs.provenance import draw_seed, write_provenance
+    from rvfedprs.imaging.benchmark import check_engine, write_benchmark
 
     overrides: dict[str, Any] = {}
     if args.quick:
@@ -114,70 +67,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--seed must be >= 0, got {args.seed}")
         overrides["seed"] = args.seed
     config = load_config(args.config, overrides={"imaging": overrides} if overrides else None)
-    section = config["imaging"]
-    seed = draw_seed(section["seed"])
-    section["seed"] = seed
-    if section["torch_threads"]:
-        torch.set_num_threads(int(section["torch_threads"]))
-    dataset = load_medmnist(section["data"])
-    class_counts = None
-    if args.class_counts is not None:
-        class_counts = read_class_counts(args.class_counts, dataset.n_classes)
-        section["n_clients"] = int(class_counts.shape[0])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if section.get("eval_rounds"):
-        section["eval_rounds"] = [r for r in section["eval_rounds"] if r <= section["rounds"]]
-    progress_file = out / "progress.jsonl"
-    progress_file.write_text("")
-    start = time.time()
-
-    def progress(row: dict[str, Any]) -> None:
-        row = {"elapsed_s": round(time.time() - start, 1), **row}
-        with progress_file.open("a") as handle:
-            handle.write(json.dumps(_jsonable(row)) + "\n")
-        print(
-            f"[{row['elapsed_s']:8.1f}s] {row['strategy']} fold {row['fold']} round {row['round']}:"
-            f" accuracy {row['accuracy']:.4f} log-loss {row['log_loss']:.4f}",
-            flush=True,
-        )
-
-    result = run_benchmark(
-        dataset,
-        section,
-        random_seed=seed,
-        progress=progress,
-        class_counts=class_counts,
-        engine=section["engine"],
-        flower=config.get("flower"),
-        out=out,
-    )
-    if result["n_unassigned"]:
-        print(f"note: {result['n_unassigned']} of {result['n_images']} images are in no client")
-    wall_s = time.time() - start
-    rounds = section["rounds"]
-    marks = sorted({1, max(1, rounds // 2), rounds})
-    table = results_table(result["history"], marks)
-    table.to_csv(out / "table.csv", index=False)
-    (out / "table.md").write_text(table.to_markdown(index=False, floatfmt=".4f") + "\n")
-    metrics = {
-        "seed": seed,
-        "config": section,
-        "dataset": str(dataset.path),
-        "wall_s": round(wall_s, 1),
-        "torch_version": torch.__version__,
-        "class_counts": None if class_counts is None else class_counts.tolist(),
-        "class_counts_file": None if args.class_counts is None else str(args.class_counts),
-        **result,
-    }
-    (out / "metrics.json").write_text(json.dumps(_jsonable(metrics), indent=1) + "\n")
-    write_provenance(
-        out,
-        command="imaging",
-        parameters=section,
-        seed=seed,
-        inputs=[section["data"], *([str(args.class_counts)] if args.class_counts else [])],
-    )
-    print(f"wrote {out}: {len(section['strategies'])} strategies × {rounds} rounds")
+    table = write_benchmark(config, args.out, class_counts_file=args.class_counts)
+    print(f"wrote {args.out}")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     return 0

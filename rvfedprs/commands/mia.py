@@ -27,8 +27,8 @@ def _trained_run(args: argparse.Namespace) -> dict[str, Any]:
     """The run's configuration, strategy (restored), federation, truth and seed."""
     from rvfedprs.config import load_config
     from rvfedprs.exceptions import InputDataError
-    from rvfedprs.federation.data import load_federation
-    from rvfedprs.federation.inprocess import latest_checkpoint, load_checkpoint
+    from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
+    from rvfedprs.genomic.data import load_federation
     from rvfedprs.run import load_truth_from_config
     from rvfedprs.strategies import strategy_from_config
 
@@ -62,10 +62,10 @@ def _shadow_trainer(run: dict[str, Any], training):
     from dataclasses import replace
 
     from rvfedprs.bloom import read_bloom_key
-    from rvfedprs.commands.distance import strategy_distance
-    from rvfedprs.federation.inprocess import run_inprocess
-    from rvfedprs.run import dp_client_state
+    from rvfedprs.genomic.distance import strategy_distance
+    from rvfedprs.genomic.engine import run_inprocess
     from rvfedprs.strategies import strategy_from_config
+    from rvfedprs.training import dp_settings
 
     trained, federation = run["trained"], run["federation"]
 
@@ -77,7 +77,7 @@ def _shadow_trainer(run: dict[str, Any], training):
             shadow, strategy, rounds=trained["train"]["rounds"],
             model_config=dict(trained["model"]), training=training, random_seed=seed,
             bloom_key=read_bloom_key(trained["fedce"]["bloom_key_file"]),
-            client_state=dp_client_state(trained, shadow.client_ids),
+            dp=dp_settings(trained.get("dp")),
         )  # fmt: skip
         return strategy.parameters_for
 
@@ -88,17 +88,16 @@ def _next_round(run: dict[str, Any], training):
     """One more round from the checkpoint: what every client sends the server."""
     from rvfedprs.bloom import BloomSpec, read_bloom_key
     from rvfedprs.evaluation.attacks import RoundView
-    from rvfedprs.federation.client import ClientContext, fit_client
-    from rvfedprs.federation.rounds import client_seed
-    from rvfedprs.run import dp_client_state
-    from rvfedprs.training import RARE_INPUT
+    from rvfedprs.federation.seeds import client_seed
+    from rvfedprs.genomic.client import ClientContext, fit_client
+    from rvfedprs.training import RARE_INPUT, DPState, dp_settings
 
     strategy, federation, trained = run["strategy"], run["federation"], run["trained"]
     if strategy.pooled:
         return None  # one virtual client: no server sees per-site updates
     clients = federation.client_ids
     key = read_bloom_key(trained["fedce"]["bloom_key_file"])
-    state = dp_client_state(trained, clients) or {}
+    dp = dp_settings(trained.get("dp"))
     server_round = run["round"] + 1
     instructions = strategy.configure_fit(server_round, clients)
     results = {
@@ -110,7 +109,7 @@ def _next_round(run: dict[str, Any], training):
                 dict(trained["model"]),
                 training,
                 bloom_key=key,
-                state=state.get(c, {}),
+                state={} if dp is None else {"dp": DPState.from_settings(dp)},
             ),
             random_seed=client_seed(run["seed"], server_round, c),
         )  # fmt: skip
@@ -134,11 +133,11 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from rvfedprs.evaluation.attacks import SHADOW_ATTACKS, audit_run, resolve_attacks
-    from rvfedprs.run import dp_training, jsonable, training_config
+    from rvfedprs.run import jsonable, training_config
 
     found = _trained_run(args)
     config, trained, federation = found["config"], found["trained"], found["federation"]
-    training = dp_training(trained, training_config(trained, federation))
+    training = training_config(trained, federation, dp=True)
     settings = dict(config["mia"])
     if settings["reference_epochs"] is None:
         settings["reference_epochs"] = trained["train"]["rounds"] * trained["train"]["local_epochs"]

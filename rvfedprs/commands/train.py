@@ -47,106 +47,20 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Train, evaluate every client on its test split, write metrics, checkpoints, provenance."""
-    from rvfedprs.bloom import read_bloom_key
-    from rvfedprs.commands.distance import strategy_distance
     from rvfedprs.config import load_config
-    from rvfedprs.evaluation import evaluate_models
-    from rvfedprs.federation.data import load_federation
-    from rvfedprs.federation.inprocess import run_inprocess
-    from rvfedprs.provenance import draw_seed, write_provenance
-    from rvfedprs.run import (
-        check_engine,
-        client_clusters,
-        dp_client_state,
-        dp_epsilon,
-        dp_training,
-        load_truth_from_config,
-        training_config,
-        write_metrics,
-    )
-    from rvfedprs.strategies import strategy_class, strategy_from_config
+    from rvfedprs.run import train
+    from rvfedprs.strategies import strategy_class
 
     overrides = _overrides(args)
     name = overrides.get("train", {}).pop("strategy", None)
+    if name is not None:
+        strategy_class(name)  # an unknown name is named before anything else is read
     config = load_config(args.config, overrides=overrides)
-    name = name or config["train"]["strategy"]
-    strategy_class(name)  # unknown names fail before anything is loaded
-    config["train"]["strategy"] = name
-    check_engine(config["train"]["engine"])
-    seed = draw_seed(config["train"]["seed"])
-    config["train"]["seed"] = seed
-    federation = load_federation(config["train"]["data"])
-    truth = load_truth_from_config(config)
-    distance = strategy_distance(name, config, federation, seed)  # fedavg_w / cluster_fedavg
-    strategy = strategy_from_config(name, config, **distance)
-    model_config = dict(config["model"])
-
-    def per_round(s) -> dict[str, float]:
-        m = evaluate_models(
-            s.parameters_for, {}, federation.test, federation.variant_keys, model_config
-        )
-        return {"auc": m["auc"]}
-
-    client_state = dp_client_state(config, federation.client_ids)
-    if config["train"]["engine"] == "inprocess":
-        result = run_inprocess(
-            federation,
-            strategy,
-            rounds=config["train"]["rounds"],
-            model_config=model_config,
-            training=dp_training(config, training_config(config, federation)),
-            random_seed=seed,
-            out=args.out,
-            resume=args.resume,
-            bloom_key=read_bloom_key(config["fedce"]["bloom_key_file"]),
-            client_state=client_state,
-            evaluate_round=per_round,
-            checkpoint_extra={"config": config, "strategy_name": name},
-            keep_checkpoints=config["train"]["keep_checkpoints"],
-            progress=config["train"]["progress"],
-        )
-    else:  # flower-sim / flower-deploy: the same strategy and client code on Flower
-        from rvfedprs.federation.flower.launch import run_flower
-
-        result = run_flower(
-            config["train"]["engine"],
-            federation=federation,
-            strategy=strategy,
-            config=config,
-            rounds=config["train"]["rounds"],
-            random_seed=seed,
-            out=args.out,
-            resume=args.resume,
-            bloom_key_file=config["fedce"]["bloom_key_file"],
-            evaluate_round=per_round,
-            client_state=client_state,
-        )
-    metrics = evaluate_models(
-        strategy.parameters_for,
-        client_clusters(strategy, federation.client_ids),
-        federation.test,
-        federation.variant_keys,
-        model_config,
-        truth=truth,
-        score_clusters=strategy.forms_clusters,
-    )
-    record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
-    record.update(dp_epsilon(client_state))
-    path = write_metrics(args.out, record)
-    inputs = [federation.data_dir / "rare_variants.tsv", federation.data_dir / "clients.tsv"]
-    for client in federation.client_ids:
-        folder = federation.data_dir / "clients" / client
-        inputs += [folder / "samples.parquet", folder / "rare_dosages.npz"]
-    write_provenance(
-        args.out,
-        command="rvfedprs train",
-        parameters=config,
-        seed=seed,
-        inputs=inputs,
-        extra={"metrics": str(path), "checkpoints": [str(p) for p in result.checkpoints]},
-    )
+    if name is not None:
+        config["train"]["strategy"] = name
+    record = train(config, args.out, resume=args.resume).metrics
     print(
-        f"{name}: auc={record['auc']:.4f} auprc={record['auprc']:.4f} "
-        f"carrier_auc={record['carrier_auc']:.4f} -> {path}"
+        f"{record['strategy']}: auc={record['auc']:.4f} auprc={record['auprc']:.4f} "
+        f"carrier_auc={record['carrier_auc']:.4f} -> {args.out / 'metrics.json'}"
     )
     return 0

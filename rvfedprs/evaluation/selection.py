@@ -12,17 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rvfedprs.evaluation import federation_metrics, predict_clients
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.federation.client import build_model
-from rvfedprs.federation.data import Federation
-from rvfedprs.federation.inprocess import derive_seed
+from rvfedprs.federation.seeds import derive_seed
+from rvfedprs.model import model_from_config
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.training import ClientData
+
+if TYPE_CHECKING:
+    from rvfedprs.genomic.data import Federation
 
 __all__ = ["split_validation", "BestRound"]
 
@@ -106,13 +108,13 @@ class BestRound:
         self, validation: Mapping[str, ClientData], n_rare: int, model_config: Mapping[str, Any]
     ) -> None:
         self.validation = dict(validation)
-        self._model = build_model(n_rare, dict(model_config))
+        self._model = model_from_config(n_rare, dict(model_config), initialise=False)
         self.best_round = 0
         self.best_auc = -np.inf
         self.aucs: list[float] = []
         self._best: dict[str, dict[str, np.ndarray]] = {}
 
-    def __call__(self, strategy: Strategy) -> dict[str, float]:
+    def __call__(self, strategy: Strategy, server_round: int) -> dict[str, float]:
         """Score this round's models on validation; keep them if they are the best so far."""
         predictions = predict_clients(strategy.parameters_for, self.validation, self._model)
         auc = float(federation_metrics(predictions, self.validation)["auc"])

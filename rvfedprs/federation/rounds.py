@@ -1,49 +1,85 @@
-"""The server side of a federated run that every engine shares.
+"""The server side of a federated job, the same on every engine.
 
-An engine (in-process, Flower simulation, Flower deployment) differs only in how it gets the
-clients' :class:`~rvfedprs.strategies.base.FitResult` for a round; everything around that call
-lives here so that all engines give the same model for the same seed:
+An engine (in-process, Flower simulation, Flower deployment) differs only in its
+:class:`~rvfedprs.federation.task.Transport`: how a round's requests reach the sites and their
+replies come back. Everything else lives here, so that all engines give the same model for the
+same seed:
 
-- :func:`begin_run` — initialise the strategy with w^0 (seeded from ``SeedSequence([seed, 0])``)
-  or restore it from the latest checkpoint;
-- :func:`client_seed` — the seed client ``c`` trains with in round ``t``;
-- :func:`finish_round` — aggregate, record the round's history entry, write the checkpoint.
-
-A checkpoint also holds the clients' persistent state when the engine keeps it (the in-process
-engine: DP accountants and whatever else a client stores in ``ClientContext.state``), so that a
-resumed run equals an uninterrupted one. Values are kept as they are (arrays, numbers, strings,
-nested mappings and lists); an object with ``state_dict()`` and a ``from_state_dict``
-classmethod (e.g. :class:`~rvfedprs.privacy.DPState`) is saved as its state and rebuilt on
-resume. In a Flower deployment client state lives on the SuperNodes instead (``context.state``).
+- :func:`negotiate` — the ``setup`` step: every site reports (its PRS moments and case count,
+  say), the task turns the reports into the run-wide settings;
+- :func:`begin_run` — initialise a strategy with w^0 (``initial_seed(seed)``) or restore it,
+  with the sites' persistent state, from the latest checkpoint;
+- :func:`run_rounds` — configure, send, collect, check ``min_replies``, aggregate
+  (:func:`finish_round`: the history entry and the checkpoint);
+- :func:`serve` — one or more runs of a job (one strategy each) over one set of sites.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rvfedprs.exceptions import InputDataError
+from rvfedprs.exceptions import InputDataError, RvfedprsError
+from rvfedprs.federation.checkpoints import (
+    checkpoint_path,
+    decode_client_state,
+    encode_client_state,
+    latest_checkpoint,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
+from rvfedprs.federation.result import RunResult
+from rvfedprs.federation.seeds import SEED_SCHEME, client_seed, initial_seed
+from rvfedprs.federation.task import Task, Transport
 from rvfedprs.strategies.base import FitResult, Strategy
 
 __all__ = [
+    "FederationError",
+    "RunSpec",
     "RunSetup",
+    "negotiate",
     "begin_run",
-    "client_seed",
     "finish_round",
-    "encode_client_state",
-    "decode_client_state",
-    "SEED_SCHEME",
+    "run_rounds",
+    "serve",
+    "run_job",
 ]
 
 log = logging.getLogger(__name__)
 
-#: How per-(round, client) seeds are derived (recorded in every checkpoint).
-SEED_SCHEME = "SeedSequence([seed, round, crc32(client_id)])"
+#: ``evaluate_round(strategy, server_round) -> mapping`` merged into the round's history entry.
+RoundCallback = Callable[[Strategy, int], Mapping[str, Any]]
+
+
+class FederationError(RvfedprsError, RuntimeError):
+    """Too few sites answered a step or a round (the message names them and why)."""
+
+
+@dataclass
+class RunSpec:
+    """One run of a job: a fresh strategy, where its checkpoints go, a per-round callback.
+
+    Attributes
+    ----------
+    strategy : Strategy
+    out : Path, optional
+        Where ``checkpoints/round_XXX.pt`` go (none written when None).
+    evaluate_round : callable, optional
+        ``f(strategy, server_round)`` after every round's aggregation; merged into the history.
+    keep_checkpoints : int, optional
+        Keep only the latest this many checkpoints (None or 0: all).
+    """
+
+    strategy: Strategy
+    out: Path | None = None
+    evaluate_round: RoundCallback | None = None
+    keep_checkpoints: int | None = None
 
 
 class RunSetup:
@@ -53,13 +89,11 @@ class RunSetup:
     ----------
     client_ids : sequence of str
         The federation's clients, sorted.
-    n_rare : int
-    model_config : mapping
     random_seed : int
     out : str or Path, optional
         Where ``checkpoints/round_XXX.pt`` go (none written when None).
     checkpoint_extra : mapping, optional
-        Saved in every checkpoint.
+        Saved in every checkpoint (the task's model shape, the configuration, the strategy name).
     keep_checkpoints : int, optional
         Keep only the latest this many checkpoints (older ones are deleted after each round is
         saved; a checkpoint holds the whole model, tens of MB with many rare variants). None or
@@ -70,8 +104,6 @@ class RunSetup:
         self,
         client_ids: Sequence[str],
         *,
-        n_rare: int,
-        model_config: Mapping[str, Any],
         random_seed: int,
         out: str | Path | None = None,
         checkpoint_extra: Mapping[str, Any] | None = None,
@@ -80,100 +112,75 @@ class RunSetup:
         if keep_checkpoints is not None and keep_checkpoints < 0:
             raise ValueError(f"keep_checkpoints must be >= 0, got {keep_checkpoints}")
         self.client_ids = sorted(client_ids)
-        self.n_rare = int(n_rare)
-        self.model_config = dict(model_config)
         self.random_seed = int(random_seed)
         self.out = None if out is None else Path(out)
         self.checkpoint_extra = dict(checkpoint_extra or {})
         self.keep_checkpoints = keep_checkpoints or None
 
 
-def client_seed(random_seed: int, server_round: int, client_id: str) -> int:
-    """The seed of ``client_id`` in ``server_round`` (independent of client order and resume)."""
-    from rvfedprs.federation.inprocess import derive_seed
+def _enough(step: str, count: str, answered: int, min_replies: int, failures: Mapping) -> None:
+    """Log who is left out of ``step``; raise when fewer than ``min_replies`` answered.
 
-    return derive_seed(random_seed, server_round, client_id)
+    ``count`` says how many answered, e.g. "round 3: 2 of 3 clients replied".
+    """
+    for who, why in sorted(failures.items()):
+        log.warning("%s: %s left out: %s", step, who, why)
+    if answered < min_replies:
+        raise FederationError(
+            f"{count} (min_replies={min_replies}); "
+            f"failures: {dict(sorted(failures.items())) or 'nodes missing'}"
+        )
 
 
-_OBJECT = "__rvfedprs_object__"
-_PLAIN = (str, bytes, bool, int, float, type(None), np.ndarray, np.generic)
-
-
-def encode_client_state(client_state: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The clients' persistent state in a form a checkpoint can hold.
+def negotiate(
+    task: Task, transport: Transport, job: Mapping[str, Any]
+) -> tuple[dict[str, Any], Transport, dict[str, str]]:
+    """The ``setup`` step: every site reports, the task derives the run-wide settings.
 
     Parameters
     ----------
-    client_state : mapping
-        Client id → that client's state (a mapping of plain values, arrays, nested mappings
-        and lists, and objects with ``state_dict()`` / ``from_state_dict``).
+    task, transport
+    job : mapping
+        ``min_replies`` (default: every site), ``expected_clients`` (default: the sites the
+        transport knows), ``task_settings`` (sent with the setup request) and what the task's
+        :meth:`~rvfedprs.federation.task.Task.run_settings` reads.
 
     Returns
     -------
-    dict
-        Objects replaced by ``{"__rvfedprs_object__": "module:Class", "state": ...}``.
+    settings : dict
+        The task's run settings, with ``task`` (its name).
+    transport : Transport
+        Restricted to the sites that answered.
+    failures : dict
+        Who did not answer, and why.
 
     Raises
     ------
-    TypeError
-        For a value that cannot be saved, naming the client and the key.
+    FederationError
+        When fewer than ``min_replies`` sites answered.
     """
-
-    def walk(value: Any, where: str) -> Any:
-        if isinstance(value, _PLAIN):
-            return value
-        if isinstance(value, Mapping):
-            return {str(k): walk(v, f"{where}.{k}") for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [walk(v, f"{where}[{i}]") for i, v in enumerate(value)]
-        cls = type(value)
-        if callable(getattr(value, "state_dict", None)) and hasattr(cls, "from_state_dict"):
-            if not cls.__module__.startswith("rvfedprs."):
-                raise TypeError(f"client state {where}: only rvfedprs classes can be saved")
-            return {
-                _OBJECT: f"{cls.__module__}:{cls.__qualname__}",
-                "state": walk(value.state_dict(), where),
-            }
-        raise TypeError(
-            f"client state {where} has type {cls.__name__}, which a checkpoint cannot hold "
-            "(give it state_dict() and from_state_dict)"
-        )
-
-    return {str(c): walk(dict(state), str(c)) for c, state in client_state.items()}
-
-
-def decode_client_state(saved: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Inverse of :func:`encode_client_state` (objects rebuilt with ``from_state_dict``)."""
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, Mapping):
-            if _OBJECT in value:
-                module, _, name = str(value[_OBJECT]).partition(":")
-                if not module.startswith("rvfedprs."):
-                    raise InputDataError(f"checkpoint client state names {module!r}")
-                cls = importlib.import_module(module)
-                for part in name.split("."):
-                    cls = getattr(cls, part)
-                return cls.from_state_dict(walk(value["state"]))
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        return value
-
-    return {str(c): walk(state) for c, state in saved.items()}
+    payload = {"task": task.name, **dict(job.get("task_settings") or {})}
+    reports, failures = transport.open(payload)
+    total = int(job.get("expected_clients") or len(reports) + len(failures))
+    min_replies = int(job.get("min_replies") or total)
+    count = f"only {len(reports)} of {total} clients answered the setup"
+    _enough("setup", count, len(reports), min_replies, failures)
+    settings = {**task.run_settings(job, reports), "task": task.name}
+    return settings, transport.subset(sorted(reports)), failures
 
 
 def begin_run(
     strategy: Strategy,
     setup: RunSetup,
+    initial: Callable[[], Mapping[str, np.ndarray]],
     *,
     resume: bool = False,
     client_state: dict[str, dict[str, Any]] | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
-    """Initialise ``strategy`` (or restore it from the latest checkpoint when ``resume``).
+    """Initialise ``strategy`` with ``initial()`` (or restore it from the latest checkpoint).
 
     When resuming and ``client_state`` is given, each client's dict in it is refilled in place
-    from the checkpoint (so contexts holding those dicts see the restored state).
+    from the checkpoint (so sites holding those dicts see the restored state).
 
     Returns
     -------
@@ -187,16 +194,9 @@ def begin_run(
     InputDataError
         When the checkpoint to resume from was written with another seed.
     """
-    from rvfedprs.federation.inprocess import (
-        initial_parameters,
-        latest_checkpoint,
-        load_checkpoint,
-    )
-
     latest = latest_checkpoint(setup.out) if (resume and setup.out is not None) else None
     if latest is None:
-        w0 = initial_parameters(setup.n_rare, setup.model_config, setup.random_seed)
-        strategy.initialize(w0, setup.client_ids)
+        strategy.initialize(dict(initial()), setup.client_ids)
         return 0, []
     record = load_checkpoint(latest)
     if int(record["seed"]) != setup.random_seed:
@@ -206,12 +206,19 @@ def begin_run(
         )
     strategy.load_state_dict(record["strategy_state"])
     if client_state is not None:
-        for client, state in decode_client_state(record.get("client_state", {})).items():
-            target = client_state.setdefault(client, {})
-            target.clear()
-            target.update(state)
+        restore_client_state(client_state, record)
     log.info("resuming from %s (round %d)", latest, int(record["round"]))
     return int(record["round"]), list(record.get("history", []))
+
+
+def restore_client_state(
+    client_state: dict[str, dict[str, Any]], record: Mapping[str, Any]
+) -> None:
+    """Refill each client's dict of ``client_state`` in place from a checkpoint record."""
+    for client, state in decode_client_state(record.get("client_state", {})).items():
+        target = client_state.setdefault(client, {})
+        target.clear()
+        target.update(state)
 
 
 def finish_round(
@@ -222,7 +229,7 @@ def finish_round(
     history: list[dict[str, Any]],
     *,
     failures: Mapping[str, str] | None = None,
-    evaluate_round: Callable[[Strategy], Mapping[str, Any]] | None = None,
+    evaluate_round: RoundCallback | None = None,
     client_state: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], Path | None]:
     """Aggregate ``results``, append the round's entry to ``history``, write the checkpoint.
@@ -240,10 +247,11 @@ def finish_round(
         Client id → reason, for clients whose reply was lost or rejected this round; recorded
         in the entry under ``failed`` (absent when every client replied).
     evaluate_round : callable, optional
-        Called with the strategy after aggregation; its mapping is merged into the entry.
+        Called with the strategy and the round after aggregation; its mapping is merged into
+        the entry.
     client_state : mapping, optional
         Client id → persistent state after this round, saved in the checkpoint
-        (:func:`encode_client_state`).
+        (:func:`~rvfedprs.federation.checkpoints.encode_client_state`).
 
     Returns
     -------
@@ -252,8 +260,6 @@ def finish_round(
         evaluation's keys.
     checkpoint : Path or None
     """
-    from rvfedprs.federation.inprocess import save_checkpoint
-
     strategy.aggregate_fit(server_round, results)
     n = np.array([r.n_samples for r in results], dtype=np.float64)
     loss = float(np.average([r.metrics["loss"] for r in results], weights=n))
@@ -261,7 +267,7 @@ def finish_round(
     if failures:
         entry["failed"] = dict(sorted(failures.items()))
     if evaluate_round is not None:
-        entry.update(evaluate_round(strategy))
+        entry.update(evaluate_round(strategy, server_round))
     history.append(entry)
     if setup.out is None:
         return entry, None
@@ -274,28 +280,218 @@ def finish_round(
         "clusters": strategy.clusters(),
         "history": history,
         "client_ids": list(setup.client_ids),
-        "n_rare": setup.n_rare,
-        "model_config": dict(setup.model_config),
         **setup.checkpoint_extra,
     }
     if client_state is not None:
         record["client_state"] = encode_client_state(client_state)
-    path = save_checkpoint(setup.out / "checkpoints" / f"round_{server_round:03d}.pt", record)
+    path = save_checkpoint(checkpoint_path(setup.out, server_round), record)
     if setup.keep_checkpoints is not None:
         prune_checkpoints(path.parent, setup.keep_checkpoints)
     return entry, path
 
 
-def prune_checkpoints(folder: Path, keep: int) -> list[Path]:
-    """Delete all but the ``keep`` highest-round ``round_XXX.pt`` files in ``folder``.
+def run_rounds(
+    strategy: Strategy,
+    transport: Transport,
+    setup: RunSetup,
+    settings: Mapping[str, Any],
+    *,
+    rounds: int,
+    start: int,
+    history: list[dict[str, Any]],
+    client_state: dict[str, dict[str, Any]],
+    min_replies: int,
+    evaluate_round: RoundCallback | None = None,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+) -> list[Path]:
+    """Rounds ``start + 1 .. rounds``: configure, send, collect, check, aggregate, checkpoint.
 
     Returns
     -------
     list of Path
-        The files deleted.
+        The checkpoints written (pruned ones included).
+
+    Raises
+    ------
+    FederationError
+        When fewer than ``min_replies`` sites replied in a round.
     """
-    saved = sorted(folder.glob("round_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
-    stale = saved[: max(len(saved) - keep, 0)]
-    for old in stale:
-        old.unlink()
-    return stale
+    client_ids = transport.client_ids
+    written: list[Path] = []
+    for server_round in range(start + 1, rounds + 1):
+        instructions = strategy.configure_fit(server_round, client_ids)
+        seeds = {c: client_seed(setup.random_seed, server_round, c) for c in client_ids}
+        results, failures = transport.fit(server_round, instructions, seeds, settings, client_state)
+        step = f"round {server_round}"
+        count = f"{step}: {len(results)} of {len(client_ids)} clients replied"
+        _enough(step, count, len(results), min_replies, failures)
+        entry, path = finish_round(
+            strategy,
+            setup,
+            server_round,
+            [results[c] for c in sorted(results)],
+            history,
+            failures=failures,
+            evaluate_round=evaluate_round,
+            client_state=client_state,
+        )
+        if path is not None:
+            written.append(path)
+        if on_round is not None:
+            on_round(entry)
+    return written
+
+
+def _progress(total: int, start: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc="rounds", unit="round", leave=False)
+
+
+def serve(
+    task: Task,
+    transport: Transport,
+    runs: Sequence[RunSpec],
+    job: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    *,
+    client_state: dict[str, dict[str, Any]] | None = None,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
+    progress: bool = False,
+) -> list[RunResult]:
+    """Run each of ``runs`` for ``job["rounds"]`` rounds over the sites of ``transport``.
+
+    Parameters
+    ----------
+    task : Task
+    transport : Transport
+        The engine's; a pooled strategy (centralised) gets ``transport.pooled(task)``.
+    runs : sequence of RunSpec
+        One strategy each, run one after another.
+    job : mapping
+        ``seed``, ``rounds``, ``resume``, ``min_replies`` (default: every site) and what the
+        task's :meth:`~Task.checkpoint_extra` reads.
+    settings : mapping
+        From :func:`negotiate` (or given directly).
+    client_state : dict, optional
+        Filled with the sites' persistent state of the first run (created when None); every
+        run's own is in its result.
+    on_round : callable, optional
+        ``f(run_index, entry)`` after every round (status files, logging).
+    progress : bool
+        A progress bar over rounds.
+
+    Returns
+    -------
+    list of RunResult
+        One per run, in order.
+    """
+    seed, rounds = int(job["seed"]), int(job["rounds"])
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    results = []
+    for index, run in enumerate(runs):
+        link = transport.pooled(task) if run.strategy.pooled else transport
+        state: dict[str, dict[str, Any]] = (
+            client_state if (index == 0 and client_state is not None) else {}
+        )
+        for c in link.client_ids:
+            state.setdefault(c, {})
+        setup = RunSetup(
+            link.client_ids,
+            random_seed=seed,
+            out=run.out,
+            checkpoint_extra={
+                **task.checkpoint_extra(settings, job),
+                "strategy_name": run.strategy.name,
+            },
+            keep_checkpoints=run.keep_checkpoints,
+        )
+        start, history = begin_run(
+            run.strategy,
+            setup,
+            lambda: task.initial_parameters(settings, initial_seed(seed)),
+            resume=bool(job.get("resume", False)),
+            client_state=state,
+        )
+        bar = _progress(rounds, start, progress)
+
+        def after(entry: dict[str, Any], _index: int = index, _bar=bar) -> None:
+            if _bar is not None:
+                _bar.update(1)
+                _bar.set_postfix(loss=f"{entry['loss']:.4f}")
+            if on_round is not None:
+                on_round(_index, entry)
+
+        written = run_rounds(
+            run.strategy,
+            link,
+            setup,
+            {**settings, "run_index": index},
+            rounds=rounds,
+            start=start,
+            history=history,
+            client_state=state,
+            min_replies=min(int(job.get("min_replies") or 0) or len(link.client_ids),
+                            len(link.client_ids)),
+            evaluate_round=run.evaluate_round,
+            on_round=after,
+        )  # fmt: skip
+        if bar is not None:
+            bar.close()
+        results.append(
+            RunResult(
+                strategy=run.strategy,
+                history=history,
+                seed=seed,
+                checkpoints=[p for p in written if p.exists()],
+                client_state=state,
+            )
+        )
+    return results
+
+
+def run_job(
+    task: Task,
+    transport: Transport,
+    job: Mapping[str, Any],
+    *,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """The server's whole program for a job, on any engine; returns the job's summary.
+
+    The task's own program when it has one (:meth:`Task.coordinator`, an analytics study);
+    otherwise training: the ``setup`` step, then each run of ``job["runs"]`` (one strategy
+    each) through :func:`serve`, every checkpoint kept (the launcher evaluates them). The
+    summary holds ``round``, ``client_ids``, ``setup_failures``, ``failures`` (round → client →
+    reason, of the first run), ``runs`` (per strategy, when several) and what the task's
+    :meth:`~Task.summary` adds.
+
+    Raises
+    ------
+    FederationError
+        When too few sites answer.
+    ConfigError
+        When a run's strategy pools the sites' data (not on this engine).
+    """
+    program = task.coordinator(job)
+    if program is not None:
+        return program(transport, job, on_round=on_round)
+    settings, transport, setup_failures = negotiate(task, transport, job)
+    runs = [RunSpec(task.build_strategy(spec, job), out=Path(spec["out"])) for spec in job["runs"]]
+    results = serve(task, transport, runs, job, settings, on_round=on_round)
+    failures = [{e["round"]: e["failed"] for e in r.history if "failed" in e} for r in results]
+    summary: dict[str, Any] = {
+        "round": int(job["rounds"]),
+        "client_ids": transport.client_ids,
+        "setup_failures": dict(setup_failures),
+        "failures": failures[0],
+    }
+    if len(runs) > 1:
+        summary["runs"] = {
+            spec["strategy"]: f for spec, f in zip(job["runs"], failures, strict=True)
+        }
+    summary.update(task.summary(results))
+    return summary

@@ -7,80 +7,38 @@ split, using the model the client would use (global model; its own for Local, it
 model for Ditto, its cluster's for cluster FedAvg).
 
 The clients train in this process (``engine="inprocess"``) or on Flower (``flower-sim``,
-``flower-deploy``: :func:`rvfedprs.federation.flower.launch.run_flower_imaging`, same rows for
+``flower-deploy``: :func:`rvfedprs.imaging.engine.run_flower_imaging`, same rows for
 the same seed); :func:`federation_from_section` is the one place that builds a fold's clients,
 so that a Flower client process rebuilds exactly its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.imaging.client import ImagingClient, ImagingTrainingConfig
-from rvfedprs.imaging.engine import build_federation, evaluate_clients, mean_metrics, run_imaging
-from rvfedprs.imaging.loader import ImageDataset, MedMNIST
+from rvfedprs.federation import ENGINES
+from rvfedprs.imaging.engine import evaluate_clients, mean_metrics, run_imaging
+from rvfedprs.imaging.federation import benchmark_data, federation_from_section
+from rvfedprs.imaging.loader import MedMNIST
 from rvfedprs.imaging.metrics import METRIC_NAMES
+from rvfedprs.imaging.task import strategy_for
+
+log = logging.getLogger(__name__)
 
 __all__ = [
-    "ENGINES",
     "run_benchmark",
-    "stratified_subsample",
+    "write_benchmark",
     "build_strategy",
-    "strategy_for",
     "strategy_distance",
-    "training_config",
-    "benchmark_data",
-    "federation_from_section",
     "results_table",
     "check_engine",
 ]
-
-
-def stratified_subsample(data: ImageDataset, n: int, random_seed: int) -> ImageDataset:
-    """At most ``n`` samples, class proportions kept (seeded)."""
-    if n >= len(data):
-        return data
-    from sklearn.model_selection import train_test_split
-
-    keep, _ = train_test_split(
-        np.arange(len(data)), train_size=n, random_state=random_seed, stratify=data.labels
-    )
-    return data.subset(np.sort(keep))
-
-
-def strategy_for(
-    name: str,
-    section: Mapping[str, Any],
-    *,
-    distance: np.ndarray | None = None,
-    distance_clients: Sequence[str] | None = None,
-):
-    """The strategy ``name`` with its options from the ``imaging`` section.
-
-    ``fedavg_w`` and ``cluster_fedavg`` need their client distance matrix (shape (K, K), rows
-    in ``distance_clients`` order), computed by the caller (:func:`build_strategy` does).
-    """
-    from rvfedprs.strategies import get_strategy
-
-    if name == "fedprox":
-        return get_strategy(name, proximal_mu=section["proximal_mu"])
-    if name == "fedatt":
-        return get_strategy(name, step=section["fedatt_step"])
-    if name == "ditto":
-        return get_strategy(name, lam=section["ditto_lambda"])
-    if name in ("fedavg_w", "cluster_fedavg"):
-        if distance is None:
-            raise ValueError(f"strategy {name!r} needs the client distance matrix")
-        extra = {"omega": section["omega"]} if name == "fedavg_w" else {}
-        return get_strategy(
-            name, distance=np.asarray(distance), distance_clients=list(distance_clients), **extra
-        )
-    return get_strategy(name)
 
 
 def strategy_distance(
@@ -98,68 +56,6 @@ def strategy_distance(
 def build_strategy(name: str, section: Mapping[str, Any], clients, random_seed: int):
     """The strategy ``name`` with its options from the ``imaging`` section."""
     return strategy_for(name, section, **strategy_distance(name, section, clients, random_seed))
-
-
-def training_config(section: Mapping[str, Any]) -> ImagingTrainingConfig:
-    """The clients' local optimiser settings of the ``imaging`` section."""
-    return ImagingTrainingConfig(
-        epochs=section["local_epochs"],
-        lr=section["lr"],
-        momentum=section["momentum"],
-        batch_size=section["batch_size"],
-    )
-
-
-def benchmark_data(dataset: MedMNIST, section: Mapping[str, Any], random_seed: int) -> ImageDataset:
-    """The images the clients share out: every split pooled, subsampled when asked."""
-    data = dataset.pooled()
-    if section.get("subsample"):
-        data = stratified_subsample(data, int(section["subsample"]), random_seed)
-    return data
-
-
-def federation_from_section(
-    data: ImageDataset,
-    n_classes: int,
-    section: Mapping[str, Any],
-    *,
-    random_seed: int,
-    fold: int | None = None,
-    class_counts: np.ndarray | None = None,
-) -> dict[str, ImagingClient]:
-    """The clients of one fold, as :func:`run_benchmark` builds them from ``data``.
-
-    Deterministic in (``data``, the partition settings of ``section``, ``random_seed``,
-    ``fold``, ``class_counts``): a Flower client process rebuilds its own client from the same
-    file and settings (:mod:`rvfedprs.federation.flower.client_app`).
-
-    Parameters
-    ----------
-    data : ImageDataset
-        From :func:`benchmark_data`.
-    n_classes : int
-    section : mapping
-        ``n_clients``, ``alpha``, ``test_fraction``, ``cv_folds`` and the training settings.
-    random_seed : int
-    fold : int, optional
-    class_counts : array of int, shape (K, C), optional
-
-    Returns
-    -------
-    dict of client id to ImagingClient
-    """
-    return build_federation(
-        data,
-        n_classes,
-        n_clients=section["n_clients"],
-        alpha=section["alpha"],
-        random_seed=random_seed,
-        test_fraction=section["test_fraction"],
-        fold=fold,
-        n_folds=section.get("cv_folds") or 5,
-        training=training_config(section),
-        class_counts=class_counts,
-    )
 
 
 def run_benchmark(
@@ -192,7 +88,7 @@ def run_benchmark(
         Where the clients train: one after another in this process, or on Flower (one Flower
         SuperLink, and for ``flower-deploy`` one SuperNode per client, for the whole benchmark;
         one Flower run per fold holding every strategy, see
-        :func:`rvfedprs.federation.flower.launch.run_flower_imaging`). Same rows for the same
+        :func:`rvfedprs.imaging.engine.run_flower_imaging`). Same rows for the same
         seed; on Flower a strategy's rows arrive when its fold's run ends.
     flower : mapping, optional
         The ``flower`` configuration section (Flower engines; defaults when None).
@@ -225,11 +121,7 @@ def run_benchmark(
     client_info: dict[str, Any] = {}
     session = nullcontext(None)
     if engine != "inprocess":
-        from rvfedprs.federation.flower.launch import (
-            ImagingRun,
-            imaging_session,
-            run_flower_imaging,
-        )
+        from rvfedprs.imaging.engine import ImagingRun, imaging_session, run_flower_imaging
 
         n_clients = (
             section["n_clients"] if class_counts is None else int(np.asarray(class_counts).shape[0])
@@ -314,8 +206,108 @@ def run_benchmark(
     }
 
 
-#: Where the clients of an imaging run train (``imaging.engine``).
-ENGINES = ("inprocess", "flower-sim", "flower-deploy")
+def write_benchmark(
+    config: Mapping[str, Any], out: str | Path, *, class_counts_file: str | Path | None = None
+):
+    """Run the comparison of ``config["imaging"]``; write its tables, metrics and provenance.
+
+    Writes ``table.csv``/``table.md`` (mean over folds at rounds 1, R/2 and R),
+    ``metrics.json`` (every evaluated row, the partition, timings) and ``provenance.json``.
+    Every evaluated round is also appended to ``progress.jsonl`` (and a line printed) as soon as
+    it is computed, so an interrupted run keeps what it had evaluated (on a Flower engine, when
+    each strategy's run ends: the rounds are evaluated from its checkpoints).
+
+    Parameters
+    ----------
+    config : mapping
+        Validated configuration (sections ``imaging`` and ``flower``); ``imaging.seed`` None
+        draws a seed, recorded in the outputs.
+    out : str or Path
+    class_counts_file : str or Path, optional
+        A fixed per-client class mix (:func:`~rvfedprs.imaging.partition.read_class_counts`)
+        instead of a Dirichlet draw.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The table written.
+    """
+    import json
+    import time
+
+    import torch
+
+    from rvfedprs.imaging.loader import load_medmnist
+    from rvfedprs.imaging.partition import read_class_counts
+    from rvfedprs.provenance import draw_seed, jsonable, write_provenance
+
+    config = dict(config)
+    section = config["imaging"]
+    seed = draw_seed(section["seed"])
+    section["seed"] = seed
+    if section["torch_threads"]:
+        torch.set_num_threads(int(section["torch_threads"]))
+    dataset = load_medmnist(section["data"])
+    class_counts = None
+    if class_counts_file is not None:
+        class_counts = read_class_counts(class_counts_file, dataset.n_classes)
+        section["n_clients"] = int(class_counts.shape[0])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if section.get("eval_rounds"):
+        section["eval_rounds"] = [r for r in section["eval_rounds"] if r <= section["rounds"]]
+    progress_file = out / "progress.jsonl"
+    progress_file.write_text("")
+    start = time.time()
+
+    def progress(row: dict[str, Any]) -> None:
+        row = {"elapsed_s": round(time.time() - start, 1), **row}
+        with progress_file.open("a") as handle:
+            handle.write(json.dumps(jsonable(row)) + "\n")
+        print(
+            f"[{row['elapsed_s']:8.1f}s] {row['strategy']} fold {row['fold']} round {row['round']}:"
+            f" accuracy {row['accuracy']:.4f} log-loss {row['log_loss']:.4f}",
+            flush=True,
+        )
+
+    result = run_benchmark(
+        dataset,
+        section,
+        random_seed=seed,
+        progress=progress,
+        class_counts=class_counts,
+        engine=section["engine"],
+        flower=config.get("flower"),
+        out=out,
+    )
+    if result["n_unassigned"]:
+        log.warning("%d of %d images are in no client", result["n_unassigned"], result["n_images"])
+    wall_s = time.time() - start
+    rounds = section["rounds"]
+    marks = sorted({1, max(1, rounds // 2), rounds})
+    table = results_table(result["history"], marks)
+    table.to_csv(out / "table.csv", index=False)
+    (out / "table.md").write_text(table.to_markdown(index=False, floatfmt=".4f") + "\n")
+    metrics = {
+        "seed": seed,
+        "config": section,
+        "dataset": str(dataset.path),
+        "wall_s": round(wall_s, 1),
+        "torch_version": torch.__version__,
+        "class_counts": None if class_counts is None else class_counts.tolist(),
+        "class_counts_file": None if class_counts_file is None else str(class_counts_file),
+        **result,
+    }
+    (out / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1) + "\n")
+    write_provenance(
+        out,
+        command="imaging",
+        parameters=section,
+        seed=seed,
+        inputs=[section["data"], *([str(class_counts_file)] if class_counts_file else [])],
+    )
+    log.info("wrote %s: %d strategies × %d rounds", out, len(section["strategies"]), rounds)
+    return table
 
 
 def check_engine(engine: str) -> None:

@@ -9,13 +9,14 @@ encoder for Euclidean).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rvfedprs.imaging.client import ImagingClient
 
-__all__ = ["image_metadata", "imaging_distance", "METADATA_GROUPS"]
+__all__ = ["image_metadata", "imaging_distance", "distance_from_config", "METADATA_GROUPS"]
 
 METADATA_GROUPS = {"max_intensity": "intensity", "mean_intensity": "intensity", "label": "label"}
 
@@ -68,15 +69,14 @@ def imaging_distance(
     ids : list of str
     """
     from rvfedprs import similarity
+    from rvfedprs.config import section_defaults
     from rvfedprs.exceptions import ConfigError
     from rvfedprs.imaging.engine import client_embeddings, probe_parameters
 
-    opts = dict(options or {})
+    opts = {**section_defaults("distance"), **dict(options or {})}
     ids = sorted(clients)
     if method == "emd":
-        names = [
-            n for n in opts.get("emd_metadata", ["max_intensity", "label"]) if n in METADATA_GROUPS
-        ]
+        names = [n for n in opts["emd_metadata"] if n in METADATA_GROUPS]
         if not names:
             raise ConfigError(
                 "distance.emd_metadata has no imaging metadata; "
@@ -86,11 +86,11 @@ def imaging_distance(
         groups = {n: METADATA_GROUPS[n] for n in names}
         return similarity.compute("emd", meta, groups=groups), ids
     if method == "euclidean":
-        encoder = opts.get("encoder")
+        encoder = opts["encoder"]
         params = None if encoder else probe_parameters(clients, random_seed)
         embs, _ = client_embeddings(clients, params, encoder=encoder, ids=ids)
         d = similarity.compute(
-            "euclidean", embs, n_components=opts.get("n_components", 2), random_seed=random_seed
+            "euclidean", embs, n_components=opts["n_components"], random_seed=random_seed
         )
         return d, ids
     if method == "ot":
@@ -100,12 +100,12 @@ def imaging_distance(
             "ot",
             embs,
             labels,
-            w_feature=opts.get("ot_w_feature", 2.0),
-            w_label=opts.get("ot_w_label", 1.0),
-            reg=opts.get("ot_reg", 1e-2),
-            normalisation=opts.get("ot_normalisation", "spec"),
-            max_per_class=opts.get("ot_max_per_class", 1000),
-            dp_rho=opts.get("ot_dp_rho"),
+            w_feature=opts["ot_w_feature"],
+            w_label=opts["ot_w_label"],
+            reg=opts["ot_reg"],
+            normalisation=opts["ot_normalisation"],
+            max_per_class=opts["ot_max_per_class"],
+            dp_rho=opts["ot_dp_rho"],
             random_seed=random_seed,
         )
         return d, ids
@@ -113,3 +113,30 @@ def imaging_distance(
         f"distance method {method!r} is not available on imaging federations; "
         "choose from ['emd', 'euclidean', 'ot'] (jaccard needs rare-variant Bloom filters)"
     )
+
+
+def distance_from_config(
+    config: Mapping[str, Any], method: str, seed: int, *, data: str | Path | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """``method``'s matrix on the imaging federation the ``imaging`` section describes.
+
+    The MedMNIST file (``data`` or ``imaging.data``) is pooled, subsampled when asked and
+    Dirichlet-partitioned with ``seed``; options from the ``distance`` section.
+    """
+    from rvfedprs.imaging.federation import build_federation, stratified_subsample
+    from rvfedprs.imaging.loader import load_medmnist
+
+    section = config["imaging"]
+    dataset = load_medmnist(data or section["data"])
+    pooled = dataset.pooled()
+    if section.get("subsample"):
+        pooled = stratified_subsample(pooled, int(section["subsample"]), seed)
+    clients = build_federation(
+        pooled,
+        dataset.n_classes,
+        n_clients=section["n_clients"],
+        alpha=section["alpha"],
+        random_seed=seed,
+        test_fraction=section["test_fraction"],
+    )
+    return imaging_distance(clients, method, random_seed=seed, options=config["distance"])

@@ -1,124 +1,63 @@
-"""Run a strategy over imaging clients, one after another (the in-process pattern).
+"""Running strategies over imaging clients: in this process, or on Flower.
 
-Seeds follow :mod:`rvfedprs.federation.inprocess`: w^0 from ``derive_seed(seed, 0)``, client
-``c`` in round ``t`` from ``derive_seed(seed, t, c)``, so results do not depend on client order.
-Also here: building a Dirichlet-partitioned federation from a MedMNIST file, evaluation of each
-client's model on its test split, and the one-round FedAvg *probe* used by the embedding
-distances (``003_*`` Alg. 1 phase 1).
+Both go through the shared server loop (:func:`rvfedprs.federation.rounds.serve`) and the same
+site code (:class:`~rvfedprs.imaging.task.ImagingTask`); seeds follow
+:mod:`rvfedprs.federation.seeds`, so results depend neither on client order nor on the engine.
+Also here: evaluation of each client's model on its test split, and the one-round FedAvg
+*probe* used by the embedding distances (``003_*`` Alg. 1 phase 1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rvfedprs.federation.inprocess import RunResult, derive_seed
+from rvfedprs.federation.inprocess import InProcessTransport
+from rvfedprs.federation.result import RunResult
+from rvfedprs.federation.rounds import RoundCallback, RunSpec, serve
+from rvfedprs.federation.seeds import initial_seed
 from rvfedprs.imaging.client import (
     ImagingClient,
-    ImagingTrainingConfig,
     build_cnn,
     embed,
-    fit_imaging_client,
     get_cnn_parameters,
     predict_proba,
 )
-from rvfedprs.imaging.loader import ImageDataset
 from rvfedprs.imaging.metrics import METRIC_NAMES, classification_metrics
-from rvfedprs.imaging.partition import dirichlet_partition, fixed_count_partition
+from rvfedprs.imaging.task import ImagingTask, imaging_nodes
 from rvfedprs.strategies.base import Strategy
 
 __all__ = [
-    "build_federation",
     "run_imaging",
+    "ImagingRun",
+    "imaging_session",
+    "run_flower_imaging",
+    "model_shape",
     "evaluate_clients",
     "probe_parameters",
     "client_embeddings",
 ]
 
 
-def build_federation(
-    data: ImageDataset,
-    n_classes: int,
-    *,
-    n_clients: int,
-    alpha: float,
-    random_seed: int,
-    test_fraction: float = 0.2,
-    fold: int | None = None,
-    n_folds: int = 5,
-    training: ImagingTrainingConfig | None = None,
-    class_counts: np.ndarray | None = None,
-) -> dict[str, ImagingClient]:
-    """Dirichlet-partition ``data`` and split each client into train/test (stratified).
-
-    Parameters
-    ----------
-    data : ImageDataset
-    n_classes : int
-    n_clients, alpha, random_seed
-        Partition (:func:`dirichlet_partition`).
-    test_fraction : float
-        Test share when ``fold`` is None.
-    fold : int, optional
-        Use fold ``fold`` of a per-client stratified ``n_folds``-fold CV as the test split
-        (``002_*`` Algorithm 1 step 3) instead of a single split.
-    training : ImagingTrainingConfig, optional
-    class_counts : array of int, shape (K, C), optional
-        Use this fixed per-client class mix (:func:`fixed_count_partition`, seeded with
-        ``random_seed``) instead of a Dirichlet draw; ``n_clients`` and ``alpha`` are then
-        unused.
-
-    Returns
-    -------
-    dict of client id (``client_1``…) to ImagingClient
-    """
-    from sklearn.model_selection import StratifiedKFold, train_test_split
-
-    if class_counts is not None:
-        parts = fixed_count_partition(data.labels, class_counts, random_seed=random_seed)
-    else:
-        parts = dirichlet_partition(
-            data.labels, n_clients, alpha=alpha, random_seed=random_seed, min_size=2 * n_folds
-        )
-    clients = {}
-    for k, idx in enumerate(parts):
-        y = data.labels[idx]
-        stratify = y if np.min(np.unique(y, return_counts=True)[1]) >= 2 else None
-        seed = derive_seed(random_seed, "split", k)
-        if fold is None:
-            tr, te = train_test_split(
-                np.arange(len(idx)), test_size=test_fraction, random_state=seed, stratify=stratify
-            )
-        else:
-            counts = np.unique(y, return_counts=True)[1]
-            if counts.min() >= n_folds:
-                splitter = StratifiedKFold(n_folds, shuffle=True, random_state=seed)
-                tr, te = list(splitter.split(np.zeros(len(y)), y))[fold]
-            else:  # a class too rare to stratify: plain K-fold on a seeded permutation
-                perm = np.random.default_rng(seed).permutation(len(y))
-                te = np.sort(np.array_split(perm, n_folds)[fold])
-                tr = np.setdiff1d(np.arange(len(y)), te)
-        cid = f"client_{k + 1}"
-        clients[cid] = ImagingClient(
-            client_id=cid,
-            train=data.subset(idx[np.sort(tr)]),
-            test=data.subset(idx[np.sort(te)]),
-            n_classes=n_classes,
-            training=training or ImagingTrainingConfig(),
-        )
-    return clients
-
-
 def _template(clients: Mapping[str, ImagingClient]) -> ImagingClient:
     return clients[sorted(clients)[0]]
 
 
-def initial_cnn_parameters(clients: Mapping[str, ImagingClient], random_seed: int):
-    """w^0 of the federation's CNN, seeded from ``derive_seed(seed, 0)``."""
+def model_shape(clients: Mapping[str, ImagingClient]) -> dict[str, int]:
+    """``in_channels``, ``n_classes``, ``image_size`` of the federation's CNN."""
     t = _template(clients)
-    model = build_cnn(t.in_channels, t.n_classes, t.image_size, derive_seed(random_seed, 0))
+    return {"in_channels": t.in_channels, "n_classes": t.n_classes, "image_size": t.image_size}
+
+
+def initial_cnn_parameters(clients: Mapping[str, ImagingClient], random_seed: int):
+    """w^0 of the federation's CNN, seeded from ``initial_seed(seed)``."""
+    t = _template(clients)
+    model = build_cnn(t.in_channels, t.n_classes, t.image_size, initial_seed(random_seed))
     return get_cnn_parameters(model)
 
 
@@ -150,10 +89,9 @@ def run_imaging(
     *,
     rounds: int,
     random_seed: int,
-    evaluate_round: Callable[[Strategy, int], Mapping[str, Any]] | None = None,
-    initial: Mapping[str, np.ndarray] | None = None,
+    evaluate_round: RoundCallback | None = None,
 ) -> RunResult:
-    """Run ``rounds`` rounds of ``strategy`` on the imaging ``clients``.
+    """Run ``rounds`` rounds of ``strategy`` on the imaging ``clients`` in this process.
 
     Parameters
     ----------
@@ -162,41 +100,185 @@ def run_imaging(
         A fresh strategy (not ``pooled``).
     rounds : int
     random_seed : int
+        w^0 from ``initial_seed(seed)`` (:func:`initial_cnn_parameters`).
     evaluate_round : callable, optional
         ``f(strategy, round)``; its mapping is merged into the round's history entry.
-    initial : dict, optional
-        w^0 (default :func:`initial_cnn_parameters`).
 
     Returns
     -------
     RunResult
     """
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
     if strategy.pooled:
         raise ValueError(f"strategy {strategy.name!r} pools data; not supported for imaging")
+    task = ImagingTask()
+    settings = {"task": task.name, "model": model_shape(clients), "imaging": {}}
+    job = {"seed": random_seed, "rounds": rounds}
+    run = RunSpec(strategy, evaluate_round=evaluate_round)
+    return serve(task, InProcessTransport(task, clients), [run], job, settings)[0]
+
+
+@dataclass
+class ImagingRun:
+    """One strategy of an imaging Flower job (:func:`run_flower_imaging`).
+
+    Attributes
+    ----------
+    name : str
+        The strategy's registry name (the ServerApp builds its own copy).
+    strategy : Strategy
+        A fresh strategy ``name``; restored from the run's final checkpoint on return.
+    distance : mapping, optional
+        ``distance`` (K, K) and ``distance_clients`` of ``fedavg_w`` / ``cluster_fedavg``
+        (:func:`rvfedprs.imaging.benchmark.strategy_distance`, computed by the caller).
+    evaluate_round : callable, optional
+        ``f(strategy, round)`` on the strategy restored from each round's checkpoint; merged
+        into the history, as the in-process engine's callback.
+    """
+
+    name: str
+    strategy: Strategy
+    distance: Mapping[str, Any] | None = None
+    evaluate_round: RoundCallback | None = None
+
+
+@contextmanager
+def imaging_session(
+    engine: str,
+    work: str | Path,
+    *,
+    data_file: str | Path,
+    client_ids: Sequence[str],
+    flower: Mapping[str, Any] | None = None,
+    certificates: str | Path | None = None,
+    node_keys: Mapping[str, str | Path] | None = None,
+):
+    """The Flower processes of an imaging benchmark, started once for all its jobs.
+
+    One SuperNode per client (:func:`~rvfedprs.imaging.task.imaging_nodes`) for
+    ``flower-deploy``; see :func:`rvfedprs.federation.flower.engine.flower_session`.
+    """
+    from rvfedprs.federation.flower.engine import flower_session
+
+    with flower_session(
+        engine,
+        work,
+        nodes=imaging_nodes(data_file, client_ids),
+        flower=flower,
+        certificates=certificates,
+        node_keys=node_keys,
+    ) as link:
+        yield link
+
+
+def run_flower_imaging(
+    engine: str,
+    *,
+    clients: Mapping[str, ImagingClient],
+    runs: Sequence[ImagingRun],
+    section: Mapping[str, Any],
+    data_file: str | Path,
+    rounds: int,
+    random_seed: int,
+    out: str | Path,
+    fold: int | None = None,
+    class_counts: Any = None,
+    flower: Mapping[str, Any] | None = None,
+    superlink=None,
+    min_replies: int | None = None,
+    round_timeout: float | None = None,
+    timeout: float | None = None,
+    expected_nodes: int | None = None,
+) -> list[RunResult]:
+    """Run imaging strategies on Flower, one after another in one Flower job.
+
+    Every node rebuilds its own client's split from ``data_file`` and the partition settings
+    and trains with :func:`~rvfedprs.imaging.client.fit_imaging_client`; each result equals
+    :func:`run_imaging`'s for the same seed. One job for all strategies saves Flower's per-run
+    start (server and client processes).
+
+    Parameters
+    ----------
+    engine : {"flower-sim", "flower-deploy"}
+    clients : mapping of id to ImagingClient
+        This process's copy of the federation: its ids and CNN shape (and the evaluation).
+    runs : sequence of ImagingRun
+        The strategies, run in this order.
+    section : mapping
+        The validated ``imaging`` section.
+    data_file : str or Path
+        The MedMNIST file (simulation: read by every client; deployment: each SuperNode's node
+        config names its own copy, ``data-file``).
+    rounds, random_seed : int
+    out : str or Path
+        ``flower/`` (job, status, logs) and, per strategy, ``<name>/checkpoints/`` (the last
+        round's is kept).
+    fold : int, optional
+        The CV fold (``imaging.cv_folds``).
+    class_counts : array of int, shape (K, C), optional
+        A fixed partition instead of the Dirichlet draw.
+    flower : mapping, optional
+        The ``flower`` configuration section.
+    superlink : LocalSuperLink, optional
+        Submit to this running SuperLink (:func:`imaging_session`) instead of starting one.
+    min_replies, round_timeout, timeout, expected_nodes
+        See :func:`rvfedprs.federation.flower.engine.run_job`.
+
+    Returns
+    -------
+    list of RunResult
+        One per run, in order.
+    """
+    from rvfedprs.federation.flower.engine import FlowerRun, run_job
+
     ids = sorted(clients)
-    w0 = dict(initial) if initial is not None else initial_cnn_parameters(clients, random_seed)
-    strategy.initialize(w0, ids)
-    history: list[dict[str, Any]] = []
-    for t in range(1, rounds + 1):
-        instructions = strategy.configure_fit(t, ids)
-        results = [
-            fit_imaging_client(
-                instructions[c], clients[c], random_seed=derive_seed(random_seed, t, c)
-            )
-            for c in ids
-        ]
-        strategy.aggregate_fit(t, results)
-        n = np.array([r.n_samples for r in results], dtype=np.float64)
-        entry: dict[str, Any] = {
-            "round": t,
-            "loss": float(np.average([r.metrics["loss"] for r in results], weights=n)),
+    out = Path(out).resolve()
+    data_file = str(Path(data_file).resolve())
+
+    def distance_of(run: ImagingRun):
+        if not run.distance:
+            return None
+        return {
+            "matrix": np.asarray(run.distance["distance"], dtype=np.float64).tolist(),
+            "clients": list(run.distance["distance_clients"]),
         }
-        if evaluate_round is not None:
-            entry.update(evaluate_round(strategy, t))
-        history.append(entry)
-    return RunResult(strategy=strategy, history=history, seed=int(random_seed))
+
+    task_settings = {
+        "imaging": dict(section),
+        "seed": int(random_seed),
+        "fold": fold,
+        "class_counts": None if class_counts is None else np.asarray(class_counts).tolist(),
+        "data": data_file,
+        "client_ids": ids,
+        "model": model_shape(clients),
+    }
+    flower_runs = [
+        FlowerRun(
+            {"strategy": run.name, "out": str(out / run.name), "distance": distance_of(run)},
+            run.strategy,
+            run.evaluate_round,
+            keep_checkpoints=1,
+        )
+        for run in runs
+    ]
+    return run_job(
+        engine,
+        task=ImagingTask.name,
+        config={"imaging": dict(section), "flower": dict(flower or {})},
+        runs=flower_runs,
+        rounds=rounds,
+        random_seed=random_seed,
+        out=out,
+        n_sites=len(ids),
+        nodes=imaging_nodes(data_file, ids),
+        task_settings=task_settings,
+        flower=flower,
+        superlink=superlink,
+        # every client by default, not every node expected (a ghost node may connect)
+        min_replies=min_replies or (flower or {}).get("min_replies") or len(ids),
+        round_timeout=round_timeout,
+        timeout=timeout,
+        expected_nodes=expected_nodes,
+    )
 
 
 def probe_parameters(

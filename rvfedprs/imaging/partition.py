@@ -7,11 +7,13 @@ reproduction can use the paper's own client label mix.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from rvfedprs.exceptions import InputDataError
 
-__all__ = ["dirichlet_partition", "fixed_count_partition"]
+__all__ = ["dirichlet_partition", "fixed_count_partition", "read_class_counts"]
 
 
 def dirichlet_partition(
@@ -133,3 +135,27 @@ def fixed_count_partition(
         for k in range(counts.shape[0]):
             parts[k].append(idx[cuts[k] - counts[k, c] : cuts[k]])
     return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+
+
+def read_class_counts(path: str | Path, n_classes: int) -> np.ndarray:
+    """A (K, C) integer matrix from a TSV with a header row and the client id in column 1.
+
+    Raises
+    ------
+    InputDataError
+        Missing file, non-integer cells, or a column count other than ``n_classes``.
+    """
+    import pandas as pd
+
+    if not Path(path).is_file():
+        raise InputDataError(f"class counts file not found: {path}")
+    table = pd.read_csv(path, sep="\t", index_col=0, comment="#")
+    if table.shape[1] != n_classes:
+        raise InputDataError(
+            f"{path}: {table.shape[1]} class columns {list(table.columns)}, the data have "
+            f"{n_classes} classes"
+        )
+    values = table.to_numpy()
+    if not np.issubdtype(values.dtype, np.integer):
+        raise InputDataError(f"{path}: class counts must be integers, got {values.tolist()}")
+    return values.astype(np.int64)

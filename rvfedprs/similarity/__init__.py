@@ -19,7 +19,15 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["Method", "register", "get_method", "available", "compute", "to_distance"]
+__all__ = [
+    "METHODS",
+    "Method",
+    "register",
+    "get_method",
+    "available",
+    "compute",
+    "to_distance",
+]
 
 Kind = Literal["similarity", "distance"]
 
@@ -30,6 +38,9 @@ _BUILTIN: dict[str, str] = {
     "euclidean": "rvfedprs.similarity.euclidean",
     "ot": "rvfedprs.similarity.ot",
 }
+
+#: The built-in method names (``distance.method``, ``strategies.distance``, ``--method``).
+METHODS: tuple[str, ...] = tuple(_BUILTIN)
 
 _REGISTRY: dict[str, Method] = {}
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.similarity import METHODS as DISTANCE_METHODS
 from rvfedprs.strategies.base import FitInstruction, FitResult, GlobalModelStrategy, Strategy
 
 __all__ = [
@@ -51,9 +52,8 @@ STRATEGY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 #: Strategies that need a client×client distance matrix (``strategies.distance``).
 DISTANCE_STRATEGIES: tuple[str, ...] = ("fedavg_w", "cluster_fedavg")
 
-#: Values of ``strategies.distance`` naming a method computed on the federation (anything else
-#: is the path of a TSV matrix).
-DISTANCE_METHODS: tuple[str, ...] = ("emd", "euclidean", "ot", "jaccard")
+# DISTANCE_METHODS: values of ``strategies.distance`` naming a method computed on the
+# federation (anything else is the path of a TSV matrix) — the similarity registry's names.
 
 
 def strategy_class(name: str) -> type[Strategy]:
@@ -105,7 +105,7 @@ def strategy_from_config(
     distance : array, shape (K, K), optional
         The client distance matrix of ``fedavg_w`` / ``cluster_fedavg`` when
         ``strategies.distance`` names a method: the caller computes it on the federation
-        (``rvfedprs train`` does, through :func:`rvfedprs.commands.distance.strategy_distance`).
+        (``rvfedprs train`` does, through :func:`rvfedprs.genomic.distance.strategy_distance`).
         Not needed when ``strategies.distance`` is a TSV path.
     distance_clients : sequence of str, optional
         Row order of ``distance``.

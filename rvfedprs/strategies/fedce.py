@@ -9,6 +9,7 @@ import numpy as np
 
 from rvfedprs.bloom import BloomSpec
 from rvfedprs.clustering import ClientClusterer, match_labels, nearest_cluster
+from rvfedprs.config import section_defaults
 from rvfedprs.similarity.jaccard import jaccard_matrix
 from rvfedprs.strategies.aggregation import (
     Parameters,
@@ -23,6 +24,10 @@ from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy, _sorte
 __all__ = ["FedCE"]
 
 HEAD_AGGREGATION = ("cluster", "global")
+
+
+#: The ``fedce`` section's schema defaults: the keyword defaults below (one default per option).
+_DEFAULTS = section_defaults("fedce")
 
 
 class FedCE(Strategy):
@@ -70,14 +75,14 @@ class FedCE(Strategy):
     def __init__(
         self,
         *,
-        bloom_capacity: int = 1000,
-        bloom_error_rate: float = 0.01,
-        top_k: int | None = 200,
-        relative_threshold: float | None = None,
-        n_clusters: int | str = "auto",
-        distance_threshold: float | None = None,
-        recluster_every: int = 1,
-        head_aggregation: str = "cluster",
+        bloom_capacity: int = _DEFAULTS["bloom_capacity"],
+        bloom_error_rate: float = _DEFAULTS["bloom_error_rate"],
+        top_k: int | None = _DEFAULTS["top_k"],
+        relative_threshold: float | None = _DEFAULTS["relative_threshold"],
+        n_clusters: int | str = _DEFAULTS["n_clusters"],
+        distance_threshold: float | None = _DEFAULTS["distance_threshold"],
+        recluster_every: int = _DEFAULTS["recluster_every"],
+        head_aggregation: str = _DEFAULTS["head_aggregation"],
     ) -> None:
         if head_aggregation not in HEAD_AGGREGATION:
             raise ValueError(

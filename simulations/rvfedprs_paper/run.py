@@ -54,15 +54,16 @@ from rvfedprs.evaluation.attacks import (
 )
 from rvfedprs.evaluation.report import build_report
 from rvfedprs.evaluation.selection import BestRound, split_validation
-from rvfedprs.federation.client import build_model
-from rvfedprs.federation.data import Federation, load_federation
-from rvfedprs.federation.inprocess import POOLED_CLIENT, derive_seed, run_inprocess
-from rvfedprs.federation.settings import local_training_config
+from rvfedprs.federation.seeds import derive_seed
+from rvfedprs.genomic.client import build_model
+from rvfedprs.genomic.data import Federation, load_federation
+from rvfedprs.genomic.engine import run_inprocess
+from rvfedprs.genomic.task import local_training_config
 from rvfedprs.model import set_parameters
-from rvfedprs.privacy import DPState, dp_schedule
-from rvfedprs.run import client_clusters, jsonable, write_metrics
+from rvfedprs.run import client_clusters, dp_epsilon, jsonable, write_metrics
 from rvfedprs.strategies import strategy_from_config
 from rvfedprs.training import local_update, select_influential
+from rvfedprs.training.dp import dp_schedule, dp_settings
 
 log = logging.getLogger("rvfedprs_paper")
 
@@ -253,14 +254,8 @@ def run_one(
         config[section].update(values)
     strategy = strategy_from_config(name, config)
     training = ctx.training
-    client_state = None
-    if dp is not None:
-        client_state = {
-            c: {"dp": DPState(dp["noise_multiplier"], dp["max_grad_norm"], dp["delta"])}
-            for c in [*fed.client_ids, POOLED_CLIENT]
-        }
-        if dp.get("batch_size"):
-            training = replace(training, batch_size=int(dp["batch_size"]))
+    if dp is not None and dp.get("batch_size"):
+        training = replace(training, batch_size=int(dp["batch_size"]))
     result = run_inprocess(
         fed,
         strategy,
@@ -269,7 +264,7 @@ def run_one(
         training=training,
         random_seed=seed,
         bloom_key=bloom_key,
-        client_state=client_state,
+        dp=None if dp is None else dp_settings({**dp, "enabled": True}),
         evaluate_round=selection,
     )
     parameters_for = strategy.parameters_for if selection is None else selection.parameters_for
@@ -298,10 +293,7 @@ def run_one(
             best_validation_auc=selection.best_auc,
             n_validation=sum(d.n_samples for d in selection.validation.values()),
         )
-    if client_state is not None:
-        eps = {c: s["dp"].epsilon() for c, s in client_state.items() if s["dp"].rounds > 0}
-        record["epsilon"] = max(eps.values())
-        record["epsilon_clients"] = eps
+    record.update(dp_epsilon(result.client_state))
     run_dir.mkdir(parents=True, exist_ok=True)
     _predictions_frame(ctx, parameters_for).to_parquet(run_dir / "predictions.parquet", index=False)
     if getattr(strategy, "similarity_", None) is not None:

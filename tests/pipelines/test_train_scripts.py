@@ -12,8 +12,8 @@ import pytest
 from rvfedprs.config import validate_config
 from rvfedprs.evaluation import evaluate_models, load_truth
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.federation.data import load_federation
-from rvfedprs.federation.inprocess import run_inprocess
+from rvfedprs.genomic.data import load_federation
+from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.run import client_clusters, training_config, write_metrics
 from rvfedprs.strategies import strategy_from_config
 

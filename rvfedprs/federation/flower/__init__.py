@@ -1,18 +1,13 @@
-"""The Flower engines: ServerApp, ClientApp and the launcher of Flower's processes.
+"""The Flower engines: Flower's simulation engine and a SuperLink/SuperNode deployment.
 
-The apps run the same strategies and client code as the in-process engine; the launcher starts
-Flower's processes for ``rvfedprs train --engine flower-sim|flower-deploy``.
+- :mod:`~rvfedprs.federation.flower.server_app` / :mod:`~rvfedprs.federation.flower.client_app`
+  — the Flower App (one ServerApp, one ClientApp, for every task);
+- :mod:`~rvfedprs.federation.flower.transport` — the server loop's transport on Flower's Grid;
+- :mod:`~rvfedprs.federation.flower.records` — messages ⇄ Flower records, replies checked;
+- :mod:`~rvfedprs.federation.flower.job` — the App, job and status files;
+- :mod:`~rvfedprs.federation.flower.processes`, :mod:`~rvfedprs.federation.flower.superlink`,
+  :mod:`~rvfedprs.federation.flower.submit`, :mod:`~rvfedprs.federation.flower.engine` —
+  starting, watching and stopping the processes, submitting a job, collecting its results.
 
-Modules import Flower, so nothing here is imported by ``rvfedprs.federation`` itself.
+Importing this package does not import Flower's heavy modules; import the submodules.
 """
-
-from __future__ import annotations
-
-__all__ = ["run_flower"]
-
-
-def run_flower(*args, **kwargs):
-    """See :func:`rvfedprs.federation.flower.launch.run_flower`."""
-    from rvfedprs.federation.flower.launch import run_flower as _run
-
-    return _run(*args, **kwargs)

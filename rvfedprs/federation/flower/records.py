@@ -16,11 +16,12 @@ numpy scalars as Python numbers, and every numpy array, at any depth, as an entr
 
 A reply carries ``"parameters"`` (the full updated model), ``"metrics"``
 (:class:`~flwr.app.MetricRecord`: ``loss``, ``num-examples``) and ``"meta"`` (ConfigRecord:
-``client-id`` and, for FedCE, ``bloom-bits`` as bytes). :func:`reply_to_fit_result` rejects
-replies with missing or extra tensors, wrong shapes or dtypes, non-finite values, or a missing
-Bloom filter, naming the client. Besides the tensors sent, a reply may carry companion tensors
-``<prefix>/<name>`` of a tensor sent (Ditto's ``personal/<name>``), held to the same shape and
-dtype.
+``client-id``, for FedCE ``bloom-bits`` as bytes, and ``client-state``, the JSON of what the
+task exports of the site's persistent state, e.g. its DP accountant).
+:func:`reply_to_fit_result` rejects replies with missing or extra tensors, wrong shapes or
+dtypes, non-finite values, or a missing Bloom filter, naming the client. Besides the tensors
+sent, a reply may carry companion tensors ``<prefix>/<name>`` of a tensor sent (Ditto's
+``personal/<name>``), held to the same shape and dtype.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from rvfedprs.exceptions import RvfedprsError
+from rvfedprs.federation.task import Request
 from rvfedprs.strategies.base import FitInstruction, FitResult
 
 __all__ = [
@@ -45,6 +47,10 @@ __all__ = [
     "content_to_instruction",
     "fit_result_to_content",
     "reply_to_fit_result",
+    "request_to_content",
+    "content_to_request",
+    "payload_to_content",
+    "content_to_payload",
 ]
 
 
@@ -179,9 +185,13 @@ def content_to_instruction(content: RecordDict) -> tuple[FitInstruction, int, in
     return instruction, int(config["round"]), int(config["seed"]), json.loads(str(config["run"]))
 
 
-def fit_result_to_content(result: FitResult) -> RecordDict:
-    """The content of a client's reply."""
+def fit_result_to_content(
+    result: FitResult, client_state: Mapping[str, Any] | None = None
+) -> RecordDict:
+    """The content of a client's reply (``client_state``: what the task exports of its state)."""
     meta: dict[str, Any] = {"client-id": result.client_id}
+    if client_state is not None:
+        meta["client-state"] = json.dumps(dict(client_state))
     if result.bloom_bits is not None:
         meta["bloom-bits"] = np.ascontiguousarray(result.bloom_bits, dtype=np.uint8).tobytes()
     metrics = {"num-examples": int(result.n_samples)}
@@ -286,3 +296,55 @@ def reply_to_fit_result(
         metrics={k: float(v) for k, v in metrics.items() if k != "num-examples"},
         bloom_bits=bits,
     )
+
+
+def _with_arrays(records: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> RecordDict:
+    content = RecordDict(records)
+    if arrays:
+        content["config-arrays"] = parameters_to_record(arrays)
+    return content
+
+
+def _arrays_of(content: RecordDict) -> dict[str, np.ndarray] | None:
+    arrays = content.array_records.get("config-arrays")
+    return None if arrays is None else record_to_parameters(arrays)
+
+
+def request_to_content(request: Request, settings: Mapping[str, Any]) -> RecordDict:
+    """The content of a step request: ``request`` (step and payload) and the run ``settings``."""
+    text, arrays = encode_config({"step": request.step, "payload": dict(request.payload)})
+    config = ConfigRecord({"request": text, "settings": json.dumps(dict(settings))})
+    return _with_arrays({"config": config}, arrays)
+
+
+def content_to_request(content: RecordDict) -> tuple[Request, dict[str, Any]]:
+    """Inverse of :func:`request_to_content`: (request, settings)."""
+    config = content.config_records["config"]
+    body = decode_config(str(config["request"]), _arrays_of(content))
+    return Request(str(body["step"]), dict(body["payload"])), json.loads(str(config["settings"]))
+
+
+def payload_to_content(client_id: str, payload: Mapping[str, Any]) -> RecordDict:
+    """The content of a site's answer to a step."""
+    text, arrays = encode_config(payload)
+    meta = ConfigRecord({"client-id": client_id, "reply": text})
+    return _with_arrays({"meta": meta}, arrays)
+
+
+def content_to_payload(content: RecordDict, client_id: str | None = None) -> tuple[str, dict]:
+    """Inverse of :func:`payload_to_content`: (the site's id, its payload).
+
+    Raises
+    ------
+    MalformedReplyError
+        When the reply lacks its records, or names another site than ``client_id``.
+    """
+    meta = content.config_records.get("meta")
+    if meta is None or "reply" not in meta or "client-id" not in meta:
+        raise MalformedReplyError(f"client {client_id!r} sent a malformed reply: no 'meta' reply")
+    sender = str(meta["client-id"])
+    if client_id is not None and sender != client_id:
+        raise MalformedReplyError(
+            f"client {client_id!r} sent a malformed reply: it names itself {sender!r}"
+        )
+    return sender, decode_config(str(meta["reply"]), _arrays_of(content))

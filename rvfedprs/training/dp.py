@@ -21,8 +21,8 @@ How a round runs (:func:`dp_local_update`):
 - N(0, σ²C²) is added to every coordinate of the clipped sum, which is then divided by the
   expected batch size ``max(1, round(q·n))``; the FedProx gradient μ(w − w^t) and weight decay
   depend only on public parameters and are added after the noise; SGD (momentum) steps;
-- as in :func:`rvfedprs.training.local_update` the steps run on a *compact* model that keeps only
-  the rare-variant columns the client carries.  A column nobody carries has a zero data
+- as in :func:`rvfedprs.training.sgd.local_update` the steps run on a *compact* model that keeps
+  only the rare-variant columns the client carries.  A column nobody carries has a zero data
   gradient, so its weights follow a linear recursion in ``(w0, w^t, ξ_1..ξ_T)`` with ``ξ_t`` the
   step's i.i.d. N(0, (σC/B)²) noise.  It is applied once after training in closed form:
   ``w_T = a·w0 + b·w^t + N(0, (σC/B)² Σ_t e_t²)`` per coordinate, which has **exactly the same
@@ -51,19 +51,17 @@ from torch import nn
 
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
-from rvfedprs.training import (
+from rvfedprs.training.compact import (
     RARE_INPUT,
-    ClientData,
-    LocalResult,
-    LocalTrainingConfig,
-    _compact_model,
-    _data_free_columns,
-    _take_columns,
-    column_norms,
-    to_torch_sparse,
+    compact_model,
+    data_free_columns,
+    take_columns,
 )
+from rvfedprs.training.config import LocalResult, LocalTrainingConfig
+from rvfedprs.training.data import ClientData, to_torch_sparse
+from rvfedprs.training.influence import column_norms
 
-__all__ = ["DPState", "dp_local_update", "dp_schedule"]
+__all__ = ["DPState", "dp_local_update", "dp_schedule", "dp_settings"]
 
 RARE_BIAS = "rare.input.bias"
 
@@ -122,6 +120,23 @@ class DPState:
         }
 
     @classmethod
+    def from_settings(
+        cls, settings: Mapping[str, Any], saved: Mapping[str, Any] | None = None
+    ) -> DPState:
+        """A client's state from the run's DP settings (:func:`dp_settings`), fresh or ``saved``.
+
+        ``saved`` is this client's :meth:`state_dict` from a checkpoint (a resumed run), so the
+        accountant stays cumulative across the interruption.
+        """
+        if saved is not None:
+            return cls.from_state_dict(saved)
+        return cls(
+            float(settings["noise_multiplier"]),
+            float(settings["max_grad_norm"]),
+            float(settings["delta"]),
+        )
+
+    @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> DPState:
         """Rebuild a state saved by :meth:`state_dict`."""
         out = cls(
@@ -132,6 +147,22 @@ class DPState:
         )
         out.accountant.history = [(float(s), float(q), int(n)) for s, q, n in state["history"]]
         return out
+
+
+def dp_settings(section: Mapping[str, Any] | None) -> dict[str, float] | None:
+    """σ, C and δ of an enabled ``dp`` configuration section (None when DP is off).
+
+    The one place a configuration becomes DP settings: every engine sends these to the clients,
+    which build their :class:`DPState` with :meth:`DPState.from_settings`.
+    """
+    section = section or {}
+    if not section.get("enabled", False):
+        return None
+    return {
+        "noise_multiplier": float(section["noise_multiplier"]),
+        "max_grad_norm": float(section["max_grad_norm"]),
+        "delta": float(section["delta"]),
+    }
 
 
 def dp_schedule(n_samples: int, batch_size: int, epochs: int) -> tuple[float, int]:
@@ -260,7 +291,7 @@ def _noise_gain(config: LocalTrainingConfig, steps: int) -> float:
     """``sqrt(Σ_t e_t²)``: std of the step noise's total effect on a column nobody carries.
 
     Such a weight follows ``g = λw + μ(w − r) + ξ_t``, ``v ← m·v + g``, ``w ← w − lr·v`` (see
-    :func:`rvfedprs.training._data_free_columns` for the noise-free part), so after ``steps``
+    :func:`rvfedprs.training.compact.data_free_columns` for the noise-free part), so after ``steps``
     steps ``w = a·w0 + b·r + Σ_t e_t ξ_t``; ``e`` and ``v``'s coefficients ``f`` are iterated
     here.  With i.i.d. ξ_t ~ N(0, s²) the noise term is N(0, s² Σ e_t²).
     """
@@ -289,7 +320,7 @@ def dp_local_update(
     influence: bool = False,
     random_seed: int = 0,
 ) -> LocalResult:
-    """DP-SGD counterpart of :func:`rvfedprs.training.local_update` (same result type).
+    """DP-SGD counterpart of :func:`rvfedprs.training.sgd.local_update` (same result type).
 
     Trains ``model`` in place, extends ``dp.accountant`` by this round's steps and increments
     ``dp.rounds``.  See the module notes for the mechanism.
@@ -331,8 +362,8 @@ def dp_local_update(
     denominator = float(max(1, int(round(expected_batch))))
     noise_std = float(dp.noise_multiplier * dp.max_grad_norm)
 
-    active, compact = _compact_model(model, data, start)
-    compact_ref = {k: torch.from_numpy(v) for k, v in _take_columns(ref, active).items()}
+    active, compact = compact_model(model, data, start)
+    compact_ref = {k: torch.from_numpy(v) for k, v in take_columns(ref, active).items()}
     rare = data.rare[:, active].tocsr()
     rare_sq = torch.from_numpy(np.asarray(rare.multiply(rare).sum(axis=1), np.float32).ravel())
     named = dict(compact.named_parameters())
@@ -384,7 +415,7 @@ def dp_local_update(
     trained = get_parameters(compact)
     # columns nobody carries: data-free recursion plus the closed-form noise of all steps (the
     # draws for the carried columns are overwritten, which leaves the others' law unchanged)
-    full_w = _data_free_columns(start[RARE_INPUT], ref[RARE_INPUT], config, steps)
+    full_w = data_free_columns(start[RARE_INPUT], ref[RARE_INPUT], config, steps)
     gain = _noise_gain(config, steps) * noise_std / denominator
     full_w += torch.normal(0.0, gain, full_w.shape, generator=noise_gen).numpy()
     full_w[:, active] = trained[RARE_INPUT]

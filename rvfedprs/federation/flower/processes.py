@@ -1,0 +1,234 @@
+"""Processes a Flower launcher starts: logged, in their own sessions, stopped by group.
+
+Every process is started in its own session (``start_new_session``) with its output in
+``logs/<label>.log`` and its pid listed in ``logs/processes.json``; :meth:`FlowerProcesses.stop`
+ends each by its process group, however the run ended, and also the descendants that left the
+group (the simulation backend's daemons), found by this run's private ``FLWR_HOME`` in their
+environment. Everything binds to 127.0.0.1. :func:`start_ray_head` starts the local Ray head the
+Flower simulation joins.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rvfedprs.exceptions import RvfedprsError
+
+__all__ = [
+    "FlowerRunError",
+    "FlowerProcesses",
+    "PROCESSES_FILE",
+    "free_port",
+    "flower_env",
+    "console_script",
+    "wait_port",
+    "start_ray_head",
+]
+
+log = logging.getLogger(__name__)
+
+#: Written beside the logs: label → pid of every process a launcher started (for operators
+#: and tests; each is stopped by its process group when the run ends).
+PROCESSES_FILE = "processes.json"
+
+
+class FlowerRunError(RvfedprsError):
+    """A Flower run failed: the message says why and where the logs are."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def flower_env(flwr_home: Path) -> dict[str, str]:
+    """The environment of a Flower process: private FLWR_HOME, no runtime installs."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "FLWR_HOME": str(flwr_home),
+            "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+            "FLWR_DISABLE_UPDATE_CHECK": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def console_script(name: str) -> str:
+    """The console script ``name`` next to this interpreter (else on PATH)."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+@dataclass
+class FlowerProcesses:
+    """The processes a launcher started; :meth:`stop` ends each by its process group."""
+
+    logs: Path
+    env: dict[str, str]
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    #: Folders removed after the processes are stopped (the Ray head's temporary files).
+    cleanup: list[Path] = field(default_factory=list)
+
+    def start(self, label: str, argv: Sequence[str]) -> subprocess.Popen:
+        """Start ``argv`` in its own session, output to ``logs/<label>.log``."""
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with open(self.logs / f"{label}.log", "ab") as sink:
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
+        self.procs[label] = proc
+        log.info("started %s (pid %d): %s", label, proc.pid, " ".join(argv))
+        (self.logs / PROCESSES_FILE).write_text(json.dumps(self.pids(), indent=2))
+        return proc
+
+    def pids(self) -> dict[str, int]:
+        """Label → pid of every process started."""
+        return {label: p.pid for label, p in self.procs.items()}
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM each process group, SIGKILL what is left after ``grace`` seconds."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            # The group may hold children (flwr-serverapp, flwr-clientapp) even after the
+            # leader exited: kill the whole group by the leader's id.
+            _signal_group(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.wait(timeout=5)
+        # Some descendants leave the group (the simulation backend's daemons start their own
+        # sessions); each carries this run's private FLWR_HOME in its environment: end those
+        # by pid too.
+        home = self.env.get("FLWR_HOME")
+        if home:
+            for pid in _pids_with_env(f"FLWR_HOME={home}"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for folder in self.cleanup:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _pids_with_env(entry: str) -> list[int]:
+    """Pids of this user's processes whose environment holds ``entry`` (``NAME=value``)."""
+    needle = entry.encode()
+    found = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for folder in proc.iterdir():
+        if not folder.name.isdigit() or int(folder.name) == os.getpid():
+            continue
+        try:
+            if needle in (folder / "environ").read_bytes().split(b"\0"):
+                found.append(int(folder.name))
+        except OSError:
+            continue
+    return found
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def wait_port(port: int, proc: subprocess.Popen, label: str, logs: Path, timeout: float) -> None:
+    """Wait until ``proc`` listens on 127.0.0.1:``port``; raise if it exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise FlowerRunError(
+                f"{label} exited with status {proc.returncode} while starting; "
+                f"see {logs / (label + '.log')}"
+            )
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(0.2)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise FlowerRunError(f"{label} did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
+
+
+def start_ray_head(
+    procs: FlowerProcesses, timeout: float = 180.0, attempts: int = 3
+) -> tuple[str, Path]:
+    """Start a local Ray head with every port fixed; returns (GCS address, its temp dir).
+
+    Flower's simulation otherwise starts Ray itself (``ray.init()``) with the dashboard agent's
+    ports left to the agent, and the raylet then waits a hard-coded 15 s for the agent to write
+    its port files; on a loaded machine the agent (a Python process importing its modules) takes
+    longer and the raylet aborts ("Timed out waiting for file .../metrics_agent_port_<node>",
+    ray-project/ray#65983): the simulation dies before the first message. With the ports given
+    on the command line the raylet waits for no file. ``ray start`` has one more hard-coded
+    limit (30 s for the raylet to register with the GCS, ``ray/_private/node.py``) that a
+    heavily loaded machine can exceed: it then exits non-zero and is tried again, up to
+    ``attempts`` times (labels ``ray``, ``ray-2``, ...). The Ray files go to a private temporary
+    folder (not ``/tmp/ray``, so that ``ray_current_cluster`` never points other Ray users at
+    this cluster); it is removed when the processes stop.
+    """
+    for attempt in range(1, attempts + 1):
+        ports = [free_port() for _ in range(5)]
+        temp = Path(tempfile.mkdtemp(prefix="rvfray-", dir="/tmp"))  # short: socket paths <108
+        procs.cleanup.append(temp)
+        argv = [
+            console_script("ray"),
+            "start",
+            "--head",
+            "--block",
+            "--disable-usage-stats",
+            "--include-dashboard=false",
+            "--node-ip-address=127.0.0.1",
+            f"--port={ports[0]}",
+            f"--metrics-export-port={ports[1]}",
+            f"--dashboard-agent-grpc-port={ports[2]}",
+            f"--dashboard-agent-listen-port={ports[3]}",
+            f"--runtime-env-agent-port={ports[4]}",
+            f"--temp-dir={temp}",
+        ]
+        label = "ray" if attempt == 1 else f"ray-{attempt}"
+        proc = procs.start(label, argv)
+        log_file = procs.logs / f"{label}.log"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            if "Ray runtime started" in log_file.read_text(errors="replace"):
+                return f"127.0.0.1:{ports[0]}", temp
+            time.sleep(0.2)
+        if proc.poll() is None:
+            raise FlowerRunError(
+                f"the Ray head did not start within {timeout:.0f} s; see {log_file}"
+            )
+        _signal_group(proc.pid, signal.SIGKILL)  # what the failed start left behind
+        log.warning("ray start failed (attempt %d of %d); see %s", attempt, attempts, log_file)
+    raise FlowerRunError(
+        f"ray start failed {attempts} times (last status {proc.returncode}; Ray's startup "
+        f"limits are fixed, a heavily loaded machine can exceed them); see {log_file}"
+    )

@@ -1,0 +1,219 @@
+"""Submitting a job to a SuperLink and waiting for its outcome; collecting what it left.
+
+``flwr run`` returns as soon as the run is submitted (exit 0 even if the run later fails), so
+:func:`wait_status` reads ``<job out>/flower/status.json``, which the ServerApp writes; it also
+watches the SuperLink process, asks the SuperLink (``flwr ls``) whether the run finished without
+a status, and keeps a deadline. :func:`collect` rebuilds a run's result from its checkpoints.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rvfedprs.exceptions import ConfigError
+from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint
+from rvfedprs.federation.flower.job import STATUS_FILE, write_app
+from rvfedprs.federation.flower.processes import FlowerRunError, console_script, flower_env
+from rvfedprs.federation.flower.superlink import LocalSuperLink, start_local, write_connection
+from rvfedprs.federation.result import RunResult
+from rvfedprs.federation.rounds import restore_client_state
+
+__all__ = ["submit", "wait_status", "launch", "collect"]
+
+
+def submit(
+    app: Path, env: Mapping[str, str], logs: Path, run_config: Mapping[str, str], extra: list[str]
+) -> str | None:
+    """``flwr run APP rvfedprs --run-config ...``; returns the run id the SuperLink gave it.
+
+    Raises
+    ------
+    FlowerRunError
+        When ``flwr run`` fails or does not start the run (its output quoted).
+    """
+    overrides = " ".join(f"{k}={json.dumps(str(v))}" for k, v in run_config.items())
+    argv = [console_script("flwr"), "run", str(app), "rvfedprs", "--run-config", overrides, *extra]
+    argv += ["--format", "json"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=300)
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "flwr-run.log").write_text(" ".join(argv) + "\n" + done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise FlowerRunError(
+            f"flwr run failed with status {done.returncode}: "
+            f"{(done.stderr or done.stdout).strip()[-800:]}"
+        )
+    try:
+        reply = json.loads(done.stdout[done.stdout.index("{") :])
+    except ValueError:
+        raise FlowerRunError(f"flwr run printed no run id: {done.stdout.strip()[-800:]}") from None
+    if not reply.get("success"):
+        raise FlowerRunError(f"flwr run did not start the run: {reply}")
+    return reply.get("run-id")
+
+
+def _run_state(run_id: str | None, env: Mapping[str, str]) -> tuple[str, str]:
+    """(status, details) of ``run_id`` as the SuperLink reports it (``flwr ls``).
+
+    ("", "") when the SuperLink cannot be asked.
+    """
+    if not run_id:
+        return "", ""
+    argv = [console_script("flwr"), "ls", "rvfedprs", "--run-id", str(run_id), "--format", "json"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=60)
+        runs = json.loads(done.stdout[done.stdout.index("{") :]).get("runs", [])
+    except (ValueError, OSError, subprocess.TimeoutExpired):
+        return "", ""
+    if not runs:
+        return "", ""
+    return str(runs[0].get("status", "")), str(runs[0].get("status-details", ""))
+
+
+def wait_status(
+    status_path: Path,
+    superlink: subprocess.Popen | None,
+    logs: Path,
+    timeout: float,
+    *,
+    run_id: str | None = None,
+    env: Mapping[str, str] | None = None,
+    poll_run: float = 10.0,
+) -> dict:
+    """The job's final status (``completed``/``failed``) from ``status_path``.
+
+    Also fails when the SuperLink process exits, when the SuperLink reports the run finished
+    with no status written (asked every ``poll_run`` seconds), or after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    next_poll = time.monotonic() + poll_run
+    while time.monotonic() < deadline:
+        if status_path.is_file():
+            status = json.loads(status_path.read_text())
+            if status["status"] in ("completed", "failed"):
+                return status
+        if run_id and env is not None and time.monotonic() >= next_poll:
+            # The ServerApp cannot write a status when the runtime around it dies (the
+            # simulation backend failing, a killed process): ask the SuperLink.
+            next_poll = time.monotonic() + poll_run
+            state, details = _run_state(run_id, env)
+            if state.startswith("finished"):  # yet no final status from the ServerApp
+                time.sleep(1.0)  # a status written just now still wins
+                if status_path.is_file():
+                    status = json.loads(status_path.read_text())
+                    if status["status"] in ("completed", "failed"):
+                        return status
+                return {"status": "failed", "error": f"Flower reports the run {state}: {details}"}
+        if superlink is not None and superlink.poll() is not None:
+            raise FlowerRunError(
+                f"the SuperLink exited with status {superlink.returncode} during the run; "
+                f"see {logs / 'superlink.log'}"
+            )
+        time.sleep(0.25)
+    raise FlowerRunError(
+        f"the run did not finish within {timeout:.0f} s (no final status in {status_path}); "
+        f"see the logs in {logs}"
+    )
+
+
+def launch(
+    simulation: bool,
+    work: Path,
+    run_config: Mapping[str, str],
+    *,
+    n_clients: int,
+    nodes: Mapping[str, Mapping[str, str]] | None,
+    superlink: LocalSuperLink | None,
+    remote: str | None,
+    settings: Mapping[str, Any],
+    timeout: float,
+    ray_address: str | None = None,
+) -> dict:
+    """Submit the job of ``run_config`` and wait for its final status (raises unless completed).
+
+    To ``superlink`` when given, else to the ``remote`` SuperLink, else to a SuperLink (with
+    ``nodes`` for a deployment; joining the Ray cluster at ``ray_address`` for a simulation,
+    when given) started here and stopped when the run ends.
+    """
+    app = write_app(work / "app")
+    status_path = work / STATUS_FILE
+    extra = ["--federation-config", f"num-supernodes={n_clients}"] if simulation else []
+
+    def submit_and_wait(address: str, process, logs: Path, certificates=None) -> dict:
+        home = work / "home"
+        write_connection(home, address, root_certificates=certificates)
+        env = flower_env(home)
+        run_id = submit(app, env, work / "logs", run_config, extra)
+        return wait_status(status_path, process, logs, timeout, run_id=run_id, env=env)
+
+    if superlink is not None:
+        status = submit_and_wait(
+            superlink.address,
+            superlink.superlink,
+            superlink.processes.logs,
+            superlink.root_certificates,
+        )
+    elif remote:
+        certificates = settings.get("root_certificates")
+        if certificates and not Path(certificates).is_file():
+            raise ConfigError(f"flower.root_certificates: {certificates} not found")
+        status = submit_and_wait(remote, None, work / "logs", certificates)
+    else:
+        with start_local(work, simulation=simulation, nodes=nodes, ray_address=ray_address) as link:
+            status = submit_and_wait(link.address, link.superlink, link.processes.logs)
+    if status["status"] != "completed":
+        raise FlowerRunError(
+            f"the Flower run failed: {status.get('error', 'no reason recorded')} "
+            f"(logs in {work / 'logs'})"
+        )
+    return status
+
+
+def collect(
+    out: Path,
+    strategy,
+    rounds: int,
+    random_seed: int,
+    evaluate_round,
+    client_state: dict[str, dict[str, Any]] | None = None,
+) -> RunResult:
+    """The RunResult of a finished run, from its checkpoints.
+
+    ``evaluate_round`` is called as ``f(strategy, round)`` on the strategy restored from each
+    round's checkpoint, as the in-process engine calls it after each round; ``client_state`` is
+    refilled in place with the sites' state as the server last saw it.
+    """
+    # Every round's checkpoint, except those pruned by a previous run this one resumed
+    # (train.keep_checkpoints): their history entries keep what was recorded then.
+    checkpoints = [checkpoint_path(out, r) for r in range(1, rounds + 1)]
+    if not checkpoints[-1].is_file():
+        raise FlowerRunError(
+            f"the Flower run completed but its final checkpoint is missing: {checkpoints[-1]}"
+        )
+    checkpoints = [p for p in checkpoints if p.is_file()]
+    final = load_checkpoint(checkpoints[-1])
+    history = list(final.get("history", []))
+    if evaluate_round is not None:
+        by_round = {int(p.stem.split("_")[1]): p for p in checkpoints}
+        for entry in history:
+            path = by_round.get(int(entry["round"]))
+            if path is None:
+                continue
+            at_round = copy.deepcopy(strategy)
+            at_round.load_state_dict(load_checkpoint(path)["strategy_state"])
+            entry.update(evaluate_round(at_round, int(entry["round"])))
+    strategy.load_state_dict(final["strategy_state"])
+    state: dict[str, dict[str, Any]] = client_state if client_state is not None else {}
+    restore_client_state(state, final)
+    return RunResult(
+        strategy=strategy,
+        history=history,
+        seed=int(random_seed),
+        checkpoints=checkpoints,
+        client_state=state,
+    )

@@ -1,0 +1,229 @@
+"""The Flower engines' transport: one message per node and exchange on Flower's Grid.
+
+The ServerApp runs the shared server loop (:func:`rvfedprs.federation.rounds.serve`) over this
+transport. The first exchange (``setup``, a ``query`` message to every node that connected)
+learns which node serves which site; then each step is one ``query`` per site and each training
+round one ``train`` message per site, carrying that site's instruction (for FedCE its cluster's
+personalised model), its seed, the run settings and, when the server holds it, the site's saved
+state (a fresh node on a resumed run). Replies are checked before anything is aggregated
+(:func:`~rvfedprs.federation.flower.records.reply_to_fit_result`): a site whose reply is
+missing, an error, or malformed is recorded as a failure with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flwr.app import Message, MessageType, RecordDict
+from flwr.serverapp import Grid
+
+from rvfedprs.federation.flower.records import (
+    MalformedReplyError,
+    content_to_payload,
+    instruction_to_content,
+    reply_to_fit_result,
+    request_to_content,
+)
+from rvfedprs.federation.task import Replies, Request, Task, Transport
+from rvfedprs.strategies.base import FitInstruction
+
+__all__ = ["FlowerTransport"]
+
+log = logging.getLogger(__name__)
+
+
+def _error_reason(reply: Message) -> str:
+    reason = (reply.error.reason or "").strip().splitlines()
+    return f"error {reply.error.code}: {reason[-1] if reason else 'no reason given'}"
+
+
+class FlowerTransport(Transport):
+    """Requests and fit instructions as Flower messages, one per node.
+
+    Parameters
+    ----------
+    grid : flwr.serverapp.Grid
+    task : Task
+        Used for the sites' exported state (:meth:`Task.check_state`,
+        :meth:`Task.restore_state`).
+    timeout : float, optional
+        Seconds to wait for an exchange's replies (None: until every reply arrives).
+    expected : int
+        Nodes to wait for (up to ``node_wait`` seconds) before the setup exchange.
+    node_wait : float
+    client_node : mapping, optional
+        Site → node id, when already known (:meth:`subset`).
+    """
+
+    def __init__(
+        self,
+        grid: Grid,
+        task: Task,
+        *,
+        timeout: float | None = None,
+        expected: int = 0,
+        node_wait: float = 60.0,
+        client_node: Mapping[str, int] | None = None,
+    ) -> None:
+        self.grid = grid
+        self.task = task
+        self.timeout = timeout
+        self.expected = int(expected)
+        self.node_wait = float(node_wait)
+        self.client_node = dict(client_node or {})
+        self._exchanges = 0
+
+    @property
+    def client_ids(self) -> list[str]:
+        """The sites whose node answered the setup, sorted."""
+        return sorted(self.client_node)
+
+    def subset(self, client_ids: Sequence[str]) -> FlowerTransport:
+        """The same grid restricted to ``client_ids``."""
+        return FlowerTransport(
+            self.grid,
+            self.task,
+            timeout=self.timeout,
+            expected=self.expected,
+            node_wait=self.node_wait,
+            client_node={c: self.client_node[c] for c in client_ids},
+        )
+
+    def _exchange(
+        self, contents: Mapping[int, RecordDict], message_type: str, group: str
+    ) -> dict[int, Message]:
+        messages = [
+            Message(content, dst_node_id=node, message_type=message_type, group_id=group)
+            for node, content in contents.items()
+        ]
+        replies = self.grid.send_and_receive(messages, timeout=self.timeout)
+        return {reply.metadata.src_node_id: reply for reply in replies}
+
+    def _wait_for_nodes(self) -> list[int]:
+        deadline = time.monotonic() + self.node_wait
+        while True:
+            nodes = sorted(self.grid.get_node_ids())
+            if len(nodes) >= self.expected or time.monotonic() > deadline:
+                return nodes
+            time.sleep(0.2)
+
+    def open(self, payload: Mapping[str, Any]) -> Replies:
+        """Ask every connected node the ``setup`` step; learn which site each serves.
+
+        Raises
+        ------
+        RuntimeError
+            When two nodes claim the same site.
+        """
+        nodes = self._wait_for_nodes()
+        request = Request("setup", dict(payload))
+        contents = {node: request_to_content(request, payload) for node in nodes}
+        replies = self._exchange(contents, MessageType.QUERY, "setup")
+        reports: dict[str, Any] = {}
+        failures: dict[str, str] = {}
+        client_node: dict[str, int] = {}
+        for node in nodes:
+            reply = replies.get(node)
+            if reply is None:
+                failures[f"node {node}"] = f"no setup reply within {self.timeout} s"
+            elif reply.has_error():
+                failures[f"node {node}"] = _error_reason(reply)
+            else:
+                try:
+                    client, report = content_to_payload(reply.content)
+                except MalformedReplyError as exc:
+                    failures[f"node {node}"] = str(exc)
+                    continue
+                if client in client_node:
+                    raise RuntimeError(
+                        f"nodes {client_node[client]} and {node} both claim client {client!r}"
+                    )
+                client_node[client] = node
+                reports[client] = report
+        self.client_node = client_node
+        return reports, failures
+
+    def query(self, requests: Mapping[str, Request], settings: Mapping[str, Any]) -> Replies:
+        """One ``query`` message per site (group ``<step>-<n>``)."""
+        self._exchanges += 1
+        steps = sorted({r.step for r in requests.values()})
+        group = f"{'+'.join(steps)}-{self._exchanges}"
+        contents = {
+            self.client_node[c]: request_to_content(requests[c], settings) for c in requests
+        }
+        replies = self._exchange(contents, MessageType.QUERY, group)
+        answers, failures = {}, {}
+        for client in sorted(requests):
+            reply = replies.get(self.client_node[client])
+            if reply is None:
+                failures[client] = f"no reply within {self.timeout} s"
+            elif reply.has_error():
+                failures[client] = _error_reason(reply)
+            else:
+                try:
+                    answers[client] = content_to_payload(reply.content, client)[1]
+                except MalformedReplyError as exc:
+                    failures[client] = str(exc)
+        return answers, failures
+
+    def fit(
+        self,
+        server_round: int,
+        instructions: Mapping[str, FitInstruction],
+        seeds: Mapping[str, int],
+        settings: Mapping[str, Any],
+        client_state: dict[str, dict[str, Any]],
+    ) -> Replies:
+        """One ``train`` message per site (group ``<round>``); replies checked, state kept."""
+        contents = {}
+        for client, instruction in instructions.items():
+            run = dict(settings)
+            saved = self.task.export_state(client_state.get(client, {}))
+            if saved is not None:
+                run["client_state"] = saved  # a fresh node on a resumed run starts from it
+            contents[self.client_node[client]] = instruction_to_content(
+                instruction, server_round=server_round, seed=int(seeds[client]), run=run
+            )
+        replies = self._exchange(contents, MessageType.TRAIN, str(server_round))
+        results, failures = {}, {}
+        for client in sorted(instructions):
+            reply = replies.get(self.client_node[client])
+            if reply is None:
+                failures[client] = f"no reply within {self.timeout} s"
+                continue
+            if reply.has_error():
+                failures[client] = _error_reason(reply)
+                continue
+            try:
+                results[client] = reply_to_fit_result(
+                    reply.content,
+                    client_id=client,
+                    expected=instructions[client].parameters,
+                    bloom=instructions[client].config.get("bloom"),
+                )
+                saved = self._client_state(reply, client, settings)
+            except MalformedReplyError as exc:
+                results.pop(client, None)
+                failures[client] = str(exc)
+                continue
+            if saved is not None:
+                client_state[client] = self.task.restore_state(saved)
+        return results, failures
+
+    def _client_state(self, reply: Message, client: str, settings: Mapping) -> dict | None:
+        meta = reply.content.config_records.get("meta")
+        raw = None if meta is None else meta.get("client-state")
+        try:
+            saved = None if raw is None else json.loads(str(raw))
+        except ValueError as exc:
+            raise MalformedReplyError(
+                f"client {client!r} sent a malformed reply: unreadable client state ({exc})"
+            ) from None
+        problem = self.task.check_state(saved, settings)
+        if problem is not None:
+            raise MalformedReplyError(f"client {client!r} sent a malformed reply: {problem}")
+        return saved

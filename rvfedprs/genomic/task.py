@@ -1,0 +1,386 @@
+"""The genomic PRS task: a site's per-client folder, the two-pathway model, FedCE and baselines.
+
+A site holds the pipeline's output for itself (``DIR/clients/<id>/samples.parquet``,
+``rare_dosages.npz`` and the shared ``DIR/rare_variants.tsv``). What it tells the server at setup
+is a summary: (n, Σx, Σx²) of its training PRS (the federated standardisation), its case count
+(``pos_weight: auto``) and its number of rare-variant columns (which must agree everywhere). The
+server answers with the run settings (optimiser, model shape, the federated PRS mean and sd, DP
+settings); every round each site trains with :func:`~rvfedprs.genomic.client.fit_client`.
+
+With DP-SGD on, a site keeps one :class:`~rvfedprs.training.dp.DPState` across rounds, so the ε
+it reports is cumulative; the server keeps a copy in its checkpoints (counts and settings only,
+nothing about the data) and hands it back to a fresh node on a resumed run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rvfedprs.bloom import read_bloom_key
+from rvfedprs.exceptions import ConfigError, InputDataError
+from rvfedprs.federation.inprocess import POOLED_CLIENT
+from rvfedprs.federation.seeds import initial_seed
+from rvfedprs.federation.task import Task
+from rvfedprs.genomic.client import ClientContext, fit_client
+from rvfedprs.genomic.data import Federation, combine_moments, load_federation, pool_clients
+from rvfedprs.model import get_parameters, model_from_config
+from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
+from rvfedprs.training import ClientData, DPState, LocalTrainingConfig, dp_settings
+
+__all__ = [
+    "GenomicSite",
+    "GenomicTask",
+    "local_training_config",
+    "training_config",
+    "sites_of",
+    "client_nodes",
+    "initial_parameters",
+]
+
+
+def local_training_config(
+    train: Mapping[str, Any],
+    *,
+    n_samples: int,
+    n_cases: float,
+    dp: Mapping[str, Any] | None = None,
+) -> LocalTrainingConfig:
+    """The clients' :class:`LocalTrainingConfig` from the ``train`` (and ``dp``) section.
+
+    Parameters
+    ----------
+    train : mapping
+        The validated ``train`` section (``local_epochs``, ``lr``, ``momentum``,
+        ``batch_size``, ``pos_weight``, ``weight_decay``).
+    n_samples : int
+        Training samples over the whole federation.
+    n_cases : float
+        Cases among them; ``pos_weight: auto`` becomes ``(n_samples - n_cases) / n_cases``.
+    dp : mapping, optional
+        The ``dp`` section: when enabled, its ``batch_size`` (if set) replaces the batch size.
+
+    Returns
+    -------
+    LocalTrainingConfig
+        ``proximal_mu`` stays 0: a strategy sets it per round in its fit config.
+
+    Raises
+    ------
+    InputDataError
+        When ``pos_weight`` is ``auto`` and the federation has no cases or no controls.
+    """
+    pos_weight = train["pos_weight"]
+    if pos_weight == "auto":
+        if not 0 < n_cases < n_samples:
+            raise InputDataError(
+                f"train.pos_weight: 'auto' needs cases and controls; the federation's training "
+                f"splits hold {n_cases:g} cases among {n_samples} samples"
+            )
+        pos_weight = (n_samples - n_cases) / n_cases
+    batch_size = int(train["batch_size"])
+    if dp_settings(dp) is not None and dp.get("batch_size") is not None:
+        batch_size = int(dp["batch_size"])
+    return LocalTrainingConfig(
+        epochs=int(train["local_epochs"]),
+        lr=float(train["lr"]),
+        momentum=float(train["momentum"]),
+        batch_size=batch_size,
+        pos_weight=None if pos_weight is None else float(pos_weight),
+        weight_decay=float(train["weight_decay"]),
+    )
+
+
+def training_config(
+    config: Mapping[str, Any], federation: Federation, *, dp: bool = False
+) -> LocalTrainingConfig:
+    """The clients' :class:`LocalTrainingConfig` for a loaded federation.
+
+    ``pos_weight: auto`` from the federation's training cases; with ``dp`` the ``dp`` section's
+    batch size applies when DP is enabled (as a DP run trains).
+    """
+    return local_training_config(
+        config["train"],
+        n_samples=sum(d.n_samples for d in federation.train.values()),
+        n_cases=sum(float(d.y.sum()) for d in federation.train.values()),
+        dp=config.get("dp") if dp else None,
+    )
+
+
+def initial_parameters(
+    n_rare: int, model_config: Mapping[str, Any], random_seed: int
+) -> dict[str, np.ndarray]:
+    """w^0 of a run with master seed ``random_seed``: the model seeded by ``initial_seed``."""
+    settings = {"n_rare": n_rare, "model": dict(model_config)}
+    return GenomicTask().initial_parameters(settings, initial_seed(random_seed))
+
+
+@dataclass(frozen=True)
+class GenomicSite:
+    """One site's training data, as its node reads it.
+
+    Attributes
+    ----------
+    train : ClientData
+        The training split. Its PRS is standardised already when ``raw_prs`` is None (a
+        :class:`~rvfedprs.genomic.data.Federation` standardised with the federated moments at
+        load); otherwise each round standardises ``raw_prs`` with the run's federated mean/sd.
+    variant_keys : list of str, shape (n_rare,)
+    bloom_key : bytes or None
+        The clients' shared HMAC secret for keyed Bloom hashing (never the server's).
+    raw_prs : array of float64, shape (n_train,), optional
+    """
+
+    train: ClientData
+    variant_keys: list[str]
+    bloom_key: bytes | None = None
+    raw_prs: np.ndarray | None = None
+
+    @property
+    def client_id(self) -> str:
+        """The site's client id."""
+        return self.train.client_id
+
+    def training_data(self, settings: Mapping[str, Any]) -> ClientData:
+        """The training split with the PRS standardised by the run's federated mean and sd."""
+        if self.raw_prs is None:
+            return self.train
+        prs = (self.raw_prs - float(settings["prs_mean"])) / float(settings["prs_sd"])
+        return replace(self.train, prs=prs.astype(np.float32))
+
+    def moments(self) -> tuple[int, float, float]:
+        """(n, Σx, Σx²) of the training PRS as the site holds it."""
+        x = np.asarray(self.train.prs if self.raw_prs is None else self.raw_prs, np.float64)
+        return int(x.size), float(x.sum()), float((x * x).sum())
+
+
+def sites_of(federation: Federation, *, bloom_key: bytes | None = None) -> dict[str, GenomicSite]:
+    """Every client of a loaded (already standardised) federation as an in-process site."""
+    return {
+        c: GenomicSite(federation.train[c], list(federation.variant_keys), bloom_key)
+        for c in federation.client_ids
+    }
+
+
+def client_nodes(
+    data_dir: str | Path, clients: Sequence[str], *, bloom_key_file: str | None = None
+) -> dict[str, dict[str, str]]:
+    """One SuperNode per client: label ``supernode-<client>`` → its node config."""
+    nodes = {}
+    for client in clients:
+        config = {"data-dir": str(Path(data_dir).resolve()), "client-id": client}
+        if bloom_key_file:
+            config["bloom-key-file"] = str(Path(bloom_key_file).resolve())
+        nodes[f"supernode-{client}"] = config
+    return nodes
+
+
+class GenomicTask(Task):
+    """RV-FedPRS and its baselines on the pipeline's per-site folders."""
+
+    name = "genomic"
+
+    # --- site side -------------------------------------------------------------------------
+    def locate(
+        self, node_config: Mapping[str, Any], run_config: Mapping[str, Any], settings: Mapping
+    ) -> dict[str, str]:
+        """Deployment: node config ``data-dir`` and ``client-id`` (and ``bloom-key-file``).
+
+        Simulation: run config ``data-dir`` and the node's ``partition-id`` into the sorted
+        clients of ``clients.tsv``; the Bloom key file from the run config.
+        """
+        node, run = node_config, run_config
+        key_file = str(node.get("bloom-key-file", run.get("bloom-key-file", "")))
+        if "client-id" in node:
+            if "data-dir" not in node:
+                raise ConfigError(
+                    "node config has client-id but no data-dir; start the SuperNode with "
+                    "--node-config \"data-dir='...' client-id='...'\""
+                )
+            return {
+                "data-dir": str(node["data-dir"]),
+                "client-id": str(node["client-id"]),
+                "bloom-key-file": key_file,
+            }
+        if "partition-id" not in node or not run.get("data-dir"):
+            raise ConfigError(
+                f"cannot tell which client this node is: node config {dict(node)} has neither "
+                "client-id nor (partition-id with run config data-dir)"
+            )
+        data_dir = str(run["data-dir"])
+        listed = sorted(pd.read_csv(Path(data_dir) / "clients.tsv", sep="\t", dtype=str)["client"])
+        index = int(node["partition-id"])
+        if not 0 <= index < len(listed):
+            raise ConfigError(
+                f"partition-id {index} out of range: {len(listed)} clients in {data_dir}"
+            )
+        return {"data-dir": data_dir, "client-id": listed[index], "bloom-key-file": key_file}
+
+    def open_site(self, locator: Mapping[str, str], settings: Mapping[str, Any]) -> GenomicSite:
+        """Read ``data-dir/clients/<client-id>`` (and the shared ``rare_variants.tsv``) only.
+
+        Raises
+        ------
+        InputDataError
+            As :func:`~rvfedprs.genomic.data.load_federation` for this one client.
+        ConfigError
+            When the Bloom key file is missing or empty.
+        """
+        data_dir, client = locator["data-dir"], locator["client-id"]
+        federation = load_federation(data_dir, clients=[client])
+        samples = pd.read_parquet(Path(data_dir) / "clients" / client / "samples.parquet")
+        is_train = (samples["split"].astype(str) == "train").to_numpy()
+        return GenomicSite(
+            train=federation.train[client],
+            variant_keys=list(federation.variant_keys),
+            bloom_key=read_bloom_key(locator.get("bloom-key-file"), setting="bloom-key-file"),
+            raw_prs=samples["prs"].to_numpy(np.float64)[np.flatnonzero(is_train)],
+        )
+
+    def setup_report(self, site: GenomicSite, payload: Mapping[str, Any], state: dict) -> dict:
+        """(n, Σx, Σx²) of the training PRS, the case count and the number of rare columns."""
+        n, s, ss = site.moments()
+        return {
+            "n": n,
+            "sum": s,
+            "sumsq": ss,
+            "n-cases": float(site.train.y.sum()),
+            "n-rare": len(site.variant_keys),
+        }
+
+    def fit(
+        self,
+        instruction: FitInstruction,
+        site: GenomicSite,
+        settings: Mapping[str, Any],
+        state: dict[str, Any],
+        *,
+        random_seed: int,
+    ) -> FitResult:
+        """One round of :func:`~rvfedprs.genomic.client.fit_client` on the site's data."""
+        dp = settings.get("dp")
+        if dp is not None and "dp" not in state:
+            state["dp"] = DPState.from_settings(dp)
+        context = ClientContext(
+            data=site.training_data(settings),
+            variant_keys=site.variant_keys,
+            model_config=settings["model"],
+            training=LocalTrainingConfig(**settings["training"]),
+            bloom_key=site.bloom_key,
+            state=state,
+        )
+        return fit_client(instruction, context, random_seed=random_seed)
+
+    def export_state(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The DP accountant's state (``{"dp": ...}``), or None without DP."""
+        return {"dp": state["dp"].state_dict()} if "dp" in state else None
+
+    def restore_state(self, saved: Mapping[str, Any]) -> dict[str, Any]:
+        """Inverse of :meth:`export_state`."""
+        return {"dp": DPState.from_state_dict(saved["dp"])} if "dp" in saved else {}
+
+    def check_state(self, saved: Mapping[str, Any] | None, settings: Mapping) -> str | None:
+        """Why a reply's exported state is unusable (None when it is fine)."""
+        if settings.get("dp") is None:
+            return None
+        if not saved or "dp" not in saved:
+            return "DP is on and no 'dp' state came back"
+        try:
+            DPState.from_state_dict(saved["dp"])
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"unreadable 'dp' state ({exc})"
+        return None
+
+    def pool_sites(self, sites: Mapping[str, GenomicSite]) -> GenomicSite:
+        """One virtual site holding every site's (standardised) training samples."""
+        first = sites[sorted(sites)[0]]
+        pooled = pool_clients({c: s.train for c, s in sites.items()}, client_id=POOLED_CLIENT)
+        return GenomicSite(pooled, first.variant_keys, first.bloom_key)
+
+    # --- server side -----------------------------------------------------------------------
+    def run_settings(
+        self, job: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Optimiser, model shape, federated PRS mean/sd, width and DP settings of the run.
+
+        Raises
+        ------
+        InputDataError
+            When the sites disagree on the number of rare-variant columns, or ``pos_weight:
+            auto`` meets a federation without cases or controls.
+        """
+        config = job["config"]
+        widths = {c: int(r["n-rare"]) for c, r in reports.items()}
+        if len(set(widths.values())) > 1:
+            raise InputDataError(
+                f"the sites disagree on the number of rare-variant columns: {widths} (were they "
+                "prepared with the same rare_variants.tsv?)"
+            )
+        mean, sd = combine_moments(
+            (int(r["n"]), float(r["sum"]), float(r["sumsq"])) for r in reports.values()
+        )
+        training = local_training_config(
+            config["train"],
+            n_samples=sum(int(r["n"]) for r in reports.values()),
+            n_cases=sum(float(r["n-cases"]) for r in reports.values()),
+            dp=config.get("dp"),
+        )
+        settings: dict[str, Any] = {
+            "training": dataclasses.asdict(training),
+            "model": dict(config["model"]),
+            "prs_mean": mean,
+            "prs_sd": sd,
+            "n_rare": next(iter(widths.values())),
+        }
+        dp = dp_settings(config.get("dp"))
+        if dp is not None:
+            settings["dp"] = dp
+        return settings
+
+    def initial_parameters(self, settings: Mapping[str, Any], random_seed: int) -> dict:
+        """A freshly initialised two-pathway model of the run's width."""
+        model = model_from_config(
+            int(settings["n_rare"]), settings["model"], random_seed=random_seed
+        )
+        return get_parameters(model)
+
+    def build_strategy(self, spec: Mapping[str, Any], job: Mapping[str, Any]) -> Strategy:
+        """Strategy ``spec["strategy"]`` with its options from the job's configuration.
+
+        ``spec["distance"]`` (``matrix``, ``clients``) gives ``fedavg_w`` / ``cluster_fedavg``
+        a client distance matrix computed before the run.
+        """
+        from rvfedprs.strategies import strategy_from_config
+
+        distance = spec.get("distance")
+        extra = {}
+        if distance:
+            extra = {
+                "distance": np.asarray(distance["matrix"], dtype=np.float64),
+                "distance_clients": list(distance["clients"]),
+            }
+        return strategy_from_config(spec["strategy"], job["config"], **extra)
+
+    def checkpoint_extra(self, settings: Mapping[str, Any], job: Mapping[str, Any]) -> dict:
+        """The model's width and shape and the configuration (``rvfedprs evaluate`` reads them)."""
+        extra = {"n_rare": int(settings["n_rare"]), "model_config": dict(settings["model"])}
+        if job.get("config") is not None:
+            extra["config"] = job["config"]
+        return extra
+
+    def summary(self, results: Sequence[Any]) -> dict[str, Any]:
+        """``epsilon_clients`` of a DP run (every client's cumulative ε), else nothing."""
+        out: dict[str, Any] = {}
+        for result in results:
+            eps = {
+                c: s["dp"].epsilon() for c, s in sorted(result.client_state.items()) if "dp" in s
+            }
+            if eps:
+                out["epsilon_clients"] = eps
+        return out
