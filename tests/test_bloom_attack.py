@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rvfedprs.bloom import BloomSpec, encode
-from rvfedprs.evaluation.bloom_attack import (
+from rvfedprs.evaluation.attacks.bloom import (
     bloom_membership_attack,
     plain_vs_keyed,
     server_membership_tests,

@@ -8,11 +8,14 @@ from hypothesis import strategies as st
 from rvfedprs.evaluation import Truth, carrier_masks, federation_metrics, load_truth
 from rvfedprs.evaluation.metrics import (
     auprc,
+    between_client_sd,
+    calibration,
     causal_carrier_mask,
     client_auc_summary,
     cluster_ari,
     headline_gain_recovered,
     roc_auc,
+    signal_share,
     true_client_clusters,
 )
 from rvfedprs.exceptions import InputDataError
@@ -134,3 +137,83 @@ def test_truth_loading_and_missing_samples(tmp_path):
         carrier_masks(test, ["1:0:A:G", "1:1:A:G", "1:2:A:G"], truth)
     with pytest.raises(InputDataError, match="samples sheet not found: .*nope.tsv"):
         load_truth(None, tmp_path / "nope.tsv")
+
+
+def test_calibration_matches_maximum_likelihood_fits():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=4000)
+    p = 1 / (1 + np.exp(-z))
+    y = (rng.random(4000) < 1 / (1 + np.exp(-(0.3 + 0.6 * z)))).astype(int)  # over-confident p
+    cal = calibration(y, p)
+    fit = LogisticRegression(C=np.inf, tol=1e-10, max_iter=1000).fit(z[:, None], y)
+    assert cal["slope"] == pytest.approx(fit.coef_[0, 0], abs=1e-5)
+    # calibration-in-the-large: the offset model's intercept solves Σ y = Σ sigmoid(a + z)
+    a = cal["intercept"]
+    assert np.sum(1 / (1 + np.exp(-(a + z)))) == pytest.approx(y.sum(), rel=1e-8)
+    assert 0.45 < cal["slope"] < 0.75  # the truth is 0.6
+    order = np.argsort(p, kind="stable")
+    ece = sum(len(b) / 4000 * abs(y[b].mean() - p[b].mean()) for b in np.array_split(order, 10))
+    assert cal["ece"] == pytest.approx(ece)
+    # perfectly calibrated predictions: slope ≈ 1, intercept ≈ 0
+    y2 = (rng.random(4000) < p).astype(int)
+    ideal = calibration(y2, p)
+    assert abs(ideal["slope"] - 1) < 0.15 and abs(ideal["intercept"]) < 0.15
+    assert np.isnan(calibration(np.zeros(5), np.full(5, 0.2))["slope"])
+
+
+def test_between_client_sd_removes_sampling_noise():
+    rng = np.random.default_rng(1)
+    # 200 clients sharing one true AUC: the observed spread is sampling noise only
+    se = {f"c{i}": 0.02 for i in range(200)}
+    auc = {c: 0.7 + rng.normal(scale=0.02) for c in se}
+    out = between_client_sd(auc, se)
+    assert out["sd_observed"] == pytest.approx(np.std(list(auc.values()), ddof=1))
+    assert out["mean_se"] == pytest.approx(0.02)
+    assert out["sd_corrected"] < 0.01  # floored at 0 or close to it
+    # a real spread of 0.05 on top of the noise is recovered
+    auc = {c: 0.7 + rng.normal(scale=0.05) + rng.normal(scale=0.02) for c in se}
+    assert between_client_sd(auc, se)["sd_corrected"] == pytest.approx(0.05, abs=0.01)
+    assert np.isnan(between_client_sd({"a": 0.6}, {"a": 0.02})["sd_corrected"])
+
+
+def test_signal_share():
+    assert signal_share(0.70, 0.60, 0.80) == pytest.approx(0.5)
+    assert np.isnan(signal_share(0.70, 0.80, 0.80))  # nothing learnable
+
+
+def test_federation_metrics_reference_aucs_and_clusters(tmp_path):
+    test = {"a": _client("a", [0, 1, 0, 1]), "b": _client("b", [1, 0, 0, 1])}
+    test["a"] = ClientData("a", test["a"].sample_ids, [0.1, 0.2, 0.3, 0.0], test["a"].rare,
+                           test["a"].y)  # fmt: skip
+    pred = {"a": np.array([0.1, 0.9, 0.2, 0.3]), "b": np.array([0.4, 0.5, 0.05, 0.6])}
+    genetic = {"a": np.array([0.0, 1.0, 0.1, 0.9]), "b": np.array([1.0, 0.0, 0.1, 0.9])}
+    clusters = {"a": np.array(["1", "1", "1", "1"]), "b": np.array(["2", "2", "2", "2"])}
+    carriers = {"a": np.array([True, True, False, True]), "b": np.array([True, True, True, True])}
+    m = federation_metrics(pred, test, carriers=carriers, genetic=genetic, sample_clusters=clusters)
+    y = np.concatenate([test["a"].y, test["b"].y])
+    prs = np.concatenate([test["a"].prs, test["b"].prs])
+    g = np.concatenate([genetic["a"], genetic["b"]])
+    assert m["prs_only_auc"] == pytest.approx(_naive_auc(y, prs))
+    assert m["oracle_auc"] == pytest.approx(_naive_auc(y, g)) and m["oracle_auc"] == 1.0
+    mask = np.concatenate([carriers["a"], carriers["b"]])
+    assert m["carrier_oracle_auc"] == pytest.approx(_naive_auc(y[mask], g[mask]))
+    assert set(m["cluster_metrics"]) == {"1", "2"}
+    one = m["cluster_metrics"]["1"]
+    assert one["auc"] == pytest.approx(m["client_auc"]["a"]) and one["n"] == 4
+    assert one["n_carriers"] == 3 and "calibration_slope" in one
+    assert m["client_auc_se"]["a"] == pytest.approx(0.0)  # a perfectly separated client
+    # truth: genetic values are read beside the causal table, samples named when missing
+    (tmp_path / "samples.tsv").write_text(
+        "sample_id\tpopulation\tcluster\tclient\na_0\tp\t1\ta\na_1\tp\t1\ta\n"
+    )
+    (tmp_path / "causal_variants.tsv").write_text("variant_key\tkind\tcluster\n1:1:A:G\trare\t1\n")
+    (tmp_path / "genetic_values.tsv").write_text(
+        "sample_id\tgenetic_common\tgenetic_rare\na_0\t0.5\t0.25\na_1\t-1\t0\n"
+    )
+    truth = load_truth(tmp_path / "causal_variants.tsv", tmp_path / "samples.tsv")
+    np.testing.assert_allclose(truth.genetic_values(["a_1", "a_0"]), [-1.0, 0.75])
+    assert list(truth.sample_clusters(["a_0"])) == ["1"]
+    with pytest.raises(InputDataError, match="1 samples are absent from the genetic values: zz"):
+        truth.genetic_values(["a_0", "zz"])

@@ -7,18 +7,19 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from rvfedprs.evaluation.mia import (
+from rvfedprs.evaluation.attacks.audit import audit_model, balanced_audit_set
+from rvfedprs.evaluation.attacks.mia import (
     attack_metrics,
-    audit_model,
-    balanced_audit_set,
-    example_logits,
+    decision_metrics,
     example_losses,
+    is_resolvable,
     lira_offline_scores,
     logit_confidence,
-    reference_population,
+    pooled_attack_metrics,
     tpr_at_fpr,
-    train_reference_models,
 )
+from rvfedprs.evaluation.attacks.outputs import example_logits
+from rvfedprs.evaluation.attacks.shadows import reference_population, train_reference_models
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.model import TwoPathwayModel, get_parameters
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update
@@ -47,20 +48,93 @@ def test_tpr_at_fpr_matches_naive_reference(seed, level):
     )
 
 
-def test_advantage_is_max_abs_tpr_minus_fpr():
-    rng = np.random.default_rng(1)
+def _naive_advantage(scores, member):
+    """max over thresholds t (and 'flag nobody') of TPR − FPR, by brute force."""
+    best = 0.0
+    for t in np.unique(scores):
+        pred = scores >= t
+        best = max(best, pred[member].mean() - pred[~member].mean())
+    return best
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_advantage_is_max_tpr_minus_fpr_never_the_absolute_value(seed):
+    rng = np.random.default_rng(seed)
     member = np.repeat([True, False], 100)
-    scores = rng.normal(size=200) + member
-    best = max(
-        abs((scores[member] >= t).mean() - (scores[~member] >= t).mean()) for t in np.unique(scores)
-    )
+    scores = np.round(rng.normal(size=200) + 0.5 * member, 1)
     m = attack_metrics(scores, member)
-    assert m["advantage"] == pytest.approx(best)
+    assert m["advantage"] == pytest.approx(_naive_advantage(scores, member))
     assert m["n_members"] == m["n_nonmembers"] == 100
-    # a perfectly separating score
+    # an anti-correlated attack: |TPR − FPR| would be large, the advantage is small
+    reversed_ = attack_metrics(-scores, member)
+    assert reversed_["advantage"] == pytest.approx(_naive_advantage(-scores, member))
+    assert reversed_["auc"] == pytest.approx(1 - m["auc"])
+
+
+def test_perfect_and_reversed_attacks():
+    member = np.repeat([True, False], 100)
     perfect = attack_metrics(member.astype(float), member)
     assert perfect["advantage"] == 1.0 and perfect["auc"] == 1.0
-    assert perfect["accuracy_advantage"] == 0.5 and perfect["tpr_at_0.001"] == 1.0
+    assert perfect["accuracy_advantage"] == 0.5
+    worst = attack_metrics(-member.astype(float), member)
+    assert worst["advantage"] == 0.0  # not 1: flagging nobody beats a reversed attack
+    assert worst["auc"] == 0.0
+    assert worst["accuracy_advantage"] == 0.0  # the best held-out threshold flags all or none
+
+
+def test_chance_attack_has_no_held_out_accuracy_gain():
+    rng = np.random.default_rng(7)
+    member = np.repeat([True, False], 2000)
+    m = attack_metrics(rng.normal(size=4000), member)
+    assert abs(m["accuracy_advantage"]) < 3.3 * np.sqrt(0.25 / 4000)
+    assert m["advantage"] < 1.95 * np.sqrt(2 / 2000)  # KS critical value at α ≈ 0.001
+
+
+@pytest.mark.parametrize(
+    ("n_nonmembers", "level", "resolved"),
+    [(999, 0.01, False), (1000, 0.01, True), (9999, 0.001, False), (10000, 0.001, True)],
+)
+def test_tpr_at_low_fpr_only_where_the_nonmembers_resolve_it(n_nonmembers, level, resolved):
+    assert is_resolvable(n_nonmembers, level) is resolved
+    rng = np.random.default_rng(0)
+    member = np.concatenate([np.ones(200, bool), np.zeros(n_nonmembers, bool)])
+    scores = rng.normal(size=member.size) + 2 * member
+    m = attack_metrics(scores, member, fpr_levels=[level])
+    value = m[f"tpr_at_{level:g}"]
+    assert m["min_resolvable_fpr"] == pytest.approx(10 / n_nonmembers)
+    if resolved:
+        assert value == pytest.approx(_naive_tpr_at_fpr(scores, member, level))
+    else:
+        assert np.isnan(value)
+
+
+def test_pooling_clients_and_seeds_resolves_what_one_audit_cannot():
+    rng = np.random.default_rng(3)
+    parts = []
+    for _ in range(10):  # e.g. 5 clients x 2 seeds, 1,000 non-members each
+        member = np.concatenate([np.ones(300, bool), np.zeros(1000, bool)])
+        parts.append((rng.normal(size=member.size) + 1.5 * member, member))
+    single = attack_metrics(*parts[0])
+    assert np.isnan(single["tpr_at_0.001"]) and np.isfinite(single["tpr_at_0.01"])
+    pooled = pooled_attack_metrics(parts)
+    scores = np.concatenate([s for s, _ in parts])
+    member = np.concatenate([m for _, m in parts])
+    assert pooled["n_parts"] == 10 and pooled["n_nonmembers"] == 10000
+    assert pooled["tpr_at_0.001"] == pytest.approx(_naive_tpr_at_fpr(scores, member, 0.001))
+    assert pooled["advantage"] == pytest.approx(attack_metrics(scores, member)["advantage"])
+
+
+def test_decision_metrics_of_a_rule():
+    truth = np.array([True, True, True, False, False, False, False, False])
+    rule = np.array([True, True, False, True, False, False, False, False])
+    m = decision_metrics(rule, truth)
+    assert (m["tpr"], m["fpr"]) == pytest.approx((2 / 3, 1 / 5))
+    assert m["rule_advantage"] == pytest.approx(2 / 3 - 1 / 5)
+    assert m["advantage"] == pytest.approx(2 / 3 - 1 / 5)  # a binary score has one threshold
+    assert m["auc"] == pytest.approx((1 + 2 / 3 - 1 / 5) / 2)
+    assert (m["n_positive"], m["n_negative"], m["n_flagged"]) == (3, 5, 3)
+    only_positives = decision_metrics(rule[:3], truth[:3])
+    assert np.isnan(only_positives["fpr"]) and np.isnan(only_positives["auc"])
 
 
 def test_logit_confidence_and_loss_match_bce():
@@ -129,8 +203,8 @@ def test_overfit_model_is_vulnerable(overfit_setup):
     assert general["loss"]["accuracy_advantage"] > 0.25
     assert general["loss"]["auc"] > 0.7
     # offline LiRA with 3 OUT models is weaker here, but still far from chance
-    assert general["lira"]["advantage"] > ks_crit, general["lira"]
-    assert general["lira"]["auc"] > 0.65
+    assert general["lira_offline"]["advantage"] > ks_crit, general["lira_offline"]
+    assert general["lira_offline"]["auc"] > 0.65
     assert scores["loss"].shape == audit.is_member.shape
 
 
@@ -185,3 +259,30 @@ def test_bad_inputs_raise_clear_errors(overfit_setup):
     pool = {"a": _population(5, 4, rng, "a")}
     with pytest.raises(InputDataError, match="every client is excluded"):
         reference_population(pool, exclude=["a"])
+
+
+def test_the_schema_enumerates_the_registered_attacks():
+    import json
+    from importlib import resources
+
+    from rvfedprs.evaluation.attacks import ATTACK_ALIASES, ATTACKS, resolve_attacks
+
+    schema = json.loads((resources.files("rvfedprs") / "schemas" / "mia.schema.json").read_text())
+    names = schema["properties"]["attacks"]["items"]["enum"]
+    assert set(names) == set(ATTACKS) | set(ATTACK_ALIASES)
+    assert resolve_attacks(["lira", "loss", "lira_offline"]) == ["lira_offline", "loss"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_held_out_threshold_accuracy_matches_brute_force(seed):
+    from rvfedprs.evaluation.attacks.mia import _threshold_accuracy
+
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        n = int(rng.integers(2, 60))
+        s, y = np.round(rng.normal(size=n), 1), rng.random(n) < 0.5
+        s2, y2 = np.round(rng.normal(size=n), 1), rng.random(n) < 0.5
+        candidates = np.concatenate([np.unique(s), [np.inf]])
+        accuracy = ((s[None, :] >= candidates[:, None]) == y[None, :]).mean(axis=1)
+        t = candidates[int(np.argmax(accuracy))]
+        assert _threshold_accuracy(s, y, s2, y2) == ((s2 >= t) == y2).mean()

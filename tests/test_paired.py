@@ -5,7 +5,12 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from rvfedprs.evaluation.paired import delong_test, paired_bootstrap, paired_table
+from rvfedprs.evaluation.paired import (
+    auc_standard_error,
+    delong_test,
+    paired_bootstrap,
+    paired_table,
+)
 from rvfedprs.exceptions import InputDataError
 
 
@@ -106,3 +111,16 @@ def test_paired_table_names_a_subset_without_cases():
     with pytest.raises(InputDataError, match=r"subset 'carrier' has 0 cases among \d+ test"):
         paired_table(preds, reference="fedavg", subset="carrier", n_boot=50)
     assert paired_table(preds, reference="fedavg", subset="all", n_boot=50).shape[0] == 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_auc_standard_error_matches_delongs_definition(seed):
+    rng = np.random.default_rng(seed)
+    y = (rng.random(60) < 0.4).astype(int)
+    s = np.round(rng.normal(size=60) + y, 1)  # ties included
+    pos, neg = s[y == 1], s[y == 0]
+    kernel = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    v10, v01 = kernel.mean(axis=1), kernel.mean(axis=0)
+    expected = np.sqrt(v10.var(ddof=1) / len(pos) + v01.var(ddof=1) / len(neg))
+    assert auc_standard_error(y, s) == pytest.approx(expected)
+    assert np.isnan(auc_standard_error(np.array([1, 0, 0]), np.array([0.3, 0.1, 0.2])))

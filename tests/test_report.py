@@ -45,8 +45,8 @@ def test_driver_writes_runs_tables_and_figures(tiny_run):
         assert metrics["strategy"] == strategy and 0 <= metrics["auc"] <= 1
         mia = json.loads((run / "mia.json").read_text())
         assert {(r["attack"], r["subset"]) for r in mia["rows"]} == {
-            ("loss", "general"), ("loss", "carriers"), ("lira", "general"), ("lira", "carriers")
-        }  # fmt: skip
+            (a, s) for a in ("loss", "lira_offline") for s in ("general", "carriers")
+        }
     bloom = json.loads((out / "runs/main/fedce/seed0/bloom_attack.json").read_text())
     plain = [r for r in bloom["rows"] if r["hashing"] == "plain"]
     assert plain and all(r["tpr"] == 1.0 for r in plain)
@@ -110,8 +110,8 @@ def test_report_command_without_runs_fails_clearly(tmp_path, capsys):
 
 
 def test_sensitivity_tables_per_factor_average_the_seeds(tmp_path):
-    from rvfedprs.commands.report import build_report
     from rvfedprs.config import load_config
+    from rvfedprs.evaluation.report import build_report
 
     runs = tmp_path / "runs"
     values = {("top_k", "50"): [0.61, 0.65], ("top_k", "200"): [0.70, 0.72],
@@ -135,3 +135,35 @@ def test_sensitivity_tables_per_factor_average_the_seeds(tmp_path):
     bloom = pd.read_csv(tmp_path / "report" / "sensitivity" / "bloom.csv")
     assert bloom["label"].tolist() == ["bloom=2000/0.1"] and bloom["n_seeds"].tolist() == [2]
     assert "h2_rare.py" in (tmp_path / "report" / "sensitivity.md").read_text()
+
+
+def test_table_v_is_recomputed_from_saved_scores_with_the_corrected_advantage(tmp_path):
+    """An old mia.json stored max |TPR − FPR| (a reversed attack counted as 1); the scores
+    beside it give the advantage max (TPR − FPR) = 0."""
+    import numpy as np
+
+    from rvfedprs.config import load_config
+    from rvfedprs.evaluation.report import build_report
+
+    member = np.repeat([True, False], 50)
+    for strategy, keep_scores in (("fedavg", True), ("fedce", False)):
+        run = tmp_path / "runs" / "main" / strategy / "seed0"
+        run.mkdir(parents=True)
+        (run / "metrics.json").write_text(json.dumps(
+            {"strategy": strategy, "seed": 0, "auc": 0.6, "client_auc": {"a": 0.6}}))  # fmt: skip
+        old = [{"client": "a", "attack": "lira", "subset": "general", "advantage": 1.0,
+                "accuracy_advantage": 0.0, "auc": 0.0, "tpr_at_0.01": 0.0}]  # fmt: skip
+        (run / "mia.json").write_text(json.dumps({"strategy": strategy, "seed": 0, "rows": old}))
+        if keep_scores:
+            np.savez(run / "mia_scores.npz", a__lira=-member.astype(float), a__is_member=member,
+                     a__is_carrier=np.zeros(100, bool), a__general=np.ones(100, bool))  # fmt: skip
+    config = load_config(None, overrides={"report": {"plots": False}})
+    build_report(tmp_path / "runs", tmp_path / "report", config)
+    t5 = pd.read_csv(tmp_path / "report" / "table5_mia.csv")
+    general = t5[(t5["subset"] == "general") & (t5["cluster"] == "all")].set_index("strategy")
+    assert general.loc["fedavg", "attack"] == "lira_offline"
+    assert general.loc["fedavg", "advantage_mean"] == 0.0  # not 1
+    assert general.loc["fedavg", "pooled_nonmembers"] == 50
+    assert general.loc["fedce", "advantage_mean"] == 1.0  # no scores: as recorded, and flagged
+    text = (tmp_path / "report" / "table5_mia.md").read_text()
+    assert "1 audited run(s) kept no scores" in text and "not resolvable (50" in text

@@ -168,7 +168,7 @@ def test_mia_command_audits_the_trained_run(setup, tmp_path, capsys):
     record = json.loads((tmp_path / "out" / "mia.json").read_text())
     assert record["strategy"] == "fedavg" and record["seed"] == 3
     rows = record["rows"]
-    assert {r["attack"] for r in rows} == {"loss", "lira"}
+    assert {r["attack"] for r in rows} == {"loss", "lira_offline"}
     assert {r["subset"] for r in rows} >= {"general"}
     for r in rows:
         assert 0.0 <= r["advantage"] <= 1.0 and 0.0 <= r["auc"] <= 1.0

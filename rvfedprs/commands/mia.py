@@ -1,12 +1,19 @@
-"""``rvfedprs mia``: membership-inference audit of a trained run (LOSS and offline LiRA)."""
+"""``rvfedprs mia``: the privacy audit of a trained run (membership inference, channels).
+
+Writes ``OUT/mia.json``, ``OUT/mia_scores.npz`` and (``mia.channels``) ``OUT/channels.json``
+(:func:`rvfedprs.evaluation.attacks.audit_run`). This module only connects the library to the
+run: it rebuilds the strategy from the run's latest checkpoint, reruns the run's training for
+the shadow federations, and plays one more round to see what the server receives.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
-HELP = "audit a trained run's client models with membership-inference attacks (Table V)"
+HELP = "audit a trained run: membership inference on every client's model, and the channels"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,81 +23,142 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder (mia.json)")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Rebuild the run's strategy from its latest checkpoint and attack its target clients."""
+def _trained_run(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's configuration, strategy (restored), federation, truth and seed."""
     from rvfedprs.config import load_config
-    from rvfedprs.evaluation import carrier_masks
-    from rvfedprs.evaluation.mia import (
-        audit_federation,
-        reference_population,
-        train_reference_models,
-    )
     from rvfedprs.exceptions import InputDataError
     from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
-    from rvfedprs.federation.seeds import derive_seed
     from rvfedprs.genomic.data import load_federation
-    from rvfedprs.run import jsonable, load_truth_from_config, training_config
+    from rvfedprs.run import load_truth_from_config
     from rvfedprs.strategies import strategy_from_config
 
     path = latest_checkpoint(args.run)
     if path is None:
         raise InputDataError(f"no checkpoint in {args.run / 'checkpoints'} (run `rvfedprs train`)")
     checkpoint = load_checkpoint(path)
-    trained = checkpoint.get("extra", checkpoint).get("config") or checkpoint.get("config")
-    name = checkpoint.get("extra", checkpoint).get("strategy_name") or checkpoint.get(
-        "strategy_name"
-    )
+    extra = checkpoint.get("extra", checkpoint)
+    trained = extra.get("config") or checkpoint.get("config")
+    name = extra.get("strategy_name") or checkpoint.get("strategy_name")
     if trained is None or name is None:
         raise InputDataError(f"{path} records no configuration/strategy name")
     config = load_config(args.config, overrides={"train": {"data": trained["train"]["data"]}})
     strategy = strategy_from_config(name, trained)
     strategy.load_state_dict(checkpoint["strategy_state"])
-    federation = load_federation(config["train"]["data"])
-    truth = load_truth_from_config(config)
-    mia = config["mia"]
-    seed = mia["seed"] if mia["seed"] is not None else int(checkpoint.get("seed", 0))
-    targets = mia["targets"]
-    targets = federation.client_ids[:targets] if isinstance(targets, int) else list(targets)
-    model_config = federation.model_config(trained["model"])
-    references = {}
-    if "lira" in mia["attacks"]:
-        from dataclasses import replace
+    seed = config["mia"]["seed"]
+    return {
+        "config": config,
+        "trained": trained,
+        "name": name,
+        "strategy": strategy,
+        "round": int(checkpoint.get("round", trained["train"]["rounds"])),
+        "federation": load_federation(config["train"]["data"]),
+        "truth": load_truth_from_config(config),
+        "seed": int(checkpoint.get("seed", 0)) if seed is None else int(seed),
+    }
 
-        epochs = (
-            mia["reference_epochs"] or trained["train"]["rounds"] * trained["train"]["local_epochs"]
-        )
-        pool = {**{"tr:" + k: v for k, v in federation.train.items()},
-                **{"te:" + k: v for k, v in federation.test.items()}}  # fmt: skip
-        for t in targets:
-            references[t] = train_reference_models(
-                reference_population(pool, exclude=[f"tr:{t}", f"te:{t}"]),
-                n_models=mia["n_reference"],
-                model_config=model_config,
-                training=replace(training_config(config, federation), epochs=int(epochs)),
-                random_seed=derive_seed(seed, "lira", t),
-            )
-    carriers = {}
-    if truth is not None and truth.causal is not None:
-        carriers = {
-            "train_carriers": carrier_masks(federation.train, federation.variant_keys, truth),
-            "test_carriers": carrier_masks(federation.test, federation.variant_keys, truth),
-        }
-    rows, _ = audit_federation(
-        strategy.parameters_for,
-        federation.train,
-        federation.test,
-        targets,
-        model_config,
-        attacks=mia["attacks"],
-        references=references,
-        fpr_levels=mia["fpr_levels"],
-        random_seed=derive_seed(seed, "mia"),
-        **carriers,
+
+def _shadow_trainer(run: dict[str, Any], training):
+    """Rerun the target's training (strategy, rounds, settings) on other training sets."""
+    from dataclasses import replace
+
+    from rvfedprs.bloom import read_bloom_key
+    from rvfedprs.genomic.distance import strategy_distance
+    from rvfedprs.genomic.engine import run_inprocess
+    from rvfedprs.strategies import strategy_from_config
+    from rvfedprs.training import dp_settings
+
+    trained, federation = run["trained"], run["federation"]
+
+    def train_shadow(sets, seed):
+        shadow = replace(federation, train=dict(sets))
+        distance = strategy_distance(run["name"], trained, shadow, seed)
+        strategy = strategy_from_config(run["name"], trained, **distance)
+        run_inprocess(
+            shadow, strategy, rounds=trained["train"]["rounds"],
+            model_config=federation.model_config(trained["model"]), training=training,
+            random_seed=seed,
+            bloom_key=read_bloom_key(trained["fedce"]["bloom_key_file"]),
+            dp=dp_settings(trained.get("dp")),
+        )  # fmt: skip
+        return strategy.parameters_for
+
+    return train_shadow
+
+
+def _next_round(run: dict[str, Any], training):
+    """One more round from the checkpoint: what every client sends the server."""
+    from rvfedprs.bloom import BloomSpec, read_bloom_key
+    from rvfedprs.evaluation.attacks import RoundView
+    from rvfedprs.federation.seeds import client_seed
+    from rvfedprs.genomic.client import ClientContext, fit_client
+    from rvfedprs.training import RARE_INPUT, DPState, dp_settings
+
+    strategy, federation, trained = run["strategy"], run["federation"], run["trained"]
+    if strategy.pooled:
+        return None  # one virtual client: no server sees per-site updates
+    clients = federation.client_ids
+    key = read_bloom_key(trained["fedce"]["bloom_key_file"])
+    dp = dp_settings(trained.get("dp"))
+    server_round = run["round"] + 1
+    instructions = strategy.configure_fit(server_round, clients)
+    results = {
+        c: fit_client(
+            instructions[c],
+            ClientContext(
+                federation.train[c],
+                federation.variant_keys,
+                federation.model_config(trained["model"]),
+                training,
+                bloom_key=key,
+                state={} if dp is None else {"dp": DPState.from_settings(dp)},
+            ),
+            random_seed=client_seed(run["seed"], server_round, c),
+        )  # fmt: skip
+        for c in clients
+    }
+    bloom = instructions[clients[0]].config.get("bloom")
+    filters = {c: r.bloom_bits for c, r in results.items() if r.bloom_bits is not None}
+    return RoundView(
+        sent={c: instructions[c].parameters[RARE_INPUT] for c in clients},
+        received={c: results[c].parameters[RARE_INPUT] for c in clients},
+        n_samples={c: results[c].n_samples for c in clients},
+        filters=filters or None,
+        spec=None if bloom is None else BloomSpec(bloom["capacity"], bloom["error_rate"], key),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Restore the run, audit it, write mia.json, mia_scores.npz and channels.json."""
+    import logging
+
+    import numpy as np
+
+    from rvfedprs.evaluation.attacks import SHADOW_ATTACKS, audit_run, resolve_attacks
+    from rvfedprs.run import jsonable, training_config
+
+    found = _trained_run(args)
+    config, trained, federation = found["config"], found["trained"], found["federation"]
+    training = training_config(trained, federation, dp=True)
+    settings = dict(config["mia"])
+    if settings["reference_epochs"] is None:
+        settings["reference_epochs"] = trained["train"]["rounds"] * trained["train"]["local_epochs"]
+    shadows = set(resolve_attacks(settings["attacks"])) & set(SHADOW_ATTACKS)
+    log = logging.getLogger("rvfedprs.mia")
+    result = audit_run(
+        found["strategy"].parameters_for, federation.train, federation.test,
+        federation.variant_keys, federation.model_config(trained["model"]), settings,
+        record={"strategy": found["name"], "seed": found["seed"]},
+        random_seed=found["seed"], truth=found["truth"], training=training,
+        train_shadow=_shadow_trainer(found, training) if shadows else None,
+        round_view=_next_round(found, training) if settings["channels"] else None,
+        on_shadow=lambda s: log.info("shadow federation %d/%d trained", s + 1,
+                                     settings["n_shadow"]),
+    )  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "mia.json"
-    out.write_text(
-        json.dumps(jsonable({"strategy": name, "seed": seed, "rows": rows}), indent=2) + "\n"
-    )
-    print(f"mia: {len(rows)} rows -> {out}")
+    (args.out / "mia.json").write_text(json.dumps(jsonable(result.mia), indent=2) + "\n")
+    np.savez(args.out / "mia_scores.npz", **result.scores)
+    if result.channels is not None:
+        text = json.dumps(jsonable(result.channels), indent=2) + "\n"
+        (args.out / "channels.json").write_text(text)
+    print(f"mia: {len(result.mia['rows'])} rows -> {args.out / 'mia.json'}")
     return 0

@@ -46,7 +46,7 @@ import yaml
 
 from rvfedprs.config import load_config
 from rvfedprs.evaluation.paired import load_predictions, paired_table
-from rvfedprs.evaluation.tables import format_ci, load_runs, mean_ci
+from rvfedprs.evaluation.report import format_ci, load_runs, mean_ci
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.provenance import write_provenance
 

@@ -42,15 +42,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rvfedprs.commands.report import build_report
 from rvfedprs.config import load_config
 from rvfedprs.evaluation import carrier_masks, evaluate_models, load_truth, predict_clients
-from rvfedprs.evaluation.bloom_attack import bloom_membership_attack, plain_vs_keyed
-from rvfedprs.evaluation.mia import (
+from rvfedprs.evaluation.attacks import (
     audit_federation,
+    bloom_membership_attack,
+    plain_vs_keyed,
     reference_population,
+    resolve_targets,
     train_reference_models,
 )
+from rvfedprs.evaluation.report import build_report
 from rvfedprs.evaluation.selection import BestRound, split_validation
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.genomic.client import build_model
@@ -142,8 +144,7 @@ class Context:
         if truth is not None and truth.causal is not None:
             self.train_carriers = carrier_masks(fed.train, fed.variant_keys, truth)
             self.test_carriers = carrier_masks(fed.test, fed.variant_keys, truth)
-        targets = config["mia"]["targets"]
-        self.targets = fed.client_ids[:targets] if isinstance(targets, int) else list(targets)
+        self.targets = resolve_targets(config["mia"]["targets"], fed.client_ids)
         self._references: dict[int, dict[str, list]] = {}
 
     def references(self, seed: int) -> dict[str, list]:

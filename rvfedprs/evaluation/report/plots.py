@@ -19,7 +19,7 @@ from scipy.cluster.hierarchy import dendrogram, linkage  # noqa: E402
 from scipy.spatial.distance import squareform  # noqa: E402
 from sklearn.metrics import roc_curve  # noqa: E402
 
-from rvfedprs.evaluation.tables import STRATEGY_LABELS, mean_ci  # noqa: E402
+from rvfedprs.evaluation.report.tables import STRATEGY_LABELS, mean_ci  # noqa: E402
 
 __all__ = [
     "plot_roc_curves",
