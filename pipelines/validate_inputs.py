@@ -21,6 +21,7 @@ from rvfedprs.cohort import (
     load_phenotypes,
     load_samples_sheet,
     reconcile_samples,
+    restrict_to_genotyped,
 )
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes import open_genotypes
@@ -137,6 +138,14 @@ def main(
     )
     # Individuals with an unusable phenotype value are excluded, not "absent".
     sheet_kept = sheet[~sheet["sample_id"].isin(excluded_values["id"])]
+    unlabelled = excluded_values.iloc[:0]
+    if pipeline.get("clients_from") is not None:  # a panel's labels: usually a superset
+        sheet_kept, unlabelled = restrict_to_genotyped(
+            sheet_kept,
+            source.samples,
+            source=f"clients_from {pipeline['clients_from']['psam']}",
+            step=STEP,
+        )
     genotype_ids = [s for s in source.samples if s not in set(excluded_values["id"])]
     cohort, mismatched = reconcile_samples(
         genotype_ids,
@@ -157,7 +166,9 @@ def main(
         on_invalid=pipeline["on_invalid_client"],
         step=STEP,
     )
-    excluded = pd.concat([excluded_values, mismatched, bad_clients], ignore_index=True)
+    excluded = pd.concat(
+        [excluded_values, unlabelled, mismatched, bad_clients], ignore_index=True
+    )
     Path(out_cohort).parent.mkdir(parents=True, exist_ok=True)
     Path(out_exclusions).parent.mkdir(parents=True, exist_ok=True)
     cohort.to_csv(out_cohort, sep="\t", index=False)

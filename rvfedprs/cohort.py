@@ -28,6 +28,7 @@ __all__ = [
     "samples_sheet_from_psam",
     "load_phenotypes",
     "reconcile_samples",
+    "restrict_to_genotyped",
     "check_clients",
     "stratified_split",
     "assign_splits",
@@ -350,6 +351,42 @@ def reconcile_samples(
     )
     cohort["phenotype"] = cohort["phenotype"].astype(np.int8)
     return cohort.reset_index(drop=True), excluded
+
+
+def restrict_to_genotyped(
+    sheet: pd.DataFrame,
+    genotype_ids: Sequence[str],
+    *,
+    source: str = "the samples sheet",
+    step: str = "validate_inputs",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keep the rows of a samples sheet whose sample is genotyped; log the others.
+
+    A sheet built from a reference panel's labels (``pipeline.clients_from``) usually names
+    more samples than a cohort's genotypes hold; those are not an error.
+
+    Parameters
+    ----------
+    sheet : pandas.DataFrame
+        With ``sample_id``.
+    genotype_ids : sequence of str
+        Sample IDs in the genotype files.
+    source : str
+        Where the sheet comes from, for the exclusion reason.
+    step : str
+        Step name recorded in the exclusion table.
+
+    Returns
+    -------
+    kept : pandas.DataFrame
+        The sheet's genotyped rows, in sheet order.
+    excluded : pandas.DataFrame
+        One ``sample`` exclusion per dropped row.
+    """
+    present = sheet["sample_id"].isin(set(map(str, genotype_ids)))
+    dropped = sheet.loc[~present, "sample_id"]
+    excluded = exclusions("sample", dropped, f"in {source} but absent from the genotypes", step)
+    return sheet.loc[present].reset_index(drop=True), excluded
 
 
 def check_clients(

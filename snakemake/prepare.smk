@@ -36,7 +36,7 @@ checkpoint validate_inputs:
     params:
         genotypes=COHORT["genotypes"],
         pipeline=settings(
-            "phenotype", "genome_build", "on_sample_mismatch", "on_invalid_client", "min_samples_per_client", "min_cases_per_client", "on_multiallelic"
+            "phenotype", "genome_build", "clients_from", "on_sample_mismatch", "on_invalid_client", "min_samples_per_client", "min_cases_per_client", "on_multiallelic"
         ),
     log:
         f"{LOGS}/validate_inputs.log",

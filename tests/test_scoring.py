@@ -334,3 +334,23 @@ def test_a_row_matching_two_variants_is_an_error_and_rows_keep_their_best_candid
     )
     with pytest.raises(InputDataError, match=r"1 scoring-file rows \(rows 1\) match more than one"):
         score(open_genotypes(vcf), sf2, min_overlap=0.1)
+
+
+def test_per_chromosome_vcfs_matching_nothing_give_the_min_overlap_error(tmp_path):
+    """Issue 16: no row matches any file of a multi-file VCF source → the min_overlap error."""
+    chr1 = write_vcf(tmp_path / "chr1.vcf", ["1 100 rs1 A G . . . GT 0/1 1/1 0/0 0/0"])
+    text = (
+        (tmp_path / "chr1.vcf")
+        .read_text()
+        .replace("##contig=<ID=1>", "##contig=<ID=2>")
+        .replace("\n1\t100\trs1", "\n2\t100\trs1")
+    )
+    chr2 = tmp_path / "chr2.vcf"
+    chr2.write_text(text)
+    sf = write_scorefile(
+        tmp_path / "s.txt",
+        ["3 500 A G 0.5", "4 600 C T 1.0"],
+        "chr_name chr_position effect_allele other_allele effect_weight",
+    )
+    with pytest.raises(InputDataError, match=r"only 0 of 2 rows .*below min_overlap=0.75"):
+        score(open_genotypes([chr1, chr2]), sf)

@@ -526,10 +526,12 @@ def _resolve_statuses(
         When a row has two or more usable variants (plink2 would count it twice), or the
         usable fraction of rows is below ``min_overlap``.
     """
+    rows = np.zeros(0, np.int64)
     if found:
         rows, state, _, allele, keys, ids, _ = (
             np.concatenate(parts) for parts in zip(*found, strict=True)
         )
+    if len(rows):
         usable = state >= _MATCHED
         n_usable = np.bincount(rows[usable], minlength=len(log))
         if (n_usable > 1).any():

@@ -363,3 +363,21 @@ def test_samples_sheet_from_psam_script(tmp_path):
     load("make_samples_sheet").main(psam, tmp_path / "s.tsv", column="SuperPop")
     sheet = pd.read_csv(tmp_path / "s.tsv", sep="\t")
     assert sheet.to_dict("list") == {"sample_id": ["HG1"], "client": ["EUR"], "population": ["EUR"]}
+
+
+def test_clients_from_psam_naming_more_samples_keeps_the_intersection(tiny_cohort, tmp_path):
+    """Issue 16: a .psam labelling more samples than the genotypes hold is the usual case."""
+    sheet = pd.read_csv(tiny_cohort["samples"], sep="\t", dtype=str)
+    extra = pd.DataFrame(
+        {"sample_id": ["NA00001", "NA00002"], "client": "site0", "population": "site0"}
+    )
+    grown = pd.concat([sheet[["sample_id", "client", "population"]], extra], ignore_index=True)
+    grown.to_csv(tmp_path / "sheet.tsv", sep="\t", index=False)
+    pipe = settings(clients_from={"psam": "panel.psam"})
+    cohort = validate(tiny_cohort, tmp_path, samples=tmp_path / "sheet.tsv", pipeline=pipe)
+    assert cohort["sample_id"].tolist() == tiny_cohort["sample_ids"]
+    logged = pd.read_csv(tmp_path / "excl.tsv", sep="\t")
+    rows = logged[logged["id"].isin(["NA00001", "NA00002"])]
+    assert len(rows) == 2 and rows["reason"].str.contains("absent from the genotypes").all()
+    with pytest.raises(InputDataError, match=r"2 sample\(s\) in samples sheet .*NA00001"):
+        validate(tiny_cohort, tmp_path, samples=tmp_path / "sheet.tsv")
