@@ -166,9 +166,7 @@ def main(
         on_invalid=pipeline["on_invalid_client"],
         step=STEP,
     )
-    excluded = pd.concat(
-        [excluded_values, unlabelled, mismatched, bad_clients], ignore_index=True
-    )
+    excluded = pd.concat([excluded_values, unlabelled, mismatched, bad_clients], ignore_index=True)
     Path(out_cohort).parent.mkdir(parents=True, exist_ok=True)
     Path(out_exclusions).parent.mkdir(parents=True, exist_ok=True)
     cohort.to_csv(out_cohort, sep="\t", index=False)

@@ -101,16 +101,14 @@ rule combine_counts:
 
 rule match_scores:
     input:
-        genotypes=GENOTYPE_FILES,
         variants=f"{PREP}/variants.tsv",
         scoring_file=COHORT["scoring_file"],
     output:
         weights=f"{PREP}/score_weights.txt.gz",
         match=f"{LOGS}/score_match.tsv",
     params:
-        genotypes=COHORT["genotypes"],
         pipeline=settings(
-            "min_overlap", "genome_build", "chunk_size", "on_multiallelic"
+            "min_overlap", "genome_build", "keep_ambiguous"
         ),
     log:
         f"{LOGS}/match_scores.log",

@@ -1,7 +1,9 @@
 """``rvfedprs prepare``: per-client inputs from genotypes (sub-commands ``score``, later ``run``).
 
-``rvfedprs prepare score --genotypes PATH --scorefile FILE --out FILE.tsv`` writes the PRS SUM per
-sample (``sample_id, SUM, n_matched``) and the per-row match log beside it (``FILE.match.tsv``).
+``rvfedprs prepare score --genotypes PATH --scorefile FILE [FILE ...] --out FILE.tsv`` writes the
+PRS SUM per sample (``sample_id, SUM, n_matched``; with several scores ``<name>_SUM,
+<name>_n_matched`` each) and the per-row match log beside it (``FILE.match.tsv``, one section per
+score).
 
 Further sub-commands live in their own modules ``rvfedprs/commands/prepare_<name>.py`` (each
 with ``HELP``, ``add_arguments(parser)``, ``run(args)``) listed in :data:`EXTRA_SUBCOMMANDS`;
@@ -59,7 +61,18 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="PLINK1 prefix or .bed, a VCF/BCF, or a .pgen; several = one file per chromosome",
     )
-    parser.add_argument("--scorefile", required=True, help="PGS Catalog scoring file (.txt[.gz])")
+    parser.add_argument(
+        "--scorefile",
+        required=True,
+        nargs="+",
+        metavar="FILE",
+        help="PGS Catalog scoring file(s) (.txt[.gz]); several give one SUM column per score",
+    )
+    parser.add_argument(
+        "--keep-ambiguous",
+        action="store_true",
+        help="score A/T and C/G rows as written instead of dropping them",
+    )
     parser.add_argument("--out", required=True, help="output table FILE.tsv")
     parser.add_argument(
         "--min-overlap",
@@ -107,6 +120,7 @@ def _run_score(args: argparse.Namespace) -> int:
         source,
         args.scorefile,
         frequencies=freqs,
+        keep_ambiguous=args.keep_ambiguous,
         min_overlap=args.min_overlap,
         chunk_size=args.chunk_size,
         genome_build=args.genome_build,
@@ -117,8 +131,7 @@ def _run_score(args: argparse.Namespace) -> int:
     match_path = out.with_name(out.name.removesuffix(".tsv") + ".match.tsv")
     log.to_csv(match_path, sep="\t", index=False)
     counts = log["status"].value_counts().to_dict()
-    print(
-        f"scored {len(scores)} samples on {int(scores['n_matched'].iloc[0])} variants "
-        f"({counts}); wrote {out} and {match_path}"
-    )
+    used = [c for c in scores.columns if c.endswith("n_matched")]
+    matched = ", ".join(f"{c}={int(scores[c].iloc[0])}" for c in used) if len(scores) else ""
+    print(f"scored {len(scores)} samples ({matched}; {counts}); wrote {out} and {match_path}")
     return 0

@@ -73,7 +73,6 @@ def prepared(tiny_cohort, tmp_path_factory):
         out_exclusions=out / "excl_combine.tsv",
     )
     load("match_scores").main(
-        genotypes=genotypes,
         variants=out / "variants.tsv",
         scoring_file=tiny_cohort["scoring_file"],
         pipeline=pipe,
@@ -315,7 +314,6 @@ def test_min_overlap_after_qc_is_enforced(prepared, tmp_path):
         match=r"of 132 rows of .*padded.txt.gz .* match QC-passing .*below min_overlap=0.75",
     ):
         load("match_scores").main(
-            genotypes=[str(prepared["cohort"]["bed"])],
             variants=out / "variants.tsv",
             scoring_file=path,
             pipeline=settings(),
