@@ -7,7 +7,6 @@ line endings; IDs must be unique; clients too small or holding one phenotype cla
 genotype-file order) and the exclusions of this step.
 """
 
-import gzip
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,53 +24,13 @@ from rvfedprs.cohort import (
 )
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes import open_genotypes
+from rvfedprs.genotypes.formats import genotype_files
+from rvfedprs.genotypes.scorefile import declared_build
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("validate_inputs")
 
 STEP = "validate_inputs"
-_BUILD_ALIASES = {
-    "grch37": "GRCh37", "hg19": "GRCh37", "37": "GRCh37", "b37": "GRCh37", "hs37": "GRCh37",
-    "grch38": "GRCh38", "hg38": "GRCh38", "38": "GRCh38", "b38": "GRCh38",
-}  # fmt: skip
-
-
-def declared_build(scoring_file: str | Path) -> str | None:
-    """The genome build a PGS Catalog scoring file declares, normalised to GRCh37/GRCh38.
-
-    A harmonised file's ``#HmPOS_build`` wins over ``#genome_build``. Returns None when the
-    header declares none or ``NR`` (not reported).
-    """
-    opener = gzip.open if str(scoring_file).endswith(".gz") else open
-    header: dict[str, str] = {}
-    with opener(scoring_file, "rt") as handle:
-        for line in handle:
-            if not line.startswith("#"):
-                break
-            key, _, value = line.lstrip("#").strip().partition("=")
-            header[key.strip()] = value.strip()
-    raw = header.get("HmPOS_build") or header.get("genome_build")
-    if raw is None or raw.upper() in ("", "NR", "NA", "NONE"):
-        return None
-    build = _BUILD_ALIASES.get(raw.lower())
-    if build is None:
-        raise InputDataError(
-            f"scoring file {scoring_file} declares an unknown genome build {raw!r}; "
-            f"expected one of {sorted(set(_BUILD_ALIASES.values()))}"
-        )
-    return build
-
-
-def _genotype_text_files(paths: Sequence[str]) -> list[Path]:
-    files = []
-    for path in map(str, paths):
-        stem = path[: -len(".bed")] if path.endswith(".bed") else path
-        for suffix in (".bim", ".fam"):
-            if Path(stem + suffix).is_file():
-                files.append(Path(stem + suffix))
-        if path.endswith(".pgen") and Path(path[:-5] + ".psam").is_file():
-            files.append(Path(path[:-5] + ".psam"))
-    return files
 
 
 def main(
@@ -111,7 +70,8 @@ def main(
     InputDataError
         On any hard error, naming the file and the offending values.
     """
-    for path in [scoring_file, *_genotype_text_files(genotypes)]:
+    text_files = [f for g in genotypes for f in genotype_files(g, text_only=True)]
+    for path in [scoring_file, *text_files]:
         check_line_endings(path)
     build = declared_build(scoring_file)
     if build is None:

@@ -2,6 +2,7 @@
 import pandas as pd
 
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.genotypes.formats import genotype_files
 
 PIPE = config["pipeline"]
 COHORT_DIR = "results/cohort"
@@ -44,22 +45,8 @@ def _cohort_paths():
 COHORT = _cohort_paths()
 
 
-def genotype_files(paths):
-    """The files behind genotype paths (a PLINK prefix stands for its .bed/.bim/.fam)."""
-    files = []
-    for path in paths:
-        if path.endswith((".vcf", ".vcf.gz", ".bcf")):
-            files.append(path)
-        elif path.endswith(".pgen"):
-            stem = path[: -len(".pgen")]
-            files += [path, f"{stem}.pvar", f"{stem}.psam"]
-        else:
-            stem = path[: -len(".bed")] if path.endswith(".bed") else path
-            files += [f"{stem}.bed", f"{stem}.bim", f"{stem}.fam"]
-    return files
-
-
-GENOTYPE_FILES = genotype_files(COHORT["genotypes"])
+# The files behind each genotype path, from the genotype layer's one format registry.
+GENOTYPE_FILES = [f for path in COHORT["genotypes"] for f in genotype_files(path)]
 
 
 def clients(wildcards=None):

@@ -1,4 +1,4 @@
-"""``open_genotypes``: one entry point for VCF/BCF, PLINK1 and PLINK2 files, or lists of them."""
+"""``open_genotypes``: one entry point for VCF/BCF, PLINK1, PLINK2 and BGEN files, or lists."""
 
 from __future__ import annotations
 
@@ -10,29 +10,27 @@ import pandas as pd
 
 from rvfedprs.exceptions import GenotypeFormatError
 from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeChunk, GenotypeSource
+from rvfedprs.genotypes.formats import genotype_format
 
 __all__ = ["MultiFileSource", "open_genotypes"]
 
-_VCF_SUFFIXES = (".vcf", ".vcf.gz", ".vcf.bgz", ".bcf")
 
-
-def _open_one(path: str | Path, field: str, multiallelic: str) -> GenotypeSource:
+def _open_one(
+    path: str | Path, field: str, multiallelic: str, bgen_ref_allele: str
+) -> GenotypeSource:
+    from rvfedprs.genotypes.bgen import BgenSource
     from rvfedprs.genotypes.plink import BedSource, PgenSource
     from rvfedprs.genotypes.vcf import VcfSource
 
     text = str(path)
-    if text.endswith(_VCF_SUFFIXES):
+    kind = genotype_format(text)
+    if kind == "vcf":
         return VcfSource(text, field=field, multiallelic=multiallelic)
-    if text.endswith(".pgen"):
+    if kind == "pfile":
         return PgenSource(text, multiallelic=multiallelic)
-    if text.endswith(".bed") or Path(text + ".bed").is_file():
-        return BedSource(text)
-    if Path(text + ".pgen").is_file():
-        return PgenSource(text, multiallelic=multiallelic)
-    raise GenotypeFormatError(
-        f"cannot tell the genotype format of {text!r}: expected a VCF/BCF "
-        f"({', '.join(_VCF_SUFFIXES)}), a .pgen, or a PLINK1 .bed or prefix with .bed/.bim/.fam"
-    )
+    if kind == "bgen":
+        return BgenSource(text, ref_allele=bgen_ref_allele, multiallelic=multiallelic)
+    return BedSource(text)
 
 
 class MultiFileSource(GenotypeSource):
@@ -108,19 +106,24 @@ def open_genotypes(
     *,
     field: str = "auto",
     multiallelic: str = "error",
+    bgen_ref_allele: str = "first",
 ) -> GenotypeSource:
     """Open genotype files for chunked reading.
 
     Parameters
     ----------
     path_or_paths : path or list of paths
-        A VCF (``.vcf``, ``.vcf.gz``, ``.bcf``), a PLINK1 prefix or ``.bed``, or a ``.pgen``
-        (prefix); a list reads as one source (e.g. one file per chromosome) in the given order.
+        A VCF (``.vcf``, ``.vcf.gz``, ``.vcf.bgz``, ``.bcf``), a PLINK1 prefix or ``.bed``, a
+        ``.pgen`` (prefix) or a ``.bgen`` (with its ``.sample`` beside it, or embedded IDs); a
+        list reads as one source (e.g. one file per chromosome) in the given order. Formats:
+        :data:`~rvfedprs.genotypes.formats.GENOTYPE_FORMATS`.
     field : {"auto", "GT", "DS"}
         For VCF/BCF: the FORMAT field giving dosages (``"auto"``: DS when declared, else GT).
     multiallelic : {"error", "exclude"}
         Multi-allelic records raise a :class:`GenotypeFormatError` naming the record, or are
         skipped and logged (``source.excluded``).
+    bgen_ref_allele : {"first", "last"}
+        For BGEN: which allele of each variant is REF (plink2's ``ref-first``/``ref-last``).
 
     Returns
     -------
@@ -133,6 +136,6 @@ def open_genotypes(
         Unknown format, missing or inconsistent files, duplicate sample IDs, bad records.
     """
     if isinstance(path_or_paths, (str, Path)):
-        return _open_one(path_or_paths, field, multiallelic)
-    sources = [_open_one(p, field, multiallelic) for p in path_or_paths]
+        return _open_one(path_or_paths, field, multiallelic, bgen_ref_allele)
+    sources = [_open_one(p, field, multiallelic, bgen_ref_allele) for p in path_or_paths]
     return sources[0] if len(sources) == 1 else MultiFileSource(sources)

@@ -39,6 +39,8 @@ __all__ = [
     "EFFECT_TYPES",
     "PRE_STATUSES",
     "ScoreFile",
+    "declared_build",
+    "normalise_build",
     "read_scorefile",
     "write_scorefile",
 ]
@@ -288,6 +290,63 @@ def read_scorefile(path: str | Path) -> ScoreFile:
     )
     build = header.get("HmPOS_build") if harmonised else header.get("genome_build")
     return ScoreFile(str(path), table, weights, names, header, build, harmonised)
+
+
+_BUILD_ALIASES = {
+    "grch37": "GRCh37", "hg19": "GRCh37", "37": "GRCh37", "b37": "GRCh37", "hs37": "GRCh37",
+    "grch38": "GRCh38", "hg38": "GRCh38", "38": "GRCh38", "b38": "GRCh38",
+}  # fmt: skip
+
+
+def normalise_build(name: str, *, where: str = "") -> str:
+    """``GRCh37`` or ``GRCh38`` for a build name or alias (``hg19``, ``b38``, ...).
+
+    Raises
+    ------
+    InputDataError
+        For a name outside the known aliases (naming it and ``where`` it comes from).
+    """
+    build = _BUILD_ALIASES.get(str(name).lower())
+    if build is None:
+        source = f"{where} declares" if where else "got"
+        raise InputDataError(
+            f"{source} an unknown genome build {name!r}; "
+            f"expected one of {sorted(set(_BUILD_ALIASES.values()))}"
+        )
+    return build
+
+
+def declared_build(scorefile: str | Path | ScoreFile) -> str | None:
+    """The genome build a scoring file declares, normalised to ``GRCh37``/``GRCh38``.
+
+    A harmonised file's ``#HmPOS_build`` wins over ``#genome_build``. Only the header is read
+    when given a path.
+
+    Returns
+    -------
+    str or None
+        None when the header declares none or ``NR`` (not reported).
+
+    Raises
+    ------
+    InputDataError
+        For a build name outside the known aliases (naming it).
+    """
+    if isinstance(scorefile, ScoreFile):
+        header, where = scorefile.header, scorefile.path
+    else:
+        header, where = {}, str(scorefile)
+        with _open_text(Path(scorefile)) as handle:
+            for line in handle:
+                if not line.startswith("#"):
+                    break
+                key, sep, value = line.lstrip("#").strip().partition("=")
+                if sep:
+                    header[key.strip()] = value.strip()
+    raw = header.get("HmPOS_build") or header.get("genome_build")
+    if raw is None or raw.upper() in ("", "NR", "NA", "NONE"):
+        return None
+    return normalise_build(raw, where=f"scoring file {where}")
 
 
 def write_scorefile(

@@ -38,7 +38,12 @@ from rvfedprs.genotypes.matching import (
     ScoreMatcher,
     check_overlap,
 )
-from rvfedprs.genotypes.scorefile import ScoreFile, read_scorefile
+from rvfedprs.genotypes.scorefile import (
+    ScoreFile,
+    declared_build,
+    normalise_build,
+    read_scorefile,
+)
 
 __all__ = [
     "MATCH_STATUSES",
@@ -57,16 +62,15 @@ ScoreFileLike = str | Path | ScoreFile
 
 def check_build(sf: ScoreFile, expected: str | None) -> None:
     """Raise when a scoring file declares another genome build than ``expected``."""
-    declared = sf.genome_build
     if expected is None:
         return
-    if declared in (None, "", "NR"):
+    declared = declared_build(sf)
+    if declared is None:
         logger.warning("%s declares no genome build; assuming %s", sf.path, expected)
         return
-    aliases = {"hg19": "GRCh37", "hg38": "GRCh38", "GRCh37": "GRCh37", "GRCh38": "GRCh38"}
-    if aliases.get(declared, declared) != aliases.get(expected, expected):
+    if declared != normalise_build(expected):
         raise InputDataError(
-            f"{sf.path} declares genome_build={declared}, but the genotypes are {expected}"
+            f"{sf.path} declares genome_build={sf.genome_build}, but the genotypes are {expected}"
         )
 
 
