@@ -142,8 +142,14 @@ class _PgenlibSource(GenotypeSource):
 
     _file: Path
     _keep: np.ndarray
+    _hardcalls: bool = True
     _n_raw_variants: int
     _allele_offsets: np.ndarray | None = None
+
+    @property
+    def counts_hardcalls(self) -> bool:
+        """Whether :meth:`iter_counts` counts stored hard calls without decoding dosages."""
+        return self._hardcalls and getattr(self, "engine", "pgenlib") == "pgenlib"
 
     def _subset(self, samples: Sequence[str] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
         """(sorted sample subset for pgenlib or None, order of the wanted samples in it)."""

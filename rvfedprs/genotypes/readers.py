@@ -12,7 +12,7 @@ from rvfedprs.exceptions import GenotypeFormatError
 from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeChunk, GenotypeSource
 from rvfedprs.genotypes.formats import genotype_format
 
-__all__ = ["MultiFileSource", "open_genotypes"]
+__all__ = ["MultiFileSource", "open_genotypes", "skipped_variants"]
 
 
 def _open_one(
@@ -139,3 +139,24 @@ def open_genotypes(
         return _open_one(path_or_paths, field, multiallelic, bgen_ref_allele)
     sources = [_open_one(p, field, multiallelic, bgen_ref_allele) for p in path_or_paths]
     return sources[0] if len(sources) == 1 else MultiFileSource(sources)
+
+
+def skipped_variants(source: GenotypeSource) -> pd.DataFrame:
+    """Variants a reader skipped (multi-allelic records), as a variant table with a reason.
+
+    Returns
+    -------
+    DataFrame
+        ``chrom, pos, id, ref, alt, reason`` over every file of the source (read the genotypes
+        first: a VCF knows its skipped records only after a pass).
+    """
+    columns = ["chrom", "pos", "id", "ref", "alt", "reason"]
+    parts = []
+    for one in getattr(source, "sources", [source]):
+        excluded = getattr(one, "excluded", None)
+        if excluded is None or len(excluded) == 0:
+            continue
+        frame = excluded if isinstance(excluded, pd.DataFrame) else pd.DataFrame(excluded)
+        frame.columns = columns
+        parts.append(frame)
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
