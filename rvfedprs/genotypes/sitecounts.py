@@ -90,9 +90,7 @@ def site_counts(
     return out[list(SITE_COUNT_COLUMNS)]
 
 
-def _count_pass(
-    source: GenotypeSource, samples: list[str], controls: list[str], chunk_size: int
-):
+def _count_pass(source: GenotypeSource, samples: list[str], controls: list[str], chunk_size: int):
     """(variants, ALT sums, counts over ``samples``, counts over ``controls``) per chunk.
 
     Sources that count hard calls without decoding dosages (PLINK via pgenlib) are asked twice;
@@ -149,10 +147,7 @@ def _within_site_hwe(
     """Per variant: the smallest per-site HWE p-value, and the reason naming failing sites."""
     names = list(tables)
     p = np.column_stack(
-        [
-            hwe_exact_many(t["n_het"], t["n_hom_ref"], t["n_hom_alt"])
-            for t in tables.values()
-        ]
+        [hwe_exact_many(t["n_het"], t["n_hom_ref"], t["n_hom_alt"]) for t in tables.values()]
     )
     failing = p < hwe_p_min
     reason = np.full(len(p), "", dtype=object)
