@@ -17,6 +17,7 @@ import pandas as pd
 from rvfedprs.cohort import (
     check_clients,
     check_line_endings,
+    load_covariates,
     load_phenotypes,
     load_samples_sheet,
     reconcile_samples,
@@ -96,6 +97,17 @@ def main(
         controls=[str(v) for v in coding["controls"]],
         step=STEP,
     )
+    if pipeline.get("covariates"):  # non-numeric values stop here; missing ones per the rule
+        _, missing_covariates = load_covariates(
+            phenotypes,
+            columns=pipeline["covariates"],
+            id_column=coding["id_column"],
+            on_missing=pipeline["covariate_missing"],
+            step=STEP,
+        )
+        dropped = missing_covariates["id"]
+        table = table[~table["sample_id"].isin(dropped)]
+        excluded_values = pd.concat([excluded_values, missing_covariates], ignore_index=True)
     # Individuals with an unusable phenotype value are excluded, not "absent".
     sheet_kept = sheet[~sheet["sample_id"].isin(excluded_values["id"])]
     unlabelled = excluded_values.iloc[:0]

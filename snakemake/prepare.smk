@@ -36,7 +36,7 @@ checkpoint validate_inputs:
     params:
         genotypes=COHORT["genotypes"],
         pipeline=settings(
-            "phenotype", "genome_build", "clients_from", "on_sample_mismatch", "on_invalid_client", "min_samples_per_client", "min_cases_per_client", "on_multiallelic"
+            "phenotype", "genome_build", "clients_from", "on_sample_mismatch", "covariates", "covariate_missing", "on_invalid_client", "min_samples_per_client", "min_cases_per_client", "on_multiallelic"
         ),
     log:
         f"{LOGS}/validate_inputs.log",
@@ -123,13 +123,15 @@ rule client_features:
         variants=f"{PREP}/variants.tsv",
         rare="results/rare_variants.tsv",
         weights=f"{PREP}/score_weights.txt.gz",
+        phenotypes=COHORT["phenotypes"],
     output:
         samples="results/clients/{client}/samples.parquet",
         rare="results/clients/{client}/rare_dosages.npz",
     params:
         genotypes=COHORT["genotypes"],
         pipeline=settings(
-            "test_fraction", "random_seed", "min_overlap", "chunk_size", "on_multiallelic"
+            "test_fraction", "random_seed", "min_overlap", "chunk_size", "on_multiallelic",
+            "phenotype", "covariates", "covariate_missing"
         ),
     log:
         f"{LOGS}/client_features/{{client}}.log",

@@ -374,3 +374,49 @@ def test_clients_from_psam_naming_more_samples_keeps_the_intersection(tiny_cohor
     assert len(rows) == 2 and rows["reason"].str.contains("absent from the genotypes").all()
     with pytest.raises(InputDataError, match=r"2 sample\(s\) in samples sheet .*NA00001"):
         validate(tiny_cohort, tmp_path, samples=tmp_path / "sheet.tsv")
+
+
+@pytest.mark.parametrize("rule", ["exclude", "impute_mean"])
+def test_covariates_reach_samples_parquet_as_float64_columns(prepared, tmp_path, rule):
+    """pipeline.covariates: validated early, written per client, missing ones per the rule."""
+    cohort = prepared["cohort"]
+    table = pd.read_csv(cohort["phenotypes"], sep="\t", dtype=str)
+    rng = np.random.default_rng(3)
+    table["age"] = rng.integers(40, 70, len(table)).astype(str)
+    table["PC1"] = rng.normal(size=len(table)).round(4).astype(str)
+    table.loc[5, "age"] = "NA"  # S0005, client site0
+    table.to_csv(tmp_path / "pheno.tsv", sep="\t", index=False)
+    pipe = settings(covariates=["age", "PC1"], covariate_missing=rule)
+    validated = validate(cohort, tmp_path, phenotypes=tmp_path / "pheno.tsv", pipeline=pipe)
+    excluded = pd.read_csv(tmp_path / "excl.tsv", sep="\t")
+    assert ("S0005" in excluded["id"].tolist()) == (rule == "exclude")
+    assert ("S0005" in validated["sample_id"].tolist()) == (rule == "impute_mean")
+    out = prepared["out"]
+    qc = pd.read_csv(out / "qc_site0.tsv", sep="\t")
+    qc = qc[qc["sample_id"].isin(validated["sample_id"])]
+    qc.to_csv(tmp_path / "qc_site0.tsv", sep="\t", index=False)
+    samples = load("client_features").main(
+        genotypes=[str(cohort["bed"])],
+        qc=tmp_path / "qc_site0.tsv",
+        variants=out / "variants.tsv",
+        rare=out / "rare_variants.tsv",
+        weights=out / "weights.txt.gz",
+        pipeline=pipe,
+        out_samples=tmp_path / "samples.parquet",
+        out_rare=tmp_path / "rare.npz",
+        phenotypes=tmp_path / "pheno.tsv",
+    )
+    written = pd.read_parquet(tmp_path / "samples.parquet")
+    assert list(written.columns) == ["sample_id", "prs", "phenotype", "split", "age", "PC1"]
+    assert written[["age", "PC1"]].dtypes.tolist() == [np.float64, np.float64]
+    assert not written[["age", "PC1"]].isna().any().any()
+    expected = table.set_index("Subject id").loc[written["sample_id"], "PC1"].astype(float)
+    assert np.array_equal(written["PC1"], expected)
+    if rule == "impute_mean":
+        others = written.loc[written["sample_id"] != "S0005", "age"]
+        assert written.set_index("sample_id").loc["S0005", "age"] == pytest.approx(others.mean())
+    assert samples.equals(written)
+    table.loc[7, "PC1"] = "high"
+    table.to_csv(tmp_path / "pheno.tsv", sep="\t", index=False)
+    with pytest.raises(InputDataError, match=r"covariate 'PC1' .* sample 'S0007': 'high'"):
+        validate(cohort, tmp_path, phenotypes=tmp_path / "pheno.tsv", pipeline=pipe)
