@@ -13,8 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from rvfedprs.genotypes import open_genotypes
-from rvfedprs.genotypes.readers import skipped_variants
+from rvfedprs.genotypes.readers import open_with_options, skipped_variants
 from rvfedprs.genotypes.sitecounts import site_counts
 from rvfedprs.rulelog import logged_rule
 
@@ -52,7 +51,7 @@ def main(
     table = pd.read_csv(qc, sep="\t", dtype={"sample_id": str})
     kept = table[~table["excluded"].astype(bool)]
     controls = kept.loc[kept["phenotype"] == 0, "sample_id"].tolist()
-    source = open_genotypes([str(p) for p in genotypes], multiallelic=pipeline["on_multiallelic"])
+    source = open_with_options(genotypes, pipeline)
     result = site_counts(
         source,
         samples=kept["sample_id"].tolist(),

@@ -16,8 +16,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from rvfedprs.cohort import assign_splits, impute_covariates, load_covariates
-from rvfedprs.genotypes import open_genotypes
 from rvfedprs.genotypes.rare import rare_dosages
+from rvfedprs.genotypes.readers import open_with_options
 from rvfedprs.genotypes.scoring import score
 from rvfedprs.rulelog import logged_rule
 
@@ -68,7 +68,7 @@ def main(
     table = pd.read_csv(qc, sep="\t", dtype={"sample_id": str, "client": str})
     kept = table[~table["excluded"].astype(bool)].reset_index(drop=True)
     ids = kept["sample_id"].tolist()
-    source = open_genotypes([str(p) for p in genotypes], multiallelic=pipeline["on_multiallelic"])
+    source = open_with_options(genotypes, pipeline)
     frequencies = pd.read_csv(variants, sep="\t", usecols=["variant_key", "alt_freq"])
     scores, _ = score(
         source,

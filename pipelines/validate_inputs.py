@@ -24,8 +24,8 @@ from rvfedprs.cohort import (
     restrict_to_genotyped,
 )
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.genotypes import open_genotypes
 from rvfedprs.genotypes.formats import genotype_files
+from rvfedprs.genotypes.readers import open_with_options
 from rvfedprs.genotypes.scorefile import declared_build
 from rvfedprs.rulelog import logged_rule
 
@@ -84,9 +84,7 @@ def main(
             f"{pipeline['genome_build']} (PGS Catalog *_hmPOS_{pipeline['genome_build']}.txt.gz)"
         )
 
-    source = open_genotypes(
-        [str(p) for p in genotypes], multiallelic=pipeline.get("on_multiallelic", "exclude")
-    )
+    source = open_with_options(genotypes, pipeline)
     sheet = load_samples_sheet(samples)
     coding = pipeline["phenotype"]
     table, excluded_values = load_phenotypes(

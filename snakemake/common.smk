@@ -2,7 +2,9 @@
 import pandas as pd
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.genotypes.formats import genotype_files
+from rvfedprs.genotypes.convert import CONVERTIBLE_FORMATS, plink2_available
+from rvfedprs.genotypes.formats import genotype_files, genotype_format
+from rvfedprs.genotypes.readers import READER_OPTIONS
 
 PIPE = config["pipeline"]
 COHORT_DIR = "results/cohort"
@@ -45,8 +47,23 @@ def _cohort_paths():
 COHORT = _cohort_paths()
 
 
+def _genotypes_read():
+    """The genotype path each rule reads: a VCF/BGEN converted once to .pgen (import_genotypes)
+    when pipeline.convert_to_pgen and plink2 is installed, else the input itself."""
+    convert = PIPE["convert_to_pgen"] and plink2_available()
+    return [
+        f"{PREP}/genotypes/{i}.pgen"
+        if convert and genotype_format(path) in CONVERTIBLE_FORMATS
+        else path
+        for i, path in enumerate(COHORT["genotypes"])
+    ]
+
+
+GENOTYPES = _genotypes_read()
 # The files behind each genotype path, from the genotype layer's one format registry.
-GENOTYPE_FILES = [f for path in COHORT["genotypes"] for f in genotype_files(path)]
+GENOTYPE_FILES = [f for path in GENOTYPES for f in genotype_files(path)]
+# How every rule opens them (rvfedprs.genotypes.readers.READER_OPTIONS).
+READER_KEYS = READER_OPTIONS
 
 
 def clients(wildcards=None):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +12,16 @@ from rvfedprs.exceptions import GenotypeFormatError
 from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeChunk, GenotypeSource
 from rvfedprs.genotypes.formats import genotype_format
 
-__all__ = ["MultiFileSource", "open_genotypes", "skipped_variants"]
+__all__ = [
+    "READER_OPTIONS",
+    "MultiFileSource",
+    "open_genotypes",
+    "open_with_options",
+    "skipped_variants",
+]
+
+#: The pipeline-section keys that say how genotype files are read.
+READER_OPTIONS = ("on_multiallelic", "vcf_genotype_field", "bgen_ref_allele")
 
 
 def _open_one(
@@ -139,6 +148,25 @@ def open_genotypes(
         return _open_one(path_or_paths, field, multiallelic, bgen_ref_allele)
     sources = [_open_one(p, field, multiallelic, bgen_ref_allele) for p in path_or_paths]
     return sources[0] if len(sources) == 1 else MultiFileSource(sources)
+
+
+def open_with_options(paths: Sequence[str | Path], options: Mapping[str, str]) -> GenotypeSource:
+    """:func:`open_genotypes` with the reader options of a pipeline section.
+
+    Parameters
+    ----------
+    paths : sequence of paths
+    options : mapping
+        :data:`READER_OPTIONS`: ``on_multiallelic`` (``exclude``/``error``),
+        ``vcf_genotype_field`` (``auto``/``GT``/``DS``) and ``bgen_ref_allele``
+        (``first``/``last``).
+    """
+    return open_genotypes(
+        [str(p) for p in paths],
+        field=options["vcf_genotype_field"],
+        multiallelic=options["on_multiallelic"],
+        bgen_ref_allele=options["bgen_ref_allele"],
+    )
 
 
 def skipped_variants(source: GenotypeSource) -> pd.DataFrame:
