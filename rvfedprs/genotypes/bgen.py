@@ -10,7 +10,8 @@ neither is an error. A ``.bgi`` index beside the file is used by the reader when
 
 Refused with an error naming the file and the value: layout 1 (BGEN v1.1: re-export it with
 ``plink2 --export bgen-1.2``), probabilities stored with more than 16 bits (plink2's dosage
-precision is 1/16384; convert with ``bits=16``), and samples of ploidy other than 2.
+precision is 1/16384; convert with ``bits=16``), and samples of ploidy other than 2 (checked on
+the first variant's block, since decoding each block's ploidy would double the read time).
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ def _header(path: Path) -> dict:
     }
 
 
-def _first_bit_depth(path: Path, info: dict) -> int | None:
-    """Bits per probability of the first variant (layout 2), read from its genotype block."""
+def _first_block(path: Path, info: dict) -> tuple[int, int, int] | None:
+    """(smallest ploidy, largest ploidy, bits per probability) of the first variant's block."""
     if info["n_variants"] == 0:
         return None
     with path.open("rb") as handle:
@@ -90,7 +91,7 @@ def _first_bit_depth(path: Path, info: dict) -> int | None:
     else:
         data = block
     n = info["n_samples"]
-    return data[8 + n + 1] if len(data) > 9 + n else None
+    return (data[6], data[7], data[8 + n + 1]) if len(data) > 9 + n else None
 
 
 def _read_sample_file(path: Path) -> np.ndarray:
@@ -149,13 +150,20 @@ class BgenSource(GenotypeSource):
             raise GenotypeFormatError(
                 f"{self.bgen}: unknown compression code {info['compression']}"
             )
-        bits = _first_bit_depth(self.bgen, info)
-        if bits is not None and not 1 <= bits <= _MAX_BITS:
-            raise GenotypeFormatError(
-                f"{self.bgen}: probabilities stored with {bits} bits; rvfedprs reads 1 to "
-                f"{_MAX_BITS} bits (plink2's dosage precision), e.g. `plink2 --export bgen-1.2 "
-                "bits=16`"
-            )
+        first = _first_block(self.bgen, info)
+        if first is not None:
+            low, high, bits = first
+            if not 1 <= bits <= _MAX_BITS:
+                raise GenotypeFormatError(
+                    f"{self.bgen}: probabilities stored with {bits} bits; rvfedprs reads 1 to "
+                    f"{_MAX_BITS} bits (plink2's dosage precision), e.g. `plink2 --export "
+                    "bgen-1.2 bits=16`"
+                )
+            if (low, high) != (2, 2):
+                raise GenotypeFormatError(
+                    f"{self.bgen}: the first variant has samples of ploidy "
+                    f"{sorted({low, high} - {2})}; only diploid genotypes are read"
+                )
         sample_path = Path(sample_file) if sample_file is not None else None
         if sample_path is None and self.bgen.with_suffix(".sample").is_file():
             sample_path = self.bgen.with_suffix(".sample")
@@ -220,14 +228,7 @@ class BgenSource(GenotypeSource):
         self.excluded = [(*e, "multiallelic") for e in excluded]
         self._keep = np.asarray(keep, dtype=np.int64)
 
-    def _dosage(self, var, where: int) -> np.ndarray:
-        ploidy = var.ploidy
-        if ploidy.size and (ploidy.min() != 2 or ploidy.max() != 2):
-            raise GenotypeFormatError(
-                f"{self.bgen}: variant {var.chrom}:{var.pos} {var.rsid} (variant {where + 1}) has "
-                f"samples of ploidy {sorted(set(ploidy.tolist()) - {2})}; only diploid "
-                "genotypes are read"
-            )
+    def _dosage(self, var) -> np.ndarray:
         dose = var.alt_dosage  # expected copies of the second allele
         return dose if self.ref_allele == "first" else 2.0 - dose
 
@@ -266,7 +267,7 @@ class BgenSource(GenotypeSource):
                     break
                 if raw != wanted[cursor]:
                     continue
-                dose = self._dosage(var, raw)
+                dose = self._dosage(var)
                 buffer[:, cursor - done] = dose if rows is None else dose[rows]
                 cursor += 1
                 if cursor - done == buffer.shape[1] or cursor == len(wanted):

@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 _BED_MAGIC = b"\x6c\x1b\x01"
 BED_ENGINES = ("pgenlib", "pandas-plink")
 _MISSING = -9  # pgenlib's code for a missing genotype or dosage
+_BUFFER_BYTES = 64 << 20  # decoded chunk buffers stay under 64 MiB, whatever the sample count
 
 
 def _normalise_chroms(values: pd.Series, source: str) -> list[str]:
@@ -194,17 +195,30 @@ class _PgenlibSource(GenotypeSource):
         return index
 
     def _blocks(
-        self, positions: np.ndarray, chunk_size: int, samples: Sequence[str] | None, dtype: type
+        self,
+        positions: np.ndarray,
+        chunk_size: int,
+        samples: Sequence[str] | None,
+        dtype: type,
+        raw: bool = False,
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(positions, ALT dosages of shape (n_samples, k), NaN missing) per chunk."""
+        """(positions, ALT dosages) per chunk of at most ``chunk_size`` variants.
+
+        By default the dosages have shape (n_samples, k), in the order of ``samples``, NaN
+        where missing. With ``raw`` they are pgenlib's reused variant-major buffer of shape
+        (k, n_samples) in file order of the samples, -9 where missing (callers reorder).
+        Buffers are kept under :data:`_BUFFER_BYTES` whatever the number of samples.
+        """
         chunk_size = check_chunk_size(chunk_size)
         subset, inverse = self._subset(samples)
         n_out = len(self.samples) if subset is None else len(subset)
         if samples is not None and len(samples) == 0:  # pgenlib refuses an empty subset
             for start in range(0, len(positions), chunk_size):
                 part = positions[start : start + chunk_size]
-                yield part, np.zeros((0, len(part)), dtype=dtype)
+                yield part, np.zeros((len(part), 0) if raw else (0, len(part)), dtype=dtype)
             return
+        width = np.dtype(dtype).itemsize * max(n_out, 1)
+        chunk_size = max(1, min(chunk_size, _BUFFER_BYTES // width))
         reader = self._reader(subset)
         try:
             buf = np.empty((min(chunk_size, max(len(positions), 1)), n_out), dtype=dtype)
@@ -213,9 +227,11 @@ class _PgenlibSource(GenotypeSource):
                 out = buf[: len(part)]
                 if n_out:
                     reader.read_dosages_list(self._keep[part].astype(np.uint32), out)
+                if raw:
+                    yield part, out
+                    continue
                 out[out == _MISSING] = np.nan
-                block = out.T if inverse is None else out.T[inverse]
-                yield part, block
+                yield part, (out.T if inverse is None else out.T[inverse])
         finally:
             reader.close()
 
@@ -253,36 +269,33 @@ class _PgenlibSource(GenotypeSource):
     ) -> tuple[np.ndarray, np.ndarray]:
         """``Σ_j coef[j] × ALT dosage`` per sample (see :meth:`GenotypeSource.dosage_dot`).
 
-        pgenlib decodes the selected variants into a reused float64 buffer, missing dosages
-        are filled in place, and one matrix product per chunk gives the sums.
+        pgenlib decodes the selected variants into a reused float64 buffer; only the variants
+        holding a missing dosage (found by a row minimum) are filled, and one matrix product
+        per chunk gives the sums, reordered to ``samples`` once at the end.
         """
         index = self._check_index(index)
         coef = np.asarray(coef, dtype=np.float64)
         if coef.shape[:1] != index.shape or (fill is not None and np.shape(fill) != index.shape):
             raise ValueError(f"coef and fill must have {len(index)} rows, like index")
+        _, inverse = self._subset(samples)
         n_out = len(sample_index(self.samples, samples, self.path))
         sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64)
         n_missing = np.zeros(len(index), dtype=np.int64)
         done = 0
-        for part, block in self._blocks(index, chunk_size, samples, np.float64):
+        for part, x in self._blocks(index, chunk_size, samples, np.float64, raw=True):
             k = len(part)
-            x = block.T  # (k, n_out), C-ordered view of pgenlib's buffer (or a reordered copy)
-            missing = np.isnan(x)
-            miss = missing.sum(axis=1)
-            n_missing[done : done + k] = miss
-            if miss.any():
-                rows = np.flatnonzero(miss)
-                if fill is None:
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        value = np.nansum(x[rows], axis=1) / (n_out - miss[rows])
-                else:
-                    value = np.asarray(fill, dtype=np.float64)[done + rows]
-                sub = x[rows]
-                sub[missing[rows]] = np.repeat(value, miss[rows])
-                x[rows] = sub
-            sums += x.T @ coef[done : done + k]
+            if n_out:
+                for row in np.flatnonzero(x.min(axis=1) < 0):  # rows holding a missing dosage
+                    gap = x[row] == _MISSING
+                    n_missing[done + row] = miss = int(gap.sum())
+                    if fill is None:
+                        value = (x[row].sum() + miss * -_MISSING) / (n_out - miss)
+                    else:
+                        value = float(fill[done + row])
+                    x[row, gap] = value
+                sums += x.T @ coef[done : done + k]
             done += k
-        return sums, n_missing
+        return (sums if inverse is None else sums[inverse]), n_missing
 
     def iter_counts(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
