@@ -48,12 +48,12 @@ COHORT = _cohort_paths()
 
 
 def _genotypes_read():
-    """The genotype path each rule reads: a VCF/BGEN converted once to .pgen (import_genotypes)
-    when pipeline.convert_to_pgen and plink2 is installed, else the input itself."""
+    """The genotype paths read by the steps: each VCF/BGEN converted once to .pgen
+    (import_genotypes) when pipeline.convert_to_pgen and plink2 is installed, else the input."""
     convert = PIPE["convert_to_pgen"] and plink2_available()
     return [
         f"{PREP}/genotypes/{i}.pgen"
-        if convert and genotype_format(path) in CONVERTIBLE_FORMATS
+        if convert and genotype_format(path, default="bfile") in CONVERTIBLE_FORMATS
         else path
         for i, path in enumerate(COHORT["genotypes"])
     ]

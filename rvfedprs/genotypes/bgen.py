@@ -258,6 +258,7 @@ class BgenSource(GenotypeSource):
         out_samples = self.samples if rows is None else self.samples[rows]
         wanted = self._keep[index]
         n_out = len(out_samples)
+        chunk_size = check_chunk_size(chunk_size, n_out, np.dtype(dtype).itemsize)
         buffer = np.empty((n_out, min(chunk_size, max(len(index), 1))), dtype=dtype)
         done = 0
         with BgenReader(self.path, delay_parsing=True) as reader:

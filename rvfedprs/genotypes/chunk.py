@@ -350,10 +350,26 @@ def dot_dosages(
     return x @ coef, n_missing
 
 
-def check_chunk_size(chunk_size: int) -> int:
-    """Validate a chunk size (a positive int)."""
+#: Largest decoded chunk a reader holds (samples × variants × item size), whatever the cohort.
+CHUNK_BYTES = 64 << 20
+
+
+def check_chunk_size(chunk_size: int, n_samples: int = 0, itemsize: int = 4) -> int:
+    """Validate a chunk size (a positive int), capped so that one chunk fits :data:`CHUNK_BYTES`.
+
+    Parameters
+    ----------
+    chunk_size : int
+        Variants per chunk asked for.
+    n_samples : int
+        Samples per variant (0: no cap).
+    itemsize : int
+        Bytes per decoded value.
+    """
     if int(chunk_size) < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if n_samples > 0:
+        return max(1, min(int(chunk_size), CHUNK_BYTES // (n_samples * itemsize)))
     return int(chunk_size)
 
 

@@ -70,15 +70,25 @@ def _split(path: str) -> tuple[GenotypeFormat, str] | None:
     return None
 
 
-def genotype_format(path: str | Path) -> str:
+def genotype_format(path: str | Path, *, default: str | None = None) -> str:
     """The format name of a genotype path (a file, or a PLINK/BGEN prefix).
+
+    Parameters
+    ----------
+    path : str or Path
+    default : str, optional
+        Returned for a path that matches no format (e.g. ``"bfile"`` for a PLINK prefix whose
+        files a workflow has yet to write); without it such a path is an error.
 
     Raises
     ------
     GenotypeFormatError
-        When the path matches no format, listing the accepted suffixes.
+        When the path matches no format and no ``default`` is given, listing the accepted
+        suffixes.
     """
     found = _split(str(path))
+    if found is None and default is not None:
+        return default
     if found is None:
         accepted = ", ".join(s for f in GENOTYPE_FORMATS.values() for s in f.suffixes)
         raise GenotypeFormatError(

@@ -43,7 +43,6 @@ logger = logging.getLogger(__name__)
 _BED_MAGIC = b"\x6c\x1b\x01"
 BED_ENGINES = ("pgenlib", "pandas-plink")
 _MISSING = -9  # pgenlib's code for a missing genotype or dosage
-_BUFFER_BYTES = 64 << 20  # decoded chunk buffers stay under 64 MiB, whatever the sample count
 
 
 def _normalise_chroms(values: pd.Series, source: str) -> list[str]:
@@ -207,7 +206,7 @@ class _PgenlibSource(GenotypeSource):
         By default the dosages have shape (n_samples, k), in the order of ``samples``, NaN
         where missing. With ``raw`` they are pgenlib's reused variant-major buffer of shape
         (k, n_samples) in file order of the samples, -9 where missing (callers reorder).
-        Buffers are kept under :data:`_BUFFER_BYTES` whatever the number of samples.
+        Buffers are kept under :data:`~rvfedprs.genotypes.chunk.CHUNK_BYTES`.
         """
         chunk_size = check_chunk_size(chunk_size)
         subset, inverse = self._subset(samples)
@@ -217,8 +216,7 @@ class _PgenlibSource(GenotypeSource):
                 part = positions[start : start + chunk_size]
                 yield part, np.zeros((len(part), 0) if raw else (0, len(part)), dtype=dtype)
             return
-        width = np.dtype(dtype).itemsize * max(n_out, 1)
-        chunk_size = max(1, min(chunk_size, _BUFFER_BYTES // width))
+        chunk_size = check_chunk_size(chunk_size, n_out, np.dtype(dtype).itemsize)
         reader = self._reader(subset)
         try:
             buf = np.empty((min(chunk_size, max(len(positions), 1)), n_out), dtype=dtype)
