@@ -30,6 +30,7 @@ from rvfedprs.genotypes.chunk import (
     GenotypeChunk,
     GenotypeSource,
     check_chunk_size,
+    check_index,
     check_unique_samples,
     make_variant_table,
     normalise_chrom,
@@ -249,11 +250,7 @@ class BgenSource(GenotypeSource):
         from bgen import BgenReader
 
         chunk_size = check_chunk_size(chunk_size)
-        index = np.asarray(index, dtype=np.int64)
-        if len(index) and (index[0] < 0 or index[-1] >= len(self.variants)):
-            raise ValueError(f"variant index outside 0..{len(self.variants) - 1}")
-        if len(index) > 1 and (np.diff(index) <= 0).any():
-            raise ValueError("variant index must be strictly increasing")
+        index = check_index(index, len(self.variants))
         rows = None if samples is None else sample_index(self.samples, samples, self.path)
         out_samples = self.samples if rows is None else self.samples[rows]
         wanted = self._keep[index]

@@ -207,9 +207,7 @@ class GenotypeSource:
         -----
         The base implementation reads every chunk and keeps the selected columns.
         """
-        index = np.asarray(index, dtype=np.int64)
-        if len(index) > 1 and (np.diff(index) <= 0).any():
-            raise ValueError("variant index must be strictly increasing")
+        index = check_index(index)
         offset = 0
         for chunk in self.iter_chunks(chunk_size=chunk_size, samples=samples):
             n = chunk.dosages.shape[1]
@@ -348,6 +346,22 @@ def dot_dosages(
         fill = np.where(n_missing > 0, np.asarray(fill, dtype=np.float64), 0.0)
         x += missing * fill[None, :]
     return x @ coef, n_missing
+
+
+def check_index(index: np.ndarray, n_variants: int | None = None) -> np.ndarray:
+    """A variant index as int64, checked strictly increasing (and inside ``0..n_variants-1``).
+
+    Raises
+    ------
+    ValueError
+        Naming the rule broken.
+    """
+    index = np.asarray(index, dtype=np.int64)
+    if n_variants is not None and len(index) and (index[0] < 0 or index[-1] >= n_variants):
+        raise ValueError(f"variant index outside 0..{n_variants - 1}")
+    if len(index) > 1 and (np.diff(index) <= 0).any():
+        raise ValueError("variant index must be strictly increasing")
+    return index
 
 
 #: Largest decoded chunk a reader holds (samples × variants × item size), whatever the cohort.

@@ -30,6 +30,7 @@ from rvfedprs.genotypes.chunk import (
     GenotypeChunk,
     GenotypeSource,
     check_chunk_size,
+    check_index,
     check_unique_samples,
     make_variant_table,
     normalise_chrom,
@@ -185,14 +186,6 @@ class _PgenlibSource(GenotypeSource):
             )
         return reader
 
-    def _check_index(self, index: np.ndarray) -> np.ndarray:
-        index = np.asarray(index, dtype=np.int64)
-        if len(index) and (index[0] < 0 or index[-1] >= len(self.variants)):
-            raise ValueError(f"variant index outside 0..{len(self.variants) - 1}")
-        if len(index) > 1 and (np.diff(index) <= 0).any():
-            raise ValueError("variant index must be strictly increasing")
-        return index
-
     def _blocks(
         self,
         positions: np.ndarray,
@@ -250,7 +243,7 @@ class _PgenlibSource(GenotypeSource):
         dtype: type = np.float32,
     ) -> Iterator[GenotypeChunk]:
         """Chunks of the variants at ``index`` only (see :meth:`GenotypeSource.iter_selected`)."""
-        index = self._check_index(index)
+        index = check_index(index, len(self.variants))
         out_samples = self.samples[sample_index(self.samples, samples, self.path)]
         for part, block in self._blocks(index, chunk_size, samples, dtype):
             yield GenotypeChunk(
@@ -271,7 +264,7 @@ class _PgenlibSource(GenotypeSource):
         holding a missing dosage (found by a row minimum) are filled, and one matrix product
         per chunk gives the sums, reordered to ``samples`` once at the end.
         """
-        index = self._check_index(index)
+        index = check_index(index, len(self.variants))
         coef = np.asarray(coef, dtype=np.float64)
         if coef.shape[:1] != index.shape or (fill is not None and np.shape(fill) != index.shape):
             raise ValueError(f"coef and fill must have {len(index)} rows, like index")

@@ -9,7 +9,12 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import GenotypeFormatError
-from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeChunk, GenotypeSource
+from rvfedprs.genotypes.chunk import (
+    DEFAULT_CHUNK_SIZE,
+    GenotypeChunk,
+    GenotypeSource,
+    check_index,
+)
 from rvfedprs.genotypes.formats import genotype_format
 
 __all__ = [
@@ -93,9 +98,7 @@ class MultiFileSource(GenotypeSource):
         if self.variants is None:
             yield from super().iter_selected(index, chunk_size, samples, dtype)
             return
-        index = np.asarray(index, dtype=np.int64)
-        if len(index) and (index[0] < 0 or index[-1] >= len(self.variants)):
-            raise ValueError(f"variant index outside 0..{len(self.variants) - 1}")
+        index = check_index(index, len(self.variants))
         bounds = np.searchsorted(index, self._offsets)
         for i, source in enumerate(self.sources):
             part = index[bounds[i] : bounds[i + 1]] - self._offsets[i]
