@@ -99,10 +99,14 @@ def counts_rows(fmt: str, path: str, chunk_size: int, tmp: Path) -> list[dict]:
 
 def score_rows(fmt: str, path: str, scorefile: Path, chunk_size: int, tmp: Path) -> list[dict]:
     ours = tmp / f"ours_{fmt}.tsv"
-    cmd = ["rvfedprs", "prepare", "score", "--genotypes", our_path(fmt, path), "--scorefile",
-           str(scorefile), "--out", str(ours), "--chunk-size", str(chunk_size)]  # fmt: skip
-    rows = [{"task": "PRS", "tool": "rvfedprs prepare score", **measure(cmd),
-             "command": " ".join(cmd)}]  # fmt: skip
+    rows = []
+    variants = [[], ["--via-pgen"]] if fmt in ("vcf", "bgen") else [[]]
+    for extra in variants:
+        cmd = ["rvfedprs", "prepare", "score", "--genotypes", our_path(fmt, path),
+               "--scorefile", str(scorefile), "--out", str(ours), "--chunk-size",
+               str(chunk_size), *extra]  # fmt: skip
+        rows.append({"task": "PRS", "tool": " ".join(["rvfedprs prepare score", *extra]),
+                     **measure(cmd), "command": " ".join(cmd)})  # fmt: skip
     log = pd.read_csv(tmp / f"ours_{fmt}.match.tsv", sep="\t", keep_default_na=False)
     used = log[log["status"].isin(["matched", "flipped"])]
     weights = tmp / f"p2_{fmt}.txt"

@@ -59,7 +59,8 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         nargs="+",
         metavar="PATH",
-        help="PLINK1 prefix or .bed, a VCF/BCF, or a .pgen; several = one file per chromosome",
+        help="PLINK1 prefix or .bed, a VCF/BCF, a .pgen or a .bgen; several = one file per "
+        "chromosome",
     )
     parser.add_argument(
         "--scorefile",
@@ -101,30 +102,51 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="expected build; the scoring file's #genome_build must agree",
     )
+    parser.add_argument(
+        "--bgen-ref-allele",
+        choices=("first", "last"),
+        default="first",
+        help="BGEN: which allele of each variant is REF (plink2's ref-first / ref-last)",
+    )
+    parser.add_argument(
+        "--via-pgen",
+        action="store_true",
+        help="convert VCF/BGEN inputs to a temporary .pgen with plink2 first (faster; DS "
+        "dosages then at plink2's 1/16384 precision)",
+    )
     parser.add_argument("--chunk-size", type=int, default=4096, help="variants read at a time")
 
 
 def _run_score(args: argparse.Namespace) -> int:
+    from contextlib import nullcontext
+
     from rvfedprs.genotypes import open_genotypes
+    from rvfedprs.genotypes.convert import converted
     from rvfedprs.genotypes.frequencies import read_frequency_file
     from rvfedprs.genotypes.scoring import score
 
-    paths = args.genotypes[0] if len(args.genotypes) == 1 else args.genotypes
-    source = open_genotypes(
-        paths,
-        field=args.field,
-        multiallelic="exclude" if args.exclude_multiallelic else "error",
-    )
     freqs = read_frequency_file(args.frequencies) if args.frequencies else None
-    scores, log = score(
-        source,
-        args.scorefile,
-        frequencies=freqs,
-        keep_ambiguous=args.keep_ambiguous,
-        min_overlap=args.min_overlap,
-        chunk_size=args.chunk_size,
-        genome_build=args.genome_build,
+    inputs = (
+        converted(args.genotypes, field=args.field, bgen_ref_allele=args.bgen_ref_allele)
+        if args.via_pgen
+        else nullcontext(args.genotypes)
     )
+    with inputs as paths:
+        source = open_genotypes(
+            paths,
+            field=args.field,
+            multiallelic="exclude" if args.exclude_multiallelic else "error",
+            bgen_ref_allele=args.bgen_ref_allele,
+        )
+        scores, log = score(
+            source,
+            args.scorefile,
+            frequencies=freqs,
+            keep_ambiguous=args.keep_ambiguous,
+            min_overlap=args.min_overlap,
+            chunk_size=args.chunk_size,
+            genome_build=args.genome_build,
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     scores.to_csv(out, sep="\t", index=False, float_format="%.10g")

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from rvfedprs.exceptions import GenotypeFormatError
 from rvfedprs.genotypes.formats import genotype_files, genotype_format
 
-__all__ = ["CONVERTIBLE_FORMATS", "plink2_available", "to_pgen"]
+__all__ = ["CONVERTIBLE_FORMATS", "converted", "plink2_available", "to_pgen"]
 
 #: Formats :func:`to_pgen` converts (the others are read directly).
 CONVERTIBLE_FORMATS = ("vcf", "bgen")
@@ -99,3 +102,25 @@ def to_pgen(
         errors = [ln for ln in text.splitlines() if "rror" in ln] or text.splitlines()[-3:]
         raise GenotypeFormatError(f"plink2 could not convert {path}: {' '.join(errors)}")
     return Path(f"{out_prefix}.pgen")
+
+
+@contextmanager
+def converted(
+    paths: Sequence[str | Path], *, field: str = "auto", bgen_ref_allele: str = "first"
+) -> Iterator[list[str]]:
+    """The given genotype paths, each VCF/BGEN replaced by a temporary ``.pgen`` copy.
+
+    For one-off commands (``rvfedprs prepare score --via-pgen``) that would otherwise parse a
+    VCF; the copies are deleted on exit. Other formats are passed through.
+    """
+    with tempfile.TemporaryDirectory(prefix="rvfedprs_pgen_") as tmp:
+        out = []
+        for i, path in enumerate(paths):
+            if genotype_format(path) in CONVERTIBLE_FORMATS:
+                pgen = to_pgen(
+                    path, Path(tmp) / str(i), field=field, bgen_ref_allele=bgen_ref_allele
+                )
+                out.append(str(pgen))
+            else:
+                out.append(str(path))
+        yield out
