@@ -256,7 +256,7 @@ class BgenSource(GenotypeSource):
         wanted = self._keep[index]
         n_out = len(out_samples)
         chunk_size = check_chunk_size(chunk_size, n_out, np.dtype(dtype).itemsize)
-        buffer = np.empty((n_out, min(chunk_size, max(len(index), 1))), dtype=dtype)
+        buffer = np.empty((min(chunk_size, max(len(index), 1)), n_out), dtype=dtype)
         done = 0
         with BgenReader(self.path, delay_parsing=True) as reader:
             cursor = 0
@@ -266,13 +266,13 @@ class BgenSource(GenotypeSource):
                 if raw != wanted[cursor]:
                     continue
                 dose = self._dosage(var)
-                buffer[:, cursor - done] = dose if rows is None else dose[rows]
+                buffer[cursor - done] = dose if rows is None else dose[rows]  # a contiguous row
                 cursor += 1
-                if cursor - done == buffer.shape[1] or cursor == len(wanted):
+                if cursor - done == len(buffer) or cursor == len(wanted):
                     part = index[done:cursor]
                     yield GenotypeChunk(
                         self.variants.iloc[part].reset_index(drop=True),
-                        buffer[:, : len(part)].copy(),
+                        buffer[: len(part)].T.copy(order="F"),
                         out_samples,
                     )
                     done = cursor

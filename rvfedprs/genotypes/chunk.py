@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "VARIANT_COLUMNS",
     "dot_dosages",
+    "hardcall_counts",
     "GenotypeChunk",
     "GenotypeSource",
     "normalise_chrom",
@@ -282,13 +283,7 @@ class GenotypeSource:
             missing ones.
         """
         for chunk in self.iter_chunks(chunk_size=chunk_size, samples=samples):
-            calls = np.rint(chunk.dosages)
-            counts = np.stack(
-                [(calls == value).sum(axis=0, dtype=np.int64) for value in (0, 1, 2)]
-                + [np.isnan(calls).sum(axis=0, dtype=np.int64)],
-                axis=1,
-            )
-            alt_sum = np.nansum(chunk.dosages, axis=0, dtype=np.float64)
+            counts, alt_sum = hardcall_counts(chunk.dosages)
             yield chunk.variants, alt_sum, counts
 
     def sample_missing(
@@ -314,6 +309,30 @@ class GenotypeSource:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, n_samples={len(self.samples)})"
+
+
+def hardcall_counts(dosages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hard-call counts and ALT sums of a dosage block (dosages rounded, as plink2's hardcalls).
+
+    Parameters
+    ----------
+    dosages : ndarray, shape (n_samples, n_variants)
+        NaN where missing.
+
+    Returns
+    -------
+    counts : ndarray of int64, shape (n_variants, 4)
+        Samples with 0, 1, 2 ALT alleles, and missing ones.
+    alt_sum : ndarray of float64, shape (n_variants,)
+        Sum of the ALT dosages over the called samples.
+    """
+    calls = np.rint(dosages)
+    missing = np.isnan(calls).sum(axis=0, dtype=np.int64)
+    n1 = (calls == 1).sum(axis=0, dtype=np.int64)
+    n2 = (calls == 2).sum(axis=0, dtype=np.int64)
+    n0 = dosages.shape[0] - missing - n1 - n2
+    alt_sum = np.nansum(dosages, axis=0, dtype=np.float64)
+    return np.stack([n0, n1, n2, missing], axis=1), alt_sum
 
 
 def dot_dosages(

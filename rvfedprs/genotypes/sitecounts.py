@@ -21,7 +21,12 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeSource, variant_keys
+from rvfedprs.genotypes.chunk import (
+    DEFAULT_CHUNK_SIZE,
+    GenotypeSource,
+    hardcall_counts,
+    variant_keys,
+)
 from rvfedprs.genotypes.frequencies import (
     COUNT_COLUMNS,
     allele_frequencies,
@@ -110,17 +115,8 @@ def _count_pass(source: GenotypeSource, samples: list[str], controls: list[str],
     if (rows < 0).any():
         raise InputDataError(f"control {controls[int(np.argmin(rows))]} is not among the samples")
     for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
-        calls = np.rint(chunk.dosages)
-        ctl = calls[rows]
-        counts = np.stack(
-            [(calls == v).sum(axis=0, dtype=np.int64) for v in (0, 1, 2)]
-            + [np.isnan(calls).sum(axis=0, dtype=np.int64)],
-            axis=1,
-        )
-        control_counts = np.stack(
-            [(ctl == v).sum(axis=0, dtype=np.int64) for v in (0, 1, 2)], axis=1
-        )
-        alt_sum = np.nansum(chunk.dosages, axis=0, dtype=np.float64)
+        counts, alt_sum = hardcall_counts(chunk.dosages)
+        control_counts = hardcall_counts(chunk.dosages[rows])[0][:, :3]
         yield chunk.variants, alt_sum, counts, control_counts
 
 
