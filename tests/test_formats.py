@@ -46,4 +46,5 @@ def test_files_behind_a_path(tmp_path):
 def test_snakemake_and_schema_derive_from_the_registry():
     common = (ROOT / "snakemake" / "common.smk").read_text()
     assert "from rvfedprs.genotypes.formats import genotype_files" in common
-    assert not re.search(r"\.vcf\.gz|\.pgen|\.bed", common)  # no suffix list of its own
+    # no suffix list of its own (the only suffix named is the .pgen import_genotypes writes)
+    assert not re.search(r"\.(vcf|bcf|bed|bim|fam|pvar|psam|bgen|sample)\b", common)
