@@ -457,3 +457,21 @@ def test_cli_via_pgen_equals_direct_vcf_reading(tmp_path):
         assert rc == 0
         sums.append(pd.read_csv(out, sep="\t")["SUM"].to_numpy())
     assert np.array_equal(sums[0], sums[1])  # GT calls: the .pgen copy is exact
+
+
+@needs_real
+@needs_plink2
+@pytest.mark.parametrize("model", ["dominant", "recessive"])
+def test_dominant_and_recessive_missing_genotypes_follow_plink2(model, tmp_path):
+    """Two CINECA variants with missing calls, scored under each model, effect allele REF/ALT."""
+    flag = "is_dominant" if model == "dominant" else "is_recessive"
+    sf = write_scorefile(
+        tmp_path / "m.txt",
+        ["22 44759519 G A 0.7 TRUE", "22 50184484 G T -1.3 TRUE"],
+        f"chr_name chr_position effect_allele other_allele effect_weight {flag}",
+    )
+    scores, log = score(open_genotypes(CINECA), sf)
+    assert (log["status"] == "matched").all() and set(log["effect_type"]) == {model}
+    path = write_plink2_scorefile(log, tmp_path / "p2.txt")
+    theirs = plink2_score(CINECA, path, tmp_path, model)["SCORE1_SUM"].to_numpy()
+    assert np.allclose(scores["SUM"], theirs, rtol=1e-5, atol=1e-5)

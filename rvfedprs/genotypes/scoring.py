@@ -11,8 +11,8 @@ The SUM equals ``plink2 --score FILE 1 2 3 header cols=+scoresums`` (``SCORE1_SU
 matched variants, with FILE listing each genotype variant ID, the effect allele as written in the
 genotypes (after a strand flip) and the weight (:func:`write_plink2_scorefile`). Rows flagged
 ``is_dominant`` / ``is_recessive`` are scored with plink2's ``dominant`` / ``recessive`` models
-on the effect-allele dosage x: ``min(x, 1)`` and ``max(x - 1, 0)``; a missing genotype counts the
-model's value at the mean dosage, ``min(2p, 1)`` or ``max(2p - 1, 0)``.
+on the effect-allele dosage x: ``min(x, 1)`` and ``max(x - 1, 0)``; a missing genotype counts q,
+the effect-allele frequency, under either model (as plink2 imputes it; tested).
 """
 
 from __future__ import annotations
@@ -146,15 +146,21 @@ def _frequency_fill(
 def _nonadditive_sums(
     dosages: np.ndarray, counts_alt: np.ndarray, kind: np.ndarray, weights: np.ndarray, fill
 ) -> np.ndarray:
-    """Σ w × model(effect dosage) per sample for dominant/recessive terms (missing: see module)."""
+    """Σ w × model(effect dosage) per sample for dominant/recessive terms.
+
+    A missing genotype counts q, the effect-allele frequency, under both models — what plink2
+    imputes for them (tested against ``plink2 --score ... dominant|recessive``); q from ``fill``
+    (2·p of ALT) or the called samples.
+    """
     x = np.asarray(dosages, dtype=np.float64)
     missing = np.isnan(x)
-    mean_alt = np.nanmean(np.where(missing.all(axis=0), 0.0, x), axis=0) if fill is None else fill
-    alt_fill = np.where(np.isnan(mean_alt), 0.0, mean_alt)
-    effect = np.where(counts_alt, x, 2.0 - x)
-    effect_fill = np.where(counts_alt, alt_fill, 2.0 - alt_fill)
-    effect = np.where(missing, effect_fill, effect)
-    return _transform(effect, kind) @ weights
+    with np.errstate(invalid="ignore"):
+        mean_alt = np.nanmean(np.where(missing.all(axis=0), 0.0, x), axis=0)
+    alt_fill = mean_alt if fill is None else np.asarray(fill, dtype=np.float64)
+    q = np.where(counts_alt, alt_fill, 2.0 - alt_fill) / 2.0  # effect-allele frequency
+    effect = _transform(np.where(counts_alt, x, 2.0 - x), kind)
+    effect = np.where(missing, q, effect)
+    return effect @ weights
 
 
 def _score_known(
