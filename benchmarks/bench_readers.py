@@ -94,7 +94,7 @@ def measure(cmd: list[str]) -> dict:
     }
 
 
-def worker(kind: str, path: str, chunk_size: int, keep: str = "", engine: str = "numpy") -> None:
+def worker(kind: str, path: str, chunk_size: int, keep: str = "", engine: str = "pgenlib") -> None:
     """One full pass of our reader (``kind`` = read: dosages; counts: allele counts)."""
     start = time.perf_counter()
     from rvfedprs.genotypes import open_genotypes

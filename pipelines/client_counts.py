@@ -1,8 +1,9 @@
 """Rule ``client_counts``: one client's contribution to the global allele frequencies and QC.
 
-What leaves the client is summary statistics only: per variant the ALT-allele count and number
-of called alleles over its QC-passing samples, and hard-call genotype counts over its controls
-(for the HWE test); the server (``combine_counts``) sums them.
+What leaves the client is summary statistics only (:func:`~rvfedprs.genotypes.sitecounts.
+site_counts`): per variant the ALT-allele count and number of called alleles over its QC-passing
+samples, and hard-call genotype counts over its controls (for the within-site HWE test); the
+server (``combine_counts``) combines them.
 """
 
 import logging
@@ -12,30 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from rvfedprs.genotypes import open_genotypes
-from rvfedprs.genotypes.frequencies import COUNT_COLUMNS, allele_counts
-from rvfedprs.genotypes.qc import genotype_counts
+from rvfedprs.genotypes.readers import open_with_options, skipped_variants
+from rvfedprs.genotypes.sitecounts import site_counts
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("client_counts")
-
-GENOTYPE_COUNT_COLUMNS = ("n_hom_ref", "n_het", "n_hom_alt")
-
-
-def reader_exclusions(source: Any) -> pd.DataFrame:
-    """Variants a genotype reader skipped (multi-allelic records), as a variant table + reason."""
-    parts = []
-    for one in getattr(source, "sources", [source]):
-        excluded = getattr(one, "excluded", None)
-        if excluded is None or len(excluded) == 0:
-            continue
-        parts.append(
-            pd.DataFrame(excluded, columns=["chrom", "pos", "id", "ref", "alt", "reason"])
-            if not isinstance(excluded, pd.DataFrame)
-            else excluded
-        )
-    columns = ["chrom", "pos", "id", "ref", "alt", "reason"]
-    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
 
 
 def main(
@@ -57,8 +39,7 @@ def main(
     pipeline : mapping
         The ``pipeline`` section (``chunk_size``, ``on_multiallelic``).
     out_counts : path
-        Parquet: :data:`~rvfedprs.genotypes.frequencies.COUNT_COLUMNS`, then ``n_hom_ref,
-        n_het, n_hom_alt`` among controls and ``n_samples`` (the client's QC-passing samples).
+        Parquet: :data:`~rvfedprs.genotypes.sitecounts.SITE_COUNT_COLUMNS`.
     out_skipped : path
         Variants the reader skipped (``chrom, pos, id, ref, alt, reason``).
 
@@ -70,17 +51,14 @@ def main(
     table = pd.read_csv(qc, sep="\t", dtype={"sample_id": str})
     kept = table[~table["excluded"].astype(bool)]
     controls = kept.loc[kept["phenotype"] == 0, "sample_id"].tolist()
-    source = open_genotypes([str(p) for p in genotypes], multiallelic=pipeline["on_multiallelic"])
-    chunk_size = pipeline["chunk_size"]
-    counts = allele_counts(source, samples=kept["sample_id"].tolist(), chunk_size=chunk_size)
-    skipped = reader_exclusions(source)
-    hardcalls = genotype_counts(source, samples=controls, chunk_size=chunk_size)
-    if len(hardcalls) != len(counts):
-        raise ValueError("allele and genotype counts list different variants")
-    result = counts[list(COUNT_COLUMNS)].copy()
-    for column in GENOTYPE_COUNT_COLUMNS:
-        result[column] = hardcalls[column].to_numpy()
-    result["n_samples"] = len(kept)
+    source = open_with_options(genotypes, pipeline)
+    result = site_counts(
+        source,
+        samples=kept["sample_id"].tolist(),
+        controls=controls,
+        chunk_size=pipeline["chunk_size"],
+    )
+    skipped = skipped_variants(source)
     Path(out_counts).parent.mkdir(parents=True, exist_ok=True)
     result.to_parquet(out_counts, index=False)
     skipped.to_csv(out_skipped, sep="\t", index=False)

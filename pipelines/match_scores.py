@@ -1,32 +1,30 @@
 """Rule ``match_scores``: match the scoring file to the QC-passing variants, once for everyone.
 
-Runs :func:`rvfedprs.genotypes.scoring.score` on no samples to get the match log (status per
-scoring-file row, plink2 ``--score`` semantics), marks rows whose matched variant failed QC,
-checks ``min_overlap`` on what is left, and writes the usable rows as a scoring file that every
-client then scores with.
+Matches the scoring file against the global variant table (:func:`~rvfedprs.genotypes.matching.
+match_scorefile`: plink2 ``--score`` rules, a status per scoring-file row), marks rows whose
+matched variant failed QC, checks ``min_overlap`` on what is left, and writes the usable rows as
+a scoring file (:func:`~rvfedprs.genotypes.scorefile.write_scorefile`) that every client then
+scores with. No genotype is read: the variant table is what the sites' counts were summed over.
 """
 
-import gzip
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.genotypes import open_genotypes
-from rvfedprs.genotypes.scoring import read_scorefile, score
+from rvfedprs.genotypes.matching import USABLE_STATUSES, match_scorefile
+from rvfedprs.genotypes.scorefile import read_scorefile, scorefile_rows, write_scorefile
+from rvfedprs.genotypes.scoring import check_build
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("match_scores")
 
-USABLE = ("matched", "flipped")
-
 
 def main(
     *,
-    genotypes: Sequence[str | Path],
     variants: str | Path,
     scoring_file: str | Path,
     pipeline: Mapping[str, Any],
@@ -37,14 +35,12 @@ def main(
 
     Parameters
     ----------
-    genotypes : sequence of paths
-        The genotype files (only their variants are read).
     variants : path
-        The global variant table (``variant_key``, ``alt_freq``, ``qc_pass``, ``reason``).
+        The global variant table (``chrom, pos, id, ref, alt, variant_key, qc_pass, reason``).
     scoring_file : path
         PGS Catalog scoring file.
     pipeline : mapping
-        The ``pipeline`` section (``min_overlap``, ``genome_build``, ``chunk_size``).
+        The ``pipeline`` section (``min_overlap``, ``genome_build``, ``keep_ambiguous``).
     out_weights : path
         The usable rows, gzip-compressed, in PGS Catalog format with the original header.
     out_match : path
@@ -60,24 +56,24 @@ def main(
     InputDataError
         Fewer than ``min_overlap`` of the rows usable after QC, or a build mismatch.
     """
-    table = pd.read_csv(variants, sep="\t", dtype={"variant_key": str, "chrom": str})
+    table = pd.read_csv(
+        variants,
+        sep="\t",
+        dtype={"variant_key": str, "chrom": str, "id": str},
+        keep_default_na=False,
+    )
     scorefile = read_scorefile(scoring_file)
-    source = open_genotypes([str(p) for p in genotypes], multiallelic=pipeline["on_multiallelic"])
-    _, match = score(
-        source,
-        scorefile,
-        frequencies=table[["variant_key", "alt_freq"]],
-        min_overlap=0.0,
-        samples=[],
-        chunk_size=pipeline["chunk_size"],
-        genome_build=pipeline["genome_build"],
+    check_build(scorefile, pipeline["genome_build"])
+    match = match_scorefile(
+        table, scorefile, keep_ambiguous=pipeline.get("keep_ambiguous", False), genotypes=variants
     )
     qc = table.set_index("variant_key")
-    matched = match["status"].isin(USABLE)
+    matched = match["status"].isin(USABLE_STATUSES)
     keys = match["variant_key"].where(matched)
     match["qc_pass"] = keys.map(qc["qc_pass"]).eq(True).to_numpy()
     match["qc_reason"] = keys.map(qc["reason"]).where(matched & ~match["qc_pass"], "").fillna("")
     match["used"] = matched & match["qc_pass"]
+    match.loc[matched & ~match["qc_pass"], "match_status"] = "excluded"
     share = float(match["used"].mean()) if len(match) else 0.0
     if share < pipeline["min_overlap"]:
         statuses = match["status"].value_counts().to_dict()
@@ -89,22 +85,11 @@ def main(
         )
     Path(out_match).parent.mkdir(parents=True, exist_ok=True)
     match.to_csv(out_match, sep="\t", index=False)
-
-    rows = scorefile.table.set_index("row").loc[match.loc[match["used"], "row"]]
-    weights = pd.DataFrame(
-        {
-            "rsID": rows["rsid"].to_numpy(),
-            "chr_name": rows["chrom"].to_numpy(),
-            "chr_position": rows["pos"].to_numpy(),
-            "effect_allele": rows["effect_allele"].to_numpy(),
-            "other_allele": rows["other_allele"].to_numpy(),
-            "effect_weight": rows["effect_weight"].to_numpy(),
-        }
-    )
-    header = "".join(f"#{k}={v}\n" for k, v in scorefile.header.items())
-    with gzip.open(out_weights, "wt") as handle:
-        handle.write(header)
-        weights.to_csv(handle, sep="\t", index=False, float_format="%.10g")
+    used_rows = pd.unique(match.loc[match["used"], "row"])
+    header = {k: v for k, v in scorefile.header.items() if k != "HmPOS_build"}
+    if scorefile.harmonised:  # the written positions are the harmonised ones
+        header["genome_build"] = scorefile.genome_build
+    write_scorefile(out_weights, scorefile_rows(scorefile, used_rows), header=header)
     logger.info(
         "%d of %d scoring rows used (%.1f%%); statuses %s",
         int(match["used"].sum()),
@@ -119,7 +104,6 @@ if "snakemake" in globals():
     snakemake = globals()["snakemake"]  # injected by Snakemake's `script:` directive
     with logged_rule(snakemake):
         main(
-            genotypes=snakemake.params.genotypes,
             variants=snakemake.input.variants,
             scoring_file=snakemake.input.scoring_file,
             pipeline=snakemake.params.pipeline,

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from rvfedprs.cohort import exclusions
-from rvfedprs.genotypes import open_genotypes
 from rvfedprs.genotypes.qc import sample_call_rates
+from rvfedprs.genotypes.readers import open_with_options
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("sample_qc")
@@ -53,7 +53,7 @@ def main(
     if members.empty:
         raise ValueError(f"client {client!r} is not in {cohort}")
     threshold = pipeline["qc"]["sample_call_rate_min"]
-    source = open_genotypes([str(p) for p in genotypes], multiallelic=pipeline["on_multiallelic"])
+    source = open_with_options(genotypes, pipeline)
     rates = sample_call_rates(
         source,
         samples=members["sample_id"].tolist(),

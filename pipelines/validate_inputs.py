@@ -7,7 +7,6 @@ line endings; IDs must be unique; clients too small or holding one phenotype cla
 genotype-file order) and the exclusions of this step.
 """
 
-import gzip
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,59 +17,21 @@ import pandas as pd
 from rvfedprs.cohort import (
     check_clients,
     check_line_endings,
+    load_covariates,
     load_phenotypes,
     load_samples_sheet,
     reconcile_samples,
+    restrict_to_genotyped,
 )
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.genotypes import open_genotypes
+from rvfedprs.genotypes.formats import genotype_files
+from rvfedprs.genotypes.readers import open_with_options
+from rvfedprs.genotypes.scorefile import declared_build
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("validate_inputs")
 
 STEP = "validate_inputs"
-_BUILD_ALIASES = {
-    "grch37": "GRCh37", "hg19": "GRCh37", "37": "GRCh37", "b37": "GRCh37", "hs37": "GRCh37",
-    "grch38": "GRCh38", "hg38": "GRCh38", "38": "GRCh38", "b38": "GRCh38",
-}  # fmt: skip
-
-
-def declared_build(scoring_file: str | Path) -> str | None:
-    """The genome build a PGS Catalog scoring file declares, normalised to GRCh37/GRCh38.
-
-    A harmonised file's ``#HmPOS_build`` wins over ``#genome_build``. Returns None when the
-    header declares none or ``NR`` (not reported).
-    """
-    opener = gzip.open if str(scoring_file).endswith(".gz") else open
-    header: dict[str, str] = {}
-    with opener(scoring_file, "rt") as handle:
-        for line in handle:
-            if not line.startswith("#"):
-                break
-            key, _, value = line.lstrip("#").strip().partition("=")
-            header[key.strip()] = value.strip()
-    raw = header.get("HmPOS_build") or header.get("genome_build")
-    if raw is None or raw.upper() in ("", "NR", "NA", "NONE"):
-        return None
-    build = _BUILD_ALIASES.get(raw.lower())
-    if build is None:
-        raise InputDataError(
-            f"scoring file {scoring_file} declares an unknown genome build {raw!r}; "
-            f"expected one of {sorted(set(_BUILD_ALIASES.values()))}"
-        )
-    return build
-
-
-def _genotype_text_files(paths: Sequence[str]) -> list[Path]:
-    files = []
-    for path in map(str, paths):
-        stem = path[: -len(".bed")] if path.endswith(".bed") else path
-        for suffix in (".bim", ".fam"):
-            if Path(stem + suffix).is_file():
-                files.append(Path(stem + suffix))
-        if path.endswith(".pgen") and Path(path[:-5] + ".psam").is_file():
-            files.append(Path(path[:-5] + ".psam"))
-    return files
 
 
 def main(
@@ -110,7 +71,8 @@ def main(
     InputDataError
         On any hard error, naming the file and the offending values.
     """
-    for path in [scoring_file, *_genotype_text_files(genotypes)]:
+    text_files = [f for g in genotypes for f in genotype_files(g, text_only=True)]
+    for path in [scoring_file, *text_files]:
         check_line_endings(path)
     build = declared_build(scoring_file)
     if build is None:
@@ -122,9 +84,7 @@ def main(
             f"{pipeline['genome_build']} (PGS Catalog *_hmPOS_{pipeline['genome_build']}.txt.gz)"
         )
 
-    source = open_genotypes(
-        [str(p) for p in genotypes], multiallelic=pipeline.get("on_multiallelic", "exclude")
-    )
+    source = open_with_options(genotypes, pipeline)
     sheet = load_samples_sheet(samples)
     coding = pipeline["phenotype"]
     table, excluded_values = load_phenotypes(
@@ -135,8 +95,27 @@ def main(
         controls=[str(v) for v in coding["controls"]],
         step=STEP,
     )
+    if pipeline.get("covariates"):  # non-numeric values stop here; missing ones per the rule
+        _, missing_covariates = load_covariates(
+            phenotypes,
+            columns=pipeline["covariates"],
+            id_column=coding["id_column"],
+            on_missing=pipeline["covariate_missing"],
+            step=STEP,
+        )
+        dropped = missing_covariates["id"]
+        table = table[~table["sample_id"].isin(dropped)]
+        excluded_values = pd.concat([excluded_values, missing_covariates], ignore_index=True)
     # Individuals with an unusable phenotype value are excluded, not "absent".
     sheet_kept = sheet[~sheet["sample_id"].isin(excluded_values["id"])]
+    unlabelled = excluded_values.iloc[:0]
+    if pipeline.get("clients_from") is not None:  # a panel's labels: usually a superset
+        sheet_kept, unlabelled = restrict_to_genotyped(
+            sheet_kept,
+            source.samples,
+            source=f"clients_from {pipeline['clients_from']['psam']}",
+            step=STEP,
+        )
     genotype_ids = [s for s in source.samples if s not in set(excluded_values["id"])]
     cohort, mismatched = reconcile_samples(
         genotype_ids,
@@ -157,7 +136,7 @@ def main(
         on_invalid=pipeline["on_invalid_client"],
         step=STEP,
     )
-    excluded = pd.concat([excluded_values, mismatched, bad_clients], ignore_index=True)
+    excluded = pd.concat([excluded_values, unlabelled, mismatched, bad_clients], ignore_index=True)
     Path(out_cohort).parent.mkdir(parents=True, exist_ok=True)
     Path(out_exclusions).parent.mkdir(parents=True, exist_ok=True)
     cohort.to_csv(out_cohort, sep="\t", index=False)

@@ -27,7 +27,12 @@ __all__ = [
     "load_samples_sheet",
     "samples_sheet_from_psam",
     "load_phenotypes",
+    "COVARIATE_MISSING",
+    "RESERVED_COLUMNS",
+    "load_covariates",
+    "impute_covariates",
     "reconcile_samples",
+    "restrict_to_genotyped",
     "check_clients",
     "stratified_split",
     "assign_splits",
@@ -273,6 +278,132 @@ def load_phenotypes(
     return phenotypes, excluded
 
 
+#: What to do with a sample whose covariate is empty (``pipeline.covariate_missing``).
+COVARIATE_MISSING = ("exclude", "impute_mean")
+#: Columns of ``samples.parquet`` a covariate may not be named after.
+RESERVED_COLUMNS = ("sample_id", "prs", "phenotype", "split")
+_NA_TEXT = frozenset({"", "NA", "NAN", "NULL", "NONE", "."})
+
+
+def load_covariates(
+    path: str | Path,
+    *,
+    columns: Sequence[str],
+    id_column: str = "Subject id",
+    on_missing: str = "exclude",
+    step: str = "validate_inputs",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read numeric covariates (age, sex, genetic PCs, ...) from the phenotype table.
+
+    Parameters
+    ----------
+    path : str or Path
+        The phenotype table (tab-separated, one row per individual).
+    columns : sequence of str
+        The covariate columns, in the order they are written to ``samples.parquet``.
+    id_column : str
+        The column holding the genotype sample ID.
+    on_missing : {"exclude", "impute_mean"}
+        A sample with an empty cell (``""``, ``NA``, ``NaN``, ``.``): excluded (one exclusion
+        row naming the columns), or kept with NaN for :func:`impute_covariates`.
+    step : str
+        Step name recorded in the exclusion table.
+
+    Returns
+    -------
+    covariates : pandas.DataFrame
+        ``sample_id`` (str) and one float64 column per covariate, in file order, without the
+        excluded samples.
+    excluded : pandas.DataFrame
+        One ``sample`` exclusion per sample dropped for a missing covariate.
+
+    Raises
+    ------
+    InputDataError
+        A missing column (listing those present), a column named like a ``samples.parquet``
+        column (:data:`RESERVED_COLUMNS`), or a non-numeric value (naming the column, the
+        sample and the value).
+    """
+    if on_missing not in COVARIATE_MISSING:
+        raise ValueError(
+            f"on_missing {on_missing!r} unknown; choose from {list(COVARIATE_MISSING)}"
+        )
+    columns = list(columns)
+    clash = [c for c in columns if c in RESERVED_COLUMNS]
+    if clash:
+        raise InputDataError(
+            f"covariate column(s) {clash} would overwrite samples.parquet columns "
+            f"{list(RESERVED_COLUMNS)}; rename them in {path}"
+        )
+    table = read_tsv(path, required=(id_column, *columns), what="phenotype table")
+    out = pd.DataFrame({"sample_id": table[id_column].to_numpy(dtype=str)})
+    missing = np.zeros(len(table), dtype=bool)
+    missing_names: list[list[str]] = [[] for _ in range(len(table))]
+    for column in columns:
+        text = table[column].str.strip()
+        blank = text.str.upper().isin(_NA_TEXT).to_numpy()
+        values = pd.to_numeric(text.where(~blank), errors="coerce")
+        bad = values.isna().to_numpy() & ~blank
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputDataError(
+                f"covariate {column!r} in {path} is not numeric for sample "
+                f"{out['sample_id'].iloc[i]!r}: {table[column].iloc[i]!r} ({int(bad.sum())} "
+                "such values); code categories as numbers (e.g. sex 0/1)"
+            )
+        out[column] = values.to_numpy(dtype=np.float64)
+        missing |= blank
+        for i in np.flatnonzero(blank):
+            missing_names[i].append(column)
+    excluded = exclusions("sample", [], [], step)
+    if on_missing == "exclude" and missing.any():
+        excluded = exclusions(
+            "sample",
+            out.loc[missing, "sample_id"],
+            [
+                f"covariate(s) {names} missing"
+                for names, m in zip(missing_names, missing, strict=True)
+                if m
+            ],
+            step,
+        )
+        out = out.loc[~missing].reset_index(drop=True)
+    return out, excluded
+
+
+def impute_covariates(
+    covariates: pd.DataFrame, columns: Sequence[str]
+) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """Replace missing covariates by the column's mean over the given samples (one client's).
+
+    Returns
+    -------
+    covariates : pandas.DataFrame
+        A copy with no NaN in ``columns``.
+    imputed : dict of str to list of str
+        The samples imputed, per column (for the log).
+
+    Raises
+    ------
+    InputDataError
+        When a column has no value at all among these samples (nothing to impute from).
+    """
+    out = covariates.copy()
+    imputed: dict[str, list[str]] = {}
+    for column in columns:
+        gap = out[column].isna().to_numpy()
+        if not gap.any():
+            continue
+        if gap.all():
+            raise InputDataError(
+                f"covariate {column!r} is missing for all {len(out)} samples of the client; "
+                "nothing to impute the mean from"
+            )
+        out.loc[gap, column] = float(out.loc[~gap, column].mean())
+        imputed[column] = out.loc[gap, "sample_id"].astype(str).tolist()
+    return out, imputed
+
+
 def _normalise_code(value: object) -> str:
     text = str(value).strip()
     try:
@@ -350,6 +481,42 @@ def reconcile_samples(
     )
     cohort["phenotype"] = cohort["phenotype"].astype(np.int8)
     return cohort.reset_index(drop=True), excluded
+
+
+def restrict_to_genotyped(
+    sheet: pd.DataFrame,
+    genotype_ids: Sequence[str],
+    *,
+    source: str = "the samples sheet",
+    step: str = "validate_inputs",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keep the rows of a samples sheet whose sample is genotyped; log the others.
+
+    A sheet built from a reference panel's labels (``pipeline.clients_from``) usually names
+    more samples than a cohort's genotypes hold; those are not an error.
+
+    Parameters
+    ----------
+    sheet : pandas.DataFrame
+        With ``sample_id``.
+    genotype_ids : sequence of str
+        Sample IDs in the genotype files.
+    source : str
+        Where the sheet comes from, for the exclusion reason.
+    step : str
+        Step name recorded in the exclusion table.
+
+    Returns
+    -------
+    kept : pandas.DataFrame
+        The sheet's genotyped rows, in sheet order.
+    excluded : pandas.DataFrame
+        One ``sample`` exclusion per dropped row.
+    """
+    present = sheet["sample_id"].isin(set(map(str, genotype_ids)))
+    dropped = sheet.loc[~present, "sample_id"]
+    excluded = exclusions("sample", dropped, f"in {source} but absent from the genotypes", step)
+    return sheet.loc[present].reset_index(drop=True), excluded
 
 
 def check_clients(

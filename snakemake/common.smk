@@ -2,6 +2,9 @@
 import pandas as pd
 
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.genotypes.convert import CONVERTIBLE_FORMATS, plink2_available
+from rvfedprs.genotypes.formats import genotype_files, genotype_format
+from rvfedprs.genotypes.readers import READER_OPTIONS
 
 PIPE = config["pipeline"]
 COHORT_DIR = "results/cohort"
@@ -44,22 +47,23 @@ def _cohort_paths():
 COHORT = _cohort_paths()
 
 
-def genotype_files(paths):
-    """The files behind genotype paths (a PLINK prefix stands for its .bed/.bim/.fam)."""
-    files = []
-    for path in paths:
-        if path.endswith((".vcf", ".vcf.gz", ".bcf")):
-            files.append(path)
-        elif path.endswith(".pgen"):
-            stem = path[: -len(".pgen")]
-            files += [path, f"{stem}.pvar", f"{stem}.psam"]
-        else:
-            stem = path[: -len(".bed")] if path.endswith(".bed") else path
-            files += [f"{stem}.bed", f"{stem}.bim", f"{stem}.fam"]
-    return files
+def _genotypes_read():
+    """The genotype paths read by the steps: each VCF/BGEN converted once to .pgen
+    (import_genotypes) when pipeline.convert_to_pgen and plink2 is installed, else the input."""
+    convert = PIPE["convert_to_pgen"] and plink2_available()
+    return [
+        f"{PREP}/genotypes/{i}.pgen"
+        if convert and genotype_format(path, default="bfile") in CONVERTIBLE_FORMATS
+        else path
+        for i, path in enumerate(COHORT["genotypes"])
+    ]
 
 
-GENOTYPE_FILES = genotype_files(COHORT["genotypes"])
+GENOTYPES = _genotypes_read()
+# The files behind each genotype path, from the genotype layer's one format registry.
+GENOTYPE_FILES = [f for path in GENOTYPES for f in genotype_files(path)]
+# How every rule opens them (rvfedprs.genotypes.readers.READER_OPTIONS).
+READER_KEYS = READER_OPTIONS
 
 
 def clients(wildcards=None):

@@ -24,6 +24,24 @@ if PIPE["clients_from"] is not None:
             "../pipelines/make_samples_sheet.py"
 
 
+rule import_genotypes:
+    input:
+        lambda wildcards: genotype_files(COHORT["genotypes"][int(wildcards.index)]),
+    output:
+        pgen=f"{PREP}/genotypes/{{index}}.pgen",
+        pvar=f"{PREP}/genotypes/{{index}}.pvar",
+        psam=f"{PREP}/genotypes/{{index}}.psam",
+    params:
+        genotypes=lambda wildcards: COHORT["genotypes"][int(wildcards.index)],
+        pipeline=settings("vcf_genotype_field", "bgen_ref_allele"),
+    wildcard_constraints:
+        index=r"\d+",
+    log:
+        f"{LOGS}/import_genotypes/{{index}}.log",
+    script:
+        "../pipelines/import_genotypes.py"
+
+
 checkpoint validate_inputs:
     input:
         genotypes=GENOTYPE_FILES,
@@ -34,9 +52,9 @@ checkpoint validate_inputs:
         cohort=f"{PREP}/cohort.tsv",
         exclusions=f"{LOGS}/exclusions/validate_inputs.tsv",
     params:
-        genotypes=COHORT["genotypes"],
+        genotypes=GENOTYPES,
         pipeline=settings(
-            "phenotype", "genome_build", "on_sample_mismatch", "on_invalid_client", "min_samples_per_client", "min_cases_per_client", "on_multiallelic"
+            "phenotype", "genome_build", "clients_from", "on_sample_mismatch", "covariates", "covariate_missing", "on_invalid_client", "min_samples_per_client", "min_cases_per_client", *READER_KEYS
         ),
     log:
         f"{LOGS}/validate_inputs.log",
@@ -52,9 +70,9 @@ rule sample_qc:
         qc=f"{PREP}/sample_qc/{{client}}.tsv",
         exclusions=f"{LOGS}/exclusions/sample_qc/{{client}}.tsv",
     params:
-        genotypes=COHORT["genotypes"],
+        genotypes=GENOTYPES,
         pipeline=settings(
-            "qc", "chunk_size", "on_multiallelic"
+            "qc", "chunk_size", *READER_KEYS
         ),
     log:
         f"{LOGS}/sample_qc/{{client}}.log",
@@ -70,9 +88,9 @@ rule client_counts:
         counts=f"{PREP}/counts/{{client}}.parquet",
         skipped=f"{PREP}/counts/{{client}}.skipped.tsv",
     params:
-        genotypes=COHORT["genotypes"],
+        genotypes=GENOTYPES,
         pipeline=settings(
-            "chunk_size", "on_multiallelic"
+            "chunk_size", *READER_KEYS
         ),
     log:
         f"{LOGS}/client_counts/{{client}}.log",
@@ -101,16 +119,14 @@ rule combine_counts:
 
 rule match_scores:
     input:
-        genotypes=GENOTYPE_FILES,
         variants=f"{PREP}/variants.tsv",
         scoring_file=COHORT["scoring_file"],
     output:
         weights=f"{PREP}/score_weights.txt.gz",
         match=f"{LOGS}/score_match.tsv",
     params:
-        genotypes=COHORT["genotypes"],
         pipeline=settings(
-            "min_overlap", "genome_build", "chunk_size", "on_multiallelic"
+            "min_overlap", "genome_build", "keep_ambiguous"
         ),
     log:
         f"{LOGS}/match_scores.log",
@@ -125,13 +141,15 @@ rule client_features:
         variants=f"{PREP}/variants.tsv",
         rare="results/rare_variants.tsv",
         weights=f"{PREP}/score_weights.txt.gz",
+        phenotypes=COHORT["phenotypes"],
     output:
         samples="results/clients/{client}/samples.parquet",
         rare="results/clients/{client}/rare_dosages.npz",
     params:
-        genotypes=COHORT["genotypes"],
+        genotypes=GENOTYPES,
         pipeline=settings(
-            "test_fraction", "random_seed", "min_overlap", "chunk_size", "on_multiallelic"
+            "test_fraction", "random_seed", "min_overlap", "chunk_size", *READER_KEYS,
+            "phenotype", "covariates", "covariate_missing"
         ),
     log:
         f"{LOGS}/client_features/{{client}}.log",

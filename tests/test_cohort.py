@@ -178,3 +178,47 @@ def test_samples_sheet_from_psam(tmp_path):
     }
     with pytest.raises(InputDataError, match=r"lacks column\(s\) \['Region'\]"):
         cohort.samples_sheet_from_psam(path, column="Region")
+
+
+def _covariate_table(tmp_path, rows):
+    path = tmp_path / "pheno.tsv"
+    path.write_text("Subject id\tdisease\tage\tsex\tPC1\n" + "".join(r + "\n" for r in rows))
+    return path
+
+
+def test_covariates_are_float64_in_file_order_and_missing_ones_excluded_or_kept(tmp_path):
+    from rvfedprs.cohort import impute_covariates, load_covariates
+
+    path = _covariate_table(
+        tmp_path,
+        ["a\t1\t50\t0\t0.1", "b\t0\tNA\t1\t-0.2", "c\t0\t40\t1\t", "d\t1\t60\t0\t0.3"],
+    )
+    kept, excluded = load_covariates(path, columns=["age", "sex", "PC1"])
+    assert kept["sample_id"].tolist() == ["a", "d"]
+    assert kept.dtypes[["age", "sex", "PC1"]].tolist() == [np.float64] * 3
+    assert excluded["id"].tolist() == ["b", "c"]
+    assert excluded["reason"].tolist() == [
+        "covariate(s) ['age'] missing",
+        "covariate(s) ['PC1'] missing",
+    ]
+    table, none = load_covariates(path, columns=["PC1", "age"], on_missing="impute_mean")
+    assert none.empty and list(table.columns) == ["sample_id", "PC1", "age"]
+    filled, imputed = impute_covariates(table, ["PC1", "age"])
+    assert imputed == {"PC1": ["c"], "age": ["b"]}
+    assert filled["age"].tolist() == [50.0, 50.0, 40.0, 60.0]
+    assert filled["PC1"].iloc[2] == pytest.approx((0.1 - 0.2 + 0.3) / 3)
+
+
+def test_non_numeric_or_reserved_covariates_are_errors_naming_column_sample_value(tmp_path):
+    from rvfedprs.cohort import impute_covariates, load_covariates
+
+    path = _covariate_table(tmp_path, ["a\t1\t50\tmale\t0.1", "b\t0\t51\t0\t0.2"])
+    with pytest.raises(InputDataError, match=r"covariate 'sex' .* sample 'a': 'male'"):
+        load_covariates(path, columns=["age", "sex"])
+    with pytest.raises(InputDataError, match=r"lacks column\(s\) \['PC2'\]"):
+        load_covariates(path, columns=["PC2"])
+    with pytest.raises(InputDataError, match=r"\['phenotype'\] would overwrite samples.parquet"):
+        load_covariates(path, columns=["phenotype"])
+    empty = pd.DataFrame({"sample_id": ["a"], "age": [np.nan]})
+    with pytest.raises(InputDataError, match=r"'age' is missing for all 1 samples"):
+        impute_covariates(empty, ["age"])

@@ -360,11 +360,11 @@ def _assert_same_chunks(a, b):
 
 
 @needs_cineca
-def test_bed_engines_numpy_and_pandas_plink_give_identical_chunks():
+def test_bed_engines_pgenlib_and_pandas_plink_give_identical_chunks():
     rng = np.random.default_rng(3)
     subset = list(rng.permutation(open_genotypes(CINECA).samples)[:301])
     for chunk_size, samples in ((256, None), (1000, subset)):
-        ours = _engine_chunks(CINECA, "numpy", chunk_size, samples)
+        ours = _engine_chunks(CINECA, "pgenlib", chunk_size, samples)
         theirs = _engine_chunks(CINECA, "pandas-plink", chunk_size, samples)
         _assert_same_chunks(ours, theirs)
     assert sum(np.isnan(c.dosages).sum() for c in ours) > 0  # the data has missing calls
@@ -388,7 +388,7 @@ def test_bed_engines_and_packed_counts_on_odd_sample_count_with_missing(tmp_path
         genotypes == "./.", np.nan, np.char.count(genotypes.astype(str), "1")
     ).T.astype(np.float32)
     for samples in (None, ["s6", "s0", "s3"]):
-        chunks = _engine_chunks(tmp_path / "m", "numpy", 16, samples)
+        chunks = _engine_chunks(tmp_path / "m", "pgenlib", 16, samples)
         _assert_same_chunks(chunks, _engine_chunks(tmp_path / "m", "pandas-plink", 16, samples))
         rows_ = slice(None) if samples is None else [6, 0, 3]
         assert np.array_equal(np.hstack([c.dosages for c in chunks]), expected[rows_], True)

@@ -89,3 +89,18 @@ def test_bed_genotype_counts_match_plink2_hardy(tmp_path):
     assert np.array_equal(table["n_hom_ref"], hardy["HOM_A1_CT"])
     assert np.array_equal(table["n_hom_alt"], hardy["TWO_AX_CT"])
     assert np.allclose(table["hwe_p"], hardy["P"], rtol=1e-5)
+
+
+@pytest.mark.skipif(not CINECA.with_suffix(".bed").is_file(), reason="CINECA data absent")
+def test_sample_missing_from_pgenlib_equals_the_generic_pass():
+    from rvfedprs.genotypes import open_genotypes
+    from rvfedprs.genotypes.chunk import GenotypeSource
+
+    for path in (CINECA, CINECA.with_suffix(".pgen")):
+        source = open_genotypes(path)
+        subset = list(np.random.default_rng(1).permutation(source.samples)[:97])
+        for samples in (None, subset, []):
+            fast = source.sample_missing(samples=samples, chunk_size=100)
+            slow = GenotypeSource.sample_missing(source, samples=samples, chunk_size=100)
+            assert np.array_equal(fast[0], slow[0]) and fast[1] == slow[1] == 829
+        assert source.sample_missing()[0].sum() > 0

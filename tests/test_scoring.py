@@ -208,8 +208,8 @@ def test_real_catalog_files():
         rsid_only.table["pos"].isna().all() and rsid_only.table["rsid"].str.startswith("rs").all()
     )
     assert read_scorefile(PGS / "PGS000001_hmPOS_GRCh38.txt.gz").genome_build == "GRCh38"
-    with pytest.raises(InputDataError, match=r"rows with is_dominant=True .*only additive"):
-        read_scorefile(PGS / "scorefile_dominant_and_recessive.txt")
+    models = read_scorefile(PGS / "scorefile_dominant_and_recessive.txt").table["effect_type"]
+    assert models.value_counts().to_dict() == {"additive": 833, "dominant": 1, "recessive": 1}
 
 
 @needs_real
@@ -278,14 +278,18 @@ def scalar_classify(effect: str, other: str, ref: str, alt: str) -> tuple[str, s
 def test_vectorised_classification_equals_the_scalar_rule_on_every_allele_combination():
     from itertools import product
 
-    from rvfedprs.genotypes.scoring import _STATUS_NAMES, _classify, _complement
+    from rvfedprs.genotypes.matching import _CODE_NAMES as _STATUS_NAMES
+    from rvfedprs.genotypes.matching import classify
+
+    def _complement(alleles):
+        return alleles.str.translate(str.maketrans("ACGT", "TGCA")).to_numpy(object)
 
     alleles = ["A", "C", "G", "T", "AC", "GT"]
     cases = [
         (e, o, r, a) for e, o, r, a in product(alleles, alleles + [""], alleles, alleles) if r != a
     ]
     e, o, r, a = (pd.Series([c[i] for c in cases]) for i in range(4))
-    state, counts_alt = _classify(
+    state, counts_alt, _ = classify(
         e.to_numpy(object),
         o.to_numpy(object),
         _complement(e),
@@ -334,3 +338,140 @@ def test_a_row_matching_two_variants_is_an_error_and_rows_keep_their_best_candid
     )
     with pytest.raises(InputDataError, match=r"1 scoring-file rows \(rows 1\) match more than one"):
         score(open_genotypes(vcf), sf2, min_overlap=0.1)
+
+
+def test_per_chromosome_vcfs_matching_nothing_give_the_min_overlap_error(tmp_path):
+    """Issue 16: no row matches any file of a multi-file VCF source → the min_overlap error."""
+    chr1 = write_vcf(tmp_path / "chr1.vcf", ["1 100 rs1 A G . . . GT 0/1 1/1 0/0 0/0"])
+    text = (
+        (tmp_path / "chr1.vcf")
+        .read_text()
+        .replace("##contig=<ID=1>", "##contig=<ID=2>")
+        .replace("\n1\t100\trs1", "\n2\t100\trs1")
+    )
+    chr2 = tmp_path / "chr2.vcf"
+    chr2.write_text(text)
+    sf = write_scorefile(
+        tmp_path / "s.txt",
+        ["3 500 A G 0.5", "4 600 C T 1.0"],
+        "chr_name chr_position effect_allele other_allele effect_weight",
+    )
+    with pytest.raises(InputDataError, match=r"only 0 of 2 rows .*below min_overlap=0.75"):
+        score(open_genotypes([chr1, chr2]), sf)
+
+
+def plink2_score(
+    path: Path, scorefile: Path, tmp_path: Path, *extra: str, cols="3"
+) -> pd.DataFrame:
+    """``plink2 --score`` on a PLINK1 fileset (weights in columns ``cols``); the .sscore table."""
+    out = tmp_path / f"p2_{scorefile.stem}_{'_'.join(extra) or 'additive'}"
+    weight = ["3"] if cols == "3" else []
+    several = [] if cols == "3" else ["--score-col-nums", cols]
+    subprocess.run(
+        ["plink2", "--bfile", str(path), "--score", str(scorefile), "1", "2", *weight,
+         "header", *extra, "cols=+scoresums", *several, "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return pd.read_csv(f"{out}.sscore", sep="\t")
+
+
+@needs_real
+@needs_plink2
+def test_dominant_and_recessive_rows_equal_plink2_models(tmp_path):
+    """pgsc_calc's dominant/recessive example: plink2 run once per model, SUMs added."""
+    scores, log = score(open_genotypes(CINECA), PGS / "scorefile_dominant_and_recessive.txt")
+    used = log[log["status"].isin(["matched", "flipped"])]
+    assert set(used["effect_type"]) == {"additive", "dominant", "recessive"}
+    expected = np.zeros(len(scores))
+    for model in ("additive", "dominant", "recessive"):
+        part = used[used["effect_type"] == model]
+        path = write_plink2_scorefile(part, tmp_path / f"{model}.txt")
+        extra = () if model == "additive" else (model,)
+        expected += plink2_score(CINECA, path, tmp_path, *extra)["SCORE1_SUM"].to_numpy()
+    assert np.allclose(scores["SUM"], expected, rtol=1e-5, atol=1e-5)
+    additive_only, _ = score(open_genotypes(CINECA), PGS / "scorefile.txt")
+    assert not np.allclose(additive_only["SUM"], scores["SUM"])  # the models change the sum
+
+
+@needs_real
+@needs_plink2
+def test_several_scores_in_one_pass_equal_plink2_columns(tmp_path):
+    """Two files, one of them with effect_weight_<name> columns: one SUM column per score."""
+    base = read_scorefile(PGS / "PGS001229_22.txt").table
+    rng = np.random.default_rng(1)
+    wide = tmp_path / "wide.txt"
+    frame = pd.DataFrame(
+        {
+            "chr_name": base["chrom"],
+            "chr_position": base["pos"],
+            "effect_allele": base["effect_allele"],
+            "other_allele": base["other_allele"],
+            "effect_weight_first": base["effect_weight"],
+            "effect_weight_second": rng.normal(size=len(base)).round(5),
+        }
+    )
+    frame.loc[3, "effect_weight_second"] = np.nan  # row 4 is not part of the second score
+    frame.to_csv(wide, sep="\t", index=False, na_rep="")
+    for source in (open_genotypes(CINECA), open_genotypes(CINECA.with_suffix(".vcf.gz"))):
+        scores, log = score(source, [PGS / "PGS001229_22.txt", wide], chunk_size=300)
+        assert [c for c in scores.columns if c.endswith("_SUM")] == [
+            "PGS001229_SUM", "first_SUM", "second_SUM"
+        ]  # fmt: skip
+        assert log.groupby("accession", sort=False).size().to_dict() == {
+            "PGS001229": 835, "first": 835, "second": 834
+        }  # fmt: skip
+        assert np.array_equal(scores["PGS001229_SUM"], scores["first_SUM"])
+        path = write_plink2_scorefile(log, tmp_path / "multi.txt")
+        theirs = plink2_score(CINECA, path, tmp_path, cols="3-5")
+        for k, name in enumerate(("PGS001229", "first", "second"), start=1):
+            assert np.allclose(scores[f"{name}_SUM"], theirs[f"SCORE{k}_SUM"], rtol=1e-5, atol=1e-5)
+    with pytest.raises(InputDataError, match=r"score names \['first', 'second'\] occur twice"):
+        score(open_genotypes(CINECA), [wide, wide])
+
+
+@needs_real
+@needs_plink2
+def test_keep_ambiguous_scores_a_t_and_c_g_rows_as_written(tmp_path):
+    dropped, _ = score(open_genotypes(CINECA), PGS / "PGS001229_22.txt")
+    kept, log = score(open_genotypes(CINECA), PGS / "PGS001229_22.txt", keep_ambiguous=True)
+    counts = log["status"].value_counts().to_dict()
+    assert counts == {"matched": 829, "not_found": 6}
+    assert log["ambiguous"].sum() == 47 and (log.loc[log["ambiguous"], "status"] == "matched").all()
+    assert (kept["n_matched"] == 829).all()
+    theirs = plink2_score(CINECA, write_plink2_scorefile(log, tmp_path / "amb.txt"), tmp_path)
+    assert np.allclose(kept["SUM"], theirs["SCORE1_SUM"], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(kept["SUM"], dropped["SUM"])
+
+
+@needs_real
+@needs_plink2
+def test_cli_via_pgen_equals_direct_vcf_reading(tmp_path):
+    sums = []
+    for extra in ([], ["--via-pgen"]):
+        out = tmp_path / f"prs{len(extra)}.tsv"
+        rc = main(
+            ["prepare", "score", "--genotypes", str(CINECA.with_suffix(".vcf.gz")),
+             "--scorefile", str(PGS / "PGS001229_22.txt"), "--out", str(out), *extra]
+        )  # fmt: skip
+        assert rc == 0
+        sums.append(pd.read_csv(out, sep="\t")["SUM"].to_numpy())
+    assert np.array_equal(sums[0], sums[1])  # GT calls: the .pgen copy is exact
+
+
+@needs_real
+@needs_plink2
+@pytest.mark.parametrize("model", ["dominant", "recessive"])
+def test_dominant_and_recessive_missing_genotypes_follow_plink2(model, tmp_path):
+    """Two CINECA variants with missing calls, scored under each model, effect allele REF/ALT."""
+    flag = "is_dominant" if model == "dominant" else "is_recessive"
+    sf = write_scorefile(
+        tmp_path / "m.txt",
+        ["22 44759519 G A 0.7 TRUE", "22 50184484 G T -1.3 TRUE"],
+        f"chr_name chr_position effect_allele other_allele effect_weight {flag}",
+    )
+    scores, log = score(open_genotypes(CINECA), sf)
+    assert (log["status"] == "matched").all() and set(log["effect_type"]) == {model}
+    path = write_plink2_scorefile(log, tmp_path / "p2.txt")
+    theirs = plink2_score(CINECA, path, tmp_path, model)["SCORE1_SUM"].to_numpy()
+    assert np.allclose(scores["SUM"], theirs, rtol=1e-5, atol=1e-5)

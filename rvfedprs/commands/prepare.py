@@ -1,7 +1,9 @@
 """``rvfedprs prepare``: per-client inputs from genotypes (sub-commands ``score``, later ``run``).
 
-``rvfedprs prepare score --genotypes PATH --scorefile FILE --out FILE.tsv`` writes the PRS SUM per
-sample (``sample_id, SUM, n_matched``) and the per-row match log beside it (``FILE.match.tsv``).
+``rvfedprs prepare score --genotypes PATH --scorefile FILE [FILE ...] --out FILE.tsv`` writes the
+PRS SUM per sample (``sample_id, SUM, n_matched``; with several scores ``<name>_SUM,
+<name>_n_matched`` each) and the per-row match log beside it (``FILE.match.tsv``, one section per
+score).
 
 Further sub-commands live in their own modules ``rvfedprs/commands/prepare_<name>.py`` (each
 with ``HELP``, ``add_arguments(parser)``, ``run(args)``) listed in :data:`EXTRA_SUBCOMMANDS`;
@@ -57,9 +59,21 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         nargs="+",
         metavar="PATH",
-        help="PLINK1 prefix or .bed, a VCF/BCF, or a .pgen; several = one file per chromosome",
+        help="PLINK1 prefix or .bed, a VCF/BCF, a .pgen or a .bgen; several = one file per "
+        "chromosome",
     )
-    parser.add_argument("--scorefile", required=True, help="PGS Catalog scoring file (.txt[.gz])")
+    parser.add_argument(
+        "--scorefile",
+        required=True,
+        nargs="+",
+        metavar="FILE",
+        help="PGS Catalog scoring file(s) (.txt[.gz]); several give one SUM column per score",
+    )
+    parser.add_argument(
+        "--keep-ambiguous",
+        action="store_true",
+        help="score A/T and C/G rows as written instead of dropping them",
+    )
     parser.add_argument("--out", required=True, help="output table FILE.tsv")
     parser.add_argument(
         "--min-overlap",
@@ -88,37 +102,58 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="expected build; the scoring file's #genome_build must agree",
     )
+    parser.add_argument(
+        "--bgen-ref-allele",
+        choices=("first", "last"),
+        default="first",
+        help="BGEN: which allele of each variant is REF (plink2's ref-first / ref-last)",
+    )
+    parser.add_argument(
+        "--via-pgen",
+        action="store_true",
+        help="convert VCF/BGEN inputs to a temporary .pgen with plink2 first (faster; DS "
+        "dosages then at plink2's 1/16384 precision)",
+    )
     parser.add_argument("--chunk-size", type=int, default=4096, help="variants read at a time")
 
 
 def _run_score(args: argparse.Namespace) -> int:
+    from contextlib import nullcontext
+
     from rvfedprs.genotypes import open_genotypes
+    from rvfedprs.genotypes.convert import converted
     from rvfedprs.genotypes.frequencies import read_frequency_file
     from rvfedprs.genotypes.scoring import score
 
-    paths = args.genotypes[0] if len(args.genotypes) == 1 else args.genotypes
-    source = open_genotypes(
-        paths,
-        field=args.field,
-        multiallelic="exclude" if args.exclude_multiallelic else "error",
-    )
     freqs = read_frequency_file(args.frequencies) if args.frequencies else None
-    scores, log = score(
-        source,
-        args.scorefile,
-        frequencies=freqs,
-        min_overlap=args.min_overlap,
-        chunk_size=args.chunk_size,
-        genome_build=args.genome_build,
+    inputs = (
+        converted(args.genotypes, field=args.field, bgen_ref_allele=args.bgen_ref_allele)
+        if args.via_pgen
+        else nullcontext(args.genotypes)
     )
+    with inputs as paths:
+        source = open_genotypes(
+            paths,
+            field=args.field,
+            multiallelic="exclude" if args.exclude_multiallelic else "error",
+            bgen_ref_allele=args.bgen_ref_allele,
+        )
+        scores, log = score(
+            source,
+            args.scorefile,
+            frequencies=freqs,
+            keep_ambiguous=args.keep_ambiguous,
+            min_overlap=args.min_overlap,
+            chunk_size=args.chunk_size,
+            genome_build=args.genome_build,
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     scores.to_csv(out, sep="\t", index=False, float_format="%.10g")
     match_path = out.with_name(out.name.removesuffix(".tsv") + ".match.tsv")
     log.to_csv(match_path, sep="\t", index=False)
     counts = log["status"].value_counts().to_dict()
-    print(
-        f"scored {len(scores)} samples on {int(scores['n_matched'].iloc[0])} variants "
-        f"({counts}); wrote {out} and {match_path}"
-    )
+    used = [c for c in scores.columns if c.endswith("n_matched")]
+    matched = ", ".join(f"{c}={int(scores[c].iloc[0])}" for c in used) if len(scores) else ""
+    print(f"scored {len(scores)} samples ({matched}; {counts}); wrote {out} and {match_path}")
     return 0

@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "VARIANT_COLUMNS",
     "dot_dosages",
+    "hardcall_counts",
     "GenotypeChunk",
     "GenotypeSource",
     "normalise_chrom",
@@ -207,9 +208,7 @@ class GenotypeSource:
         -----
         The base implementation reads every chunk and keeps the selected columns.
         """
-        index = np.asarray(index, dtype=np.int64)
-        if len(index) > 1 and (np.diff(index) <= 0).any():
-            raise ValueError("variant index must be strictly increasing")
+        index = check_index(index)
         offset = 0
         for chunk in self.iter_chunks(chunk_size=chunk_size, samples=samples):
             n = chunk.dosages.shape[1]
@@ -237,7 +236,7 @@ class GenotypeSource:
         ----------
         index : ndarray of int, shape (n_selected,)
             Strictly increasing variant positions (as for :meth:`iter_selected`).
-        coef : ndarray of float64, shape (n_selected,)
+        coef : ndarray of float64, shape (n_selected,) or (n_selected, n_scores)
         fill : ndarray of float64, shape (n_selected,), optional
             The ALT dosage a missing genotype counts as (NaN allowed where nothing is missing);
             default: the variant's mean ALT dosage over the called ``samples`` (plink2's mean
@@ -247,13 +246,13 @@ class GenotypeSource:
 
         Returns
         -------
-        sums : ndarray of float64, shape (n_samples,)
+        sums : ndarray of float64, shape (n_samples,) or (n_samples, n_scores)
         n_missing : ndarray of int64, shape (n_selected,)
             Missing genotypes per selected variant among ``samples``.
         """
         coef = np.asarray(coef, dtype=np.float64)
         rows = sample_index(self.samples, samples, self.path)
-        sums = np.zeros(len(rows), dtype=np.float64)
+        sums = np.zeros((len(rows), *coef.shape[1:]), dtype=np.float64)
         n_missing = np.zeros(len(coef), dtype=np.int64)
         done = 0
         for chunk in self.iter_selected(index, chunk_size, samples, np.float64):
@@ -284,17 +283,56 @@ class GenotypeSource:
             missing ones.
         """
         for chunk in self.iter_chunks(chunk_size=chunk_size, samples=samples):
-            calls = np.rint(chunk.dosages)
-            counts = np.stack(
-                [(calls == value).sum(axis=0, dtype=np.int64) for value in (0, 1, 2)]
-                + [np.isnan(calls).sum(axis=0, dtype=np.int64)],
-                axis=1,
-            )
-            alt_sum = np.nansum(chunk.dosages, axis=0, dtype=np.float64)
+            counts, alt_sum = hardcall_counts(chunk.dosages)
             yield chunk.variants, alt_sum, counts
+
+    def sample_missing(
+        self, samples: Sequence[str] | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE
+    ) -> tuple[np.ndarray, int]:
+        """Missing genotypes per sample over all variants (for sample call rates).
+
+        Returns
+        -------
+        n_missing : ndarray of int64, shape (n_samples,)
+            In the order of ``samples`` (default: the source's).
+        n_variants : int
+        """
+        missing = None
+        n_variants = 0
+        for chunk in self.iter_chunks(chunk_size=chunk_size, samples=samples):
+            counts = np.isnan(chunk.dosages).sum(axis=1).astype(np.int64)
+            missing = counts if missing is None else missing + counts
+            n_variants += chunk.dosages.shape[1]
+        if missing is None:
+            missing = np.zeros(len(sample_index(self.samples, samples, self.path)), np.int64)
+        return missing, n_variants
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, n_samples={len(self.samples)})"
+
+
+def hardcall_counts(dosages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hard-call counts and ALT sums of a dosage block (dosages rounded, as plink2's hardcalls).
+
+    Parameters
+    ----------
+    dosages : ndarray, shape (n_samples, n_variants)
+        NaN where missing.
+
+    Returns
+    -------
+    counts : ndarray of int64, shape (n_variants, 4)
+        Samples with 0, 1, 2 ALT alleles, and missing ones.
+    alt_sum : ndarray of float64, shape (n_variants,)
+        Sum of the ALT dosages over the called samples.
+    """
+    calls = np.rint(dosages)
+    missing = np.isnan(calls).sum(axis=0, dtype=np.int64)
+    n1 = (calls == 1).sum(axis=0, dtype=np.int64)
+    n2 = (calls == 2).sum(axis=0, dtype=np.int64)
+    n0 = dosages.shape[0] - missing - n1 - n2
+    alt_sum = np.nansum(dosages, axis=0, dtype=np.float64)
+    return np.stack([n0, n1, n2, missing], axis=1), alt_sum
 
 
 def dot_dosages(
@@ -306,37 +344,65 @@ def dot_dosages(
     ----------
     dosages : ndarray, shape (n_samples, n_variants)
         NaN where missing; a float64 array is zero-filled in place.
-    coef : ndarray of float64, shape (n_variants,)
+    coef : ndarray of float64, shape (n_variants,) or (n_variants, n_scores)
     fill : ndarray of float64, shape (n_variants,), optional
         Value of a missing dosage per variant; default the mean over the called samples.
 
     Returns
     -------
-    sums : ndarray of float64, shape (n_samples,)
+    sums : ndarray of float64, shape (n_samples,) or (n_samples, n_scores)
     n_missing : ndarray of int64, shape (n_variants,)
     """
     x = dosages if dosages.dtype == np.float64 else dosages.astype(np.float64)
-    n = x.shape[0]
-    if x.flags.f_contiguous:  # scan in memory order: nonzero over a strided view is slow
-        miss_cols, miss_rows = np.nonzero(np.isnan(x.T))
-    else:
-        miss_rows, miss_cols = np.nonzero(np.isnan(x))
-    n_missing = np.bincount(miss_cols, minlength=x.shape[1]).astype(np.int64)
-    sums = np.zeros(n, dtype=np.float64)
-    if len(miss_cols):
-        x[miss_rows, miss_cols] = 0.0
+    coef = np.asarray(coef, dtype=np.float64)
+    missing = np.isnan(x)
+    n_missing = missing.sum(axis=0, dtype=np.int64)
+    if n_missing.any():
+        x[missing] = 0.0
         if fill is None:
             with np.errstate(invalid="ignore", divide="ignore"):
-                fill = x.sum(axis=0) / (n - n_missing)
-        weight = np.asarray(coef, dtype=np.float64) * np.asarray(fill, dtype=np.float64)
-        sums += np.bincount(miss_rows, weights=weight[miss_cols], minlength=n)
-    return sums + x @ np.asarray(coef, dtype=np.float64), n_missing
+                fill = x.sum(axis=0) / (x.shape[0] - n_missing)
+        fill = np.where(n_missing > 0, np.asarray(fill, dtype=np.float64), 0.0)
+        x += missing * fill[None, :]
+    return x @ coef, n_missing
 
 
-def check_chunk_size(chunk_size: int) -> int:
-    """Validate a chunk size (a positive int)."""
+def check_index(index: np.ndarray, n_variants: int | None = None) -> np.ndarray:
+    """A variant index as int64, checked strictly increasing (and inside ``0..n_variants-1``).
+
+    Raises
+    ------
+    ValueError
+        Naming the rule broken.
+    """
+    index = np.asarray(index, dtype=np.int64)
+    if n_variants is not None and len(index) and (index[0] < 0 or index[-1] >= n_variants):
+        raise ValueError(f"variant index outside 0..{n_variants - 1}")
+    if len(index) > 1 and (np.diff(index) <= 0).any():
+        raise ValueError("variant index must be strictly increasing")
+    return index
+
+
+#: Largest decoded chunk a reader holds (samples × variants × item size), whatever the cohort.
+CHUNK_BYTES = 64 << 20
+
+
+def check_chunk_size(chunk_size: int, n_samples: int = 0, itemsize: int = 4) -> int:
+    """Validate a chunk size (a positive int), capped so that one chunk fits :data:`CHUNK_BYTES`.
+
+    Parameters
+    ----------
+    chunk_size : int
+        Variants per chunk asked for.
+    n_samples : int
+        Samples per variant (0: no cap).
+    itemsize : int
+        Bytes per decoded value.
+    """
     if int(chunk_size) < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if n_samples > 0:
+        return max(1, min(int(chunk_size), CHUNK_BYTES // (n_samples * itemsize)))
     return int(chunk_size)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeSource
+from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeSource, sample_index
 
 __all__ = ["genotype_counts", "hwe_exact", "hwe_exact_many", "sample_call_rates", "variant_qc"]
 
@@ -162,16 +162,11 @@ def sample_call_rates(
     DataFrame, shape (n_samples, 5)
         ``sample_id``, ``n_called``, ``call_rate``, ``excluded`` (bool), ``reason``.
     """
-    called = None
-    n_variants = 0
-    out_samples = None
-    for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
-        counts = (~np.isnan(chunk.dosages)).sum(axis=1).astype(np.int64)
-        called = counts if called is None else called + counts
-        n_variants += chunk.dosages.shape[1]
-        out_samples = chunk.samples
-    if called is None:
+    missing, n_variants = source.sample_missing(samples=samples, chunk_size=chunk_size)
+    if n_variants == 0:
         raise ValueError(f"{source.path}: no variants to compute sample call rates")
+    out_samples = source.samples[sample_index(source.samples, samples, source.path)]
+    called = n_variants - missing
     rate = called / n_variants
     excluded = rate < min_call_rate
     return pd.DataFrame(

@@ -9,7 +9,12 @@ import pandas as pd
 import scipy.sparse as sp
 
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeSource
+from rvfedprs.genotypes.chunk import (
+    DEFAULT_CHUNK_SIZE,
+    GenotypeSource,
+    sample_index,
+    variant_keys,
+)
 
 __all__ = ["rare_dosages"]
 
@@ -69,7 +74,13 @@ def rare_dosages(
     rows_parts, cols_parts, vals_parts = [], [], []
     found = np.zeros(len(keys), dtype=bool)
     n_samples = None
-    for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
+    if source.variants is not None:  # read only the rare variants' columns
+        at = pd.Index(variant_keys(source.variants)).get_indexer(keys)
+        chunks = source.iter_selected(np.sort(at[at >= 0]), chunk_size, samples)
+        n_samples = len(sample_index(source.samples, samples, source.path))
+    else:
+        chunks = source.iter_chunks(chunk_size=chunk_size, samples=samples)
+    for chunk in chunks:
         n_samples = len(chunk.samples)
         target = position.reindex(chunk.keys.to_numpy()).to_numpy()
         here = np.flatnonzero(~np.isnan(target))

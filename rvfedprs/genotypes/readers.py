@@ -1,38 +1,50 @@
-"""``open_genotypes``: one entry point for VCF/BCF, PLINK1 and PLINK2 files, or lists of them."""
+"""``open_genotypes``: one entry point for VCF/BCF, PLINK1, PLINK2 and BGEN files, or lists."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import GenotypeFormatError
-from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeChunk, GenotypeSource
+from rvfedprs.genotypes.chunk import (
+    DEFAULT_CHUNK_SIZE,
+    GenotypeChunk,
+    GenotypeSource,
+    check_index,
+)
+from rvfedprs.genotypes.formats import genotype_format
 
-__all__ = ["MultiFileSource", "open_genotypes"]
+__all__ = [
+    "READER_OPTIONS",
+    "MultiFileSource",
+    "open_genotypes",
+    "open_with_options",
+    "skipped_variants",
+]
 
-_VCF_SUFFIXES = (".vcf", ".vcf.gz", ".vcf.bgz", ".bcf")
+#: The pipeline-section keys that say how genotype files are read.
+READER_OPTIONS = ("on_multiallelic", "vcf_genotype_field", "bgen_ref_allele")
 
 
-def _open_one(path: str | Path, field: str, multiallelic: str) -> GenotypeSource:
+def _open_one(
+    path: str | Path, field: str, multiallelic: str, bgen_ref_allele: str
+) -> GenotypeSource:
+    from rvfedprs.genotypes.bgen import BgenSource
     from rvfedprs.genotypes.plink import BedSource, PgenSource
     from rvfedprs.genotypes.vcf import VcfSource
 
     text = str(path)
-    if text.endswith(_VCF_SUFFIXES):
+    kind = genotype_format(text)
+    if kind == "vcf":
         return VcfSource(text, field=field, multiallelic=multiallelic)
-    if text.endswith(".pgen"):
+    if kind == "pfile":
         return PgenSource(text, multiallelic=multiallelic)
-    if text.endswith(".bed") or Path(text + ".bed").is_file():
-        return BedSource(text)
-    if Path(text + ".pgen").is_file():
-        return PgenSource(text, multiallelic=multiallelic)
-    raise GenotypeFormatError(
-        f"cannot tell the genotype format of {text!r}: expected a VCF/BCF "
-        f"({', '.join(_VCF_SUFFIXES)}), a .pgen, or a PLINK1 .bed or prefix with .bed/.bim/.fam"
-    )
+    if kind == "bgen":
+        return BgenSource(text, ref_allele=bgen_ref_allele, multiallelic=multiallelic)
+    return BedSource(text)
 
 
 class MultiFileSource(GenotypeSource):
@@ -86,9 +98,7 @@ class MultiFileSource(GenotypeSource):
         if self.variants is None:
             yield from super().iter_selected(index, chunk_size, samples, dtype)
             return
-        index = np.asarray(index, dtype=np.int64)
-        if len(index) and (index[0] < 0 or index[-1] >= len(self.variants)):
-            raise ValueError(f"variant index outside 0..{len(self.variants) - 1}")
+        index = check_index(index, len(self.variants))
         bounds = np.searchsorted(index, self._offsets)
         for i, source in enumerate(self.sources):
             part = index[bounds[i] : bounds[i + 1]] - self._offsets[i]
@@ -108,19 +118,24 @@ def open_genotypes(
     *,
     field: str = "auto",
     multiallelic: str = "error",
+    bgen_ref_allele: str = "first",
 ) -> GenotypeSource:
     """Open genotype files for chunked reading.
 
     Parameters
     ----------
     path_or_paths : path or list of paths
-        A VCF (``.vcf``, ``.vcf.gz``, ``.bcf``), a PLINK1 prefix or ``.bed``, or a ``.pgen``
-        (prefix); a list reads as one source (e.g. one file per chromosome) in the given order.
+        A VCF (``.vcf``, ``.vcf.gz``, ``.vcf.bgz``, ``.bcf``), a PLINK1 prefix or ``.bed``, a
+        ``.pgen`` (prefix) or a ``.bgen`` (with its ``.sample`` beside it, or embedded IDs); a
+        list reads as one source (e.g. one file per chromosome) in the given order. Formats:
+        :data:`~rvfedprs.genotypes.formats.GENOTYPE_FORMATS`.
     field : {"auto", "GT", "DS"}
         For VCF/BCF: the FORMAT field giving dosages (``"auto"``: DS when declared, else GT).
     multiallelic : {"error", "exclude"}
         Multi-allelic records raise a :class:`GenotypeFormatError` naming the record, or are
         skipped and logged (``source.excluded``).
+    bgen_ref_allele : {"first", "last"}
+        For BGEN: which allele of each variant is REF (plink2's ``ref-first``/``ref-last``).
 
     Returns
     -------
@@ -133,6 +148,46 @@ def open_genotypes(
         Unknown format, missing or inconsistent files, duplicate sample IDs, bad records.
     """
     if isinstance(path_or_paths, (str, Path)):
-        return _open_one(path_or_paths, field, multiallelic)
-    sources = [_open_one(p, field, multiallelic) for p in path_or_paths]
+        return _open_one(path_or_paths, field, multiallelic, bgen_ref_allele)
+    sources = [_open_one(p, field, multiallelic, bgen_ref_allele) for p in path_or_paths]
     return sources[0] if len(sources) == 1 else MultiFileSource(sources)
+
+
+def open_with_options(paths: Sequence[str | Path], options: Mapping[str, str]) -> GenotypeSource:
+    """:func:`open_genotypes` with the reader options of a pipeline section.
+
+    Parameters
+    ----------
+    paths : sequence of paths
+    options : mapping
+        :data:`READER_OPTIONS`: ``on_multiallelic`` (``exclude``/``error``),
+        ``vcf_genotype_field`` (``auto``/``GT``/``DS``) and ``bgen_ref_allele``
+        (``first``/``last``).
+    """
+    return open_genotypes(
+        [str(p) for p in paths],
+        field=options["vcf_genotype_field"],
+        multiallelic=options["on_multiallelic"],
+        bgen_ref_allele=options["bgen_ref_allele"],
+    )
+
+
+def skipped_variants(source: GenotypeSource) -> pd.DataFrame:
+    """Variants a reader skipped (multi-allelic records), as a variant table with a reason.
+
+    Returns
+    -------
+    DataFrame
+        ``chrom, pos, id, ref, alt, reason`` over every file of the source (read the genotypes
+        first: a VCF knows its skipped records only after a pass).
+    """
+    columns = ["chrom", "pos", "id", "ref", "alt", "reason"]
+    parts = []
+    for one in getattr(source, "sources", [source]):
+        excluded = getattr(one, "excluded", None)
+        if excluded is None or len(excluded) == 0:
+            continue
+        frame = excluded if isinstance(excluded, pd.DataFrame) else pd.DataFrame(excluded)
+        frame.columns = columns
+        parts.append(frame)
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)

@@ -161,8 +161,8 @@ class VcfSource(GenotypeSource):
         """Yield :class:`GenotypeChunk` objects of at most ``chunk_size`` records."""
         import cyvcf2
 
-        chunk_size = check_chunk_size(chunk_size)
         rows = sample_index(self.samples, samples, self.path)
+        chunk_size = check_chunk_size(chunk_size, len(rows))
         out_samples = self.samples[rows]
         all_rows = samples is None
         self.excluded = []

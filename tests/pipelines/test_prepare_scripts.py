@@ -73,7 +73,6 @@ def prepared(tiny_cohort, tmp_path_factory):
         out_exclusions=out / "excl_combine.tsv",
     )
     load("match_scores").main(
-        genotypes=genotypes,
         variants=out / "variants.tsv",
         scoring_file=tiny_cohort["scoring_file"],
         pipeline=pipe,
@@ -223,7 +222,8 @@ def test_rare_split_and_exclusion_log(prepared):
     assert excluded["reason"].str.len().gt(0).all()
 
 
-def test_hwe_p_in_controls_matches_plink2(prepared, tmp_path):
+def test_hwe_p_within_each_site_matches_plink2(prepared, tmp_path):
+    """HWE runs on each site's controls (never the pooled sum); hwe_p is the smallest."""
     import shutil
     import subprocess
 
@@ -231,26 +231,20 @@ def test_hwe_p_in_controls_matches_plink2(prepared, tmp_path):
         pytest.skip("plink2 not installed")
     out = prepared["out"]
     cohort = pd.read_csv(out / "cohort.tsv", sep="\t")
-    keep = tmp_path / "controls.txt"
-    ids = cohort.loc[cohort["phenotype"] == 0, "sample_id"]
-    pd.DataFrame({"FID": ids, "IID": ids}).to_csv(keep, sep="\t", index=False, header=False)
-    subprocess.run(
-        [
-            "plink2",
-            "--bfile",
-            str(prepared["cohort"]["bed"]),
-            "--keep",
-            str(keep),
-            "--hardy",
-            "--out",
-            str(tmp_path / "h"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    hardy = pd.read_csv(tmp_path / "h.hardy", sep="\t")
+    per_site = []
+    for client, group in cohort.groupby("client"):
+        keep = tmp_path / f"controls_{client}.txt"
+        ids = group.loc[group["phenotype"] == 0, "sample_id"]
+        pd.DataFrame({"FID": ids, "IID": ids}).to_csv(keep, sep="\t", index=False, header=False)
+        subprocess.run(
+            ["plink2", "--bfile", str(prepared["cohort"]["bed"]), "--keep", str(keep),
+             "--hardy", "--out", str(tmp_path / f"h_{client}")],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        per_site.append(pd.read_csv(tmp_path / f"h_{client}.hardy", sep="\t")["P"].to_numpy())
     variants = pd.read_csv(out / "variants.tsv", sep="\t")
-    np.testing.assert_allclose(variants["hwe_p"], hardy["P"], rtol=1e-4)
+    np.testing.assert_allclose(variants["hwe_p"], np.min(per_site, axis=0), rtol=1e-4)
 
 
 def test_client_features_contract_and_prs_oracle(prepared):
@@ -315,7 +309,6 @@ def test_min_overlap_after_qc_is_enforced(prepared, tmp_path):
         match=r"of 132 rows of .*padded.txt.gz .* match QC-passing .*below min_overlap=0.75",
     ):
         load("match_scores").main(
-            genotypes=[str(prepared["cohort"]["bed"])],
             variants=out / "variants.tsv",
             scoring_file=path,
             pipeline=settings(),
@@ -363,3 +356,67 @@ def test_samples_sheet_from_psam_script(tmp_path):
     load("make_samples_sheet").main(psam, tmp_path / "s.tsv", column="SuperPop")
     sheet = pd.read_csv(tmp_path / "s.tsv", sep="\t")
     assert sheet.to_dict("list") == {"sample_id": ["HG1"], "client": ["EUR"], "population": ["EUR"]}
+
+
+def test_clients_from_psam_naming_more_samples_keeps_the_intersection(tiny_cohort, tmp_path):
+    """Issue 16: a .psam labelling more samples than the genotypes hold is the usual case."""
+    sheet = pd.read_csv(tiny_cohort["samples"], sep="\t", dtype=str)
+    extra = pd.DataFrame(
+        {"sample_id": ["NA00001", "NA00002"], "client": "site0", "population": "site0"}
+    )
+    grown = pd.concat([sheet[["sample_id", "client", "population"]], extra], ignore_index=True)
+    grown.to_csv(tmp_path / "sheet.tsv", sep="\t", index=False)
+    pipe = settings(clients_from={"psam": "panel.psam"})
+    cohort = validate(tiny_cohort, tmp_path, samples=tmp_path / "sheet.tsv", pipeline=pipe)
+    assert cohort["sample_id"].tolist() == tiny_cohort["sample_ids"]
+    logged = pd.read_csv(tmp_path / "excl.tsv", sep="\t")
+    rows = logged[logged["id"].isin(["NA00001", "NA00002"])]
+    assert len(rows) == 2 and rows["reason"].str.contains("absent from the genotypes").all()
+    with pytest.raises(InputDataError, match=r"2 sample\(s\) in samples sheet .*NA00001"):
+        validate(tiny_cohort, tmp_path, samples=tmp_path / "sheet.tsv")
+
+
+@pytest.mark.parametrize("rule", ["exclude", "impute_mean"])
+def test_covariates_reach_samples_parquet_as_float64_columns(prepared, tmp_path, rule):
+    """pipeline.covariates: validated early, written per client, missing ones per the rule."""
+    cohort = prepared["cohort"]
+    table = pd.read_csv(cohort["phenotypes"], sep="\t", dtype=str)
+    rng = np.random.default_rng(3)
+    table["age"] = rng.integers(40, 70, len(table)).astype(str)
+    table["PC1"] = rng.normal(size=len(table)).round(4).astype(str)
+    table.loc[5, "age"] = "NA"  # S0005, client site0
+    table.to_csv(tmp_path / "pheno.tsv", sep="\t", index=False)
+    pipe = settings(covariates=["age", "PC1"], covariate_missing=rule)
+    validated = validate(cohort, tmp_path, phenotypes=tmp_path / "pheno.tsv", pipeline=pipe)
+    excluded = pd.read_csv(tmp_path / "excl.tsv", sep="\t")
+    assert ("S0005" in excluded["id"].tolist()) == (rule == "exclude")
+    assert ("S0005" in validated["sample_id"].tolist()) == (rule == "impute_mean")
+    out = prepared["out"]
+    qc = pd.read_csv(out / "qc_site0.tsv", sep="\t")
+    qc = qc[qc["sample_id"].isin(validated["sample_id"])]
+    qc.to_csv(tmp_path / "qc_site0.tsv", sep="\t", index=False)
+    samples = load("client_features").main(
+        genotypes=[str(cohort["bed"])],
+        qc=tmp_path / "qc_site0.tsv",
+        variants=out / "variants.tsv",
+        rare=out / "rare_variants.tsv",
+        weights=out / "weights.txt.gz",
+        pipeline=pipe,
+        out_samples=tmp_path / "samples.parquet",
+        out_rare=tmp_path / "rare.npz",
+        phenotypes=tmp_path / "pheno.tsv",
+    )
+    written = pd.read_parquet(tmp_path / "samples.parquet")
+    assert list(written.columns) == ["sample_id", "prs", "phenotype", "split", "age", "PC1"]
+    assert written[["age", "PC1"]].dtypes.tolist() == [np.float64, np.float64]
+    assert not written[["age", "PC1"]].isna().any().any()
+    expected = table.set_index("Subject id").loc[written["sample_id"], "PC1"].astype(float)
+    assert np.array_equal(written["PC1"], expected)
+    if rule == "impute_mean":
+        others = written.loc[written["sample_id"] != "S0005", "age"]
+        assert written.set_index("sample_id").loc["S0005", "age"] == pytest.approx(others.mean())
+    assert samples.equals(written)
+    table.loc[7, "PC1"] = "high"
+    table.to_csv(tmp_path / "pheno.tsv", sep="\t", index=False)
+    with pytest.raises(InputDataError, match=r"covariate 'PC1' .* sample 'S0007': 'high'"):
+        validate(cohort, tmp_path, phenotypes=tmp_path / "pheno.tsv", pipeline=pipe)
