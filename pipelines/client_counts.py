@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from rvfedprs.genotypes.readers import open_with_options, skipped_variants
-from rvfedprs.genotypes.sitecounts import site_counts
+from rvfedprs.genotypes.readers import open_with_options
+from rvfedprs.prepare.site import count_alleles
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("client_counts")
@@ -49,16 +49,10 @@ def main(
         The counts table.
     """
     table = pd.read_csv(qc, sep="\t", dtype={"sample_id": str})
-    kept = table[~table["excluded"].astype(bool)]
-    controls = kept.loc[kept["phenotype"] == 0, "sample_id"].tolist()
     source = open_with_options(genotypes, pipeline)
-    result = site_counts(
-        source,
-        samples=kept["sample_id"].tolist(),
-        controls=controls,
-        chunk_size=pipeline["chunk_size"],
-    )
-    skipped = skipped_variants(source)
+    result, skipped = count_alleles(source, table, pipeline)
+    kept = table[~table["excluded"].astype(bool)]
+    controls = kept[kept["phenotype"] == 0]
     Path(out_counts).parent.mkdir(parents=True, exist_ok=True)
     result.to_parquet(out_counts, index=False)
     skipped.to_csv(out_skipped, sep="\t", index=False)

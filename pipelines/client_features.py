@@ -11,14 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from rvfedprs.cohort import assign_splits, impute_covariates, load_covariates
-from rvfedprs.genotypes.rare import rare_dosages
 from rvfedprs.genotypes.readers import open_with_options
-from rvfedprs.genotypes.scoring import score
+from rvfedprs.prepare.site import client_features
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("client_features")
@@ -66,39 +63,18 @@ def main(
         The samples table written.
     """
     table = pd.read_csv(qc, sep="\t", dtype={"sample_id": str, "client": str})
-    kept = table[~table["excluded"].astype(bool)].reset_index(drop=True)
-    ids = kept["sample_id"].tolist()
-    source = open_with_options(genotypes, pipeline)
-    frequencies = pd.read_csv(variants, sep="\t", usecols=["variant_key", "alt_freq"])
-    scores, _ = score(
-        source,
-        weights,
-        frequencies=frequencies,
-        min_overlap=pipeline["min_overlap"],
-        samples=ids,
-        chunk_size=pipeline["chunk_size"],
+    samples, dosages = client_features(
+        open_with_options(genotypes, pipeline),
+        table,
+        frequencies=pd.read_csv(variants, sep="\t", usecols=["variant_key", "alt_freq"]),
+        rare=pd.read_csv(rare, sep="\t", dtype={"variant_key": str, "chrom": str}),
+        weights=weights,
+        pipeline=pipeline,
+        phenotypes=phenotypes,
     )
-    if scores["sample_id"].tolist() != ids:
-        raise ValueError("scores are not in the requested sample order")
-    rare_table = pd.read_csv(rare, sep="\t", dtype={"variant_key": str, "chrom": str})
-    dosages = rare_dosages(source, rare_table, samples=ids, chunk_size=pipeline["chunk_size"])
-    split = assign_splits(
-        kept, test_fraction=pipeline["test_fraction"], random_seed=pipeline["random_seed"]
-    )
-    samples = pd.DataFrame(
-        {
-            "sample_id": pd.Series(ids, dtype=str),
-            "prs": scores["SUM"].to_numpy(dtype=np.float64),
-            "phenotype": kept["phenotype"].to_numpy(dtype=np.int8),
-            "split": split.to_numpy(dtype=str),
-        }
-    )
-    columns = list(pipeline.get("covariates") or [])
-    if columns:
-        samples = _with_covariates(samples, phenotypes, pipeline, columns)
     Path(out_samples).parent.mkdir(parents=True, exist_ok=True)
     samples.to_parquet(out_samples, index=False)
-    sp.save_npz(out_rare, sp.csr_matrix(dosages, dtype=np.float32))
+    sp.save_npz(out_rare, dosages)
     logger.info(
         "%d samples (%d cases, %d test), %d rare columns, %d non-zero dosages",
         len(samples),
@@ -108,31 +84,6 @@ def main(
         dosages.nnz,
     )
     return samples
-
-
-def _with_covariates(
-    samples: pd.DataFrame, phenotypes: str | Path | None, pipeline: Mapping[str, Any], columns: list
-) -> pd.DataFrame:
-    """``samples`` plus the covariate columns (float64), imputed per the configured rule."""
-    if phenotypes is None:
-        raise ValueError("pipeline.covariates is set but no phenotype table was given")
-    table, _ = load_covariates(
-        phenotypes,
-        columns=columns,
-        id_column=pipeline["phenotype"]["id_column"],
-        on_missing="impute_mean",  # validation already excluded samples under "exclude"
-    )
-    table = table.set_index("sample_id").reindex(samples["sample_id"]).reset_index()
-    if pipeline["covariate_missing"] == "impute_mean":
-        table, imputed = impute_covariates(table, columns)
-        for column, ids in imputed.items():
-            logger.info("covariate %s imputed with the client mean for %s", column, ids)
-    elif table[columns].isna().any().any():
-        raise ValueError("a covariate is missing although validation excluded such samples")
-    out = samples.copy()
-    for column in columns:
-        out[column] = table[column].to_numpy(dtype=np.float64)
-    return out
 
 
 if "snakemake" in globals():

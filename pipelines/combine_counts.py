@@ -13,16 +13,13 @@ from typing import Any
 
 import pandas as pd
 
-from rvfedprs.cohort import exclusions
-from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes.frequencies import read_frequency_file
-from rvfedprs.genotypes.sitecounts import combine_site_counts
+from rvfedprs.prepare.coordinator import combine_counts
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("combine_counts")
 
 STEP = "combine_counts"
-RARE_COLUMNS = ("variant_key", "chrom", "pos", "id", "ref", "alt", "minor_allele", "maf")
 
 
 def main(
@@ -62,57 +59,19 @@ def main(
         The variant table.
     """
     tables = {Path(p).name.split(".")[0]: pd.read_parquet(p) for p in counts}
-    if not tables:
-        raise InputDataError("no client counts to combine")
-    qc = pipeline["qc"]
-    freqs = combine_site_counts(
+    freqs, rare, excluded = combine_counts(
         tables,
-        variant_call_rate_min=qc["variant_call_rate_min"],
-        hwe_p_min=qc["hwe_p_min"],
-        rare_maf_max=pipeline["rare_maf_max"],
-        on_multiallelic=pipeline["on_multiallelic"],
+        pipeline,
+        skipped=[pd.read_csv(p, sep="\t", dtype=str) for p in skipped],
         frequencies=read_frequency_file(frequencies) if frequencies else None,
         frequency_source=f"frequency file {frequencies}",
+        step=STEP,
     )
     n_samples = int(sum(int(t["n_samples"].iloc[0]) for t in tables.values() if len(t)))
-
     Path(out_variants).parent.mkdir(parents=True, exist_ok=True)
     freqs.to_csv(out_variants, sep="\t", index=False)
-    rare = freqs.loc[freqs["class"] == "rare", list(RARE_COLUMNS)]
     rare.to_csv(out_rare, sep="\t", index=False)
-
-    reader_skipped = [pd.read_csv(p, sep="\t", dtype=str) for p in skipped]
-    reader_skipped = pd.concat(reader_skipped, ignore_index=True) if reader_skipped else None
-    parts = [
-        exclusions(
-            "variant",
-            freqs.loc[freqs["class"] == "excluded", "variant_key"],
-            freqs.loc[freqs["class"] == "excluded", "reason"],
-            STEP,
-        )
-    ]
-    if reader_skipped is not None and len(reader_skipped):
-        reader_skipped = reader_skipped.drop_duplicates()
-        keys = (
-            reader_skipped["chrom"]
-            + ":"
-            + reader_skipped["pos"]
-            + ":"
-            + reader_skipped["ref"]
-            + ":"
-            + reader_skipped["alt"]
-        )
-        parts.append(
-            exclusions(
-                "variant",
-                keys,
-                reader_skipped["reason"].map(
-                    lambda r: "multi-allelic record" if r == "multiallelic" else r
-                ),
-                "read_genotypes",
-            )
-        )
-    pd.concat(parts, ignore_index=True).to_csv(out_exclusions, sep="\t", index=False)
+    excluded.to_csv(out_exclusions, sep="\t", index=False)
     logger.info(
         "%d variants over %d samples in %d clients: %d fail QC, %d common, %d rare",
         len(freqs),

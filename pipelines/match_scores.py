@@ -14,10 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from rvfedprs.exceptions import InputDataError
-from rvfedprs.genotypes.matching import USABLE_STATUSES, match_scorefile
-from rvfedprs.genotypes.scorefile import read_scorefile, scorefile_rows, write_scorefile
-from rvfedprs.genotypes.scoring import check_build
+from rvfedprs.prepare.coordinator import match_scores, write_weights
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("match_scores")
@@ -62,34 +59,11 @@ def main(
         dtype={"variant_key": str, "chrom": str, "id": str},
         keep_default_na=False,
     )
-    scorefile = read_scorefile(scoring_file)
-    check_build(scorefile, pipeline["genome_build"])
-    match = match_scorefile(
-        table, scorefile, keep_ambiguous=pipeline.get("keep_ambiguous", False), genotypes=variants
-    )
-    qc = table.set_index("variant_key")
-    matched = match["status"].isin(USABLE_STATUSES)
-    keys = match["variant_key"].where(matched)
-    match["qc_pass"] = keys.map(qc["qc_pass"]).eq(True).to_numpy()
-    match["qc_reason"] = keys.map(qc["reason"]).where(matched & ~match["qc_pass"], "").fillna("")
-    match["used"] = matched & match["qc_pass"]
-    match.loc[matched & ~match["qc_pass"], "match_status"] = "excluded"
-    share = float(match["used"].mean()) if len(match) else 0.0
-    if share < pipeline["min_overlap"]:
-        statuses = match["status"].value_counts().to_dict()
-        raise InputDataError(
-            f"only {int(match['used'].sum())} of {len(match)} rows of {scoring_file} "
-            f"({100 * share:.1f}%) match QC-passing variants of the genotypes, below "
-            f"min_overlap={pipeline['min_overlap']}; statuses: {statuses}, "
-            f"matched but failing QC: {int((matched & ~match['qc_pass']).sum())}"
-        )
+    match, scorefile = match_scores(table, scoring_file, pipeline, variants_name=str(variants))
     Path(out_match).parent.mkdir(parents=True, exist_ok=True)
     match.to_csv(out_match, sep="\t", index=False)
-    used_rows = pd.unique(match.loc[match["used"], "row"])
-    header = {k: v for k, v in scorefile.header.items() if k != "HmPOS_build"}
-    if scorefile.harmonised:  # the written positions are the harmonised ones
-        header["genome_build"] = scorefile.genome_build
-    write_scorefile(out_weights, scorefile_rows(scorefile, used_rows), header=header)
+    write_weights(out_weights, match, scorefile)
+    share = float(match["used"].mean()) if len(match) else 0.0
     logger.info(
         "%d of %d scoring rows used (%.1f%%); statuses %s",
         int(match["used"].sum()),

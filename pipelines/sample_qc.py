@@ -7,9 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from rvfedprs.cohort import exclusions
-from rvfedprs.genotypes.qc import sample_call_rates
 from rvfedprs.genotypes.readers import open_with_options
+from rvfedprs.prepare.site import sample_qc
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("sample_qc")
@@ -52,27 +51,11 @@ def main(
     members = table[table["client"] == client]
     if members.empty:
         raise ValueError(f"client {client!r} is not in {cohort}")
-    threshold = pipeline["qc"]["sample_call_rate_min"]
-    source = open_with_options(genotypes, pipeline)
-    rates = sample_call_rates(
-        source,
-        samples=members["sample_id"].tolist(),
-        min_call_rate=threshold,
-        chunk_size=pipeline["chunk_size"],
-    )
-    qc = members[["sample_id", "client", "phenotype"]].merge(
-        rates[["sample_id", "call_rate", "excluded"]], on="sample_id", how="left", validate="1:1"
-    )
-    qc["reason"] = [
-        f"call rate {rate:.4f} < qc.sample_call_rate_min {threshold}" if bad else ""
-        for rate, bad in zip(qc["call_rate"], qc["excluded"], strict=True)
-    ]
+    qc, excluded = sample_qc(open_with_options(genotypes, pipeline), members, pipeline, step=STEP)
     qc.to_csv(out_qc, sep="\t", index=False)
-    dropped = qc[qc["excluded"]]
     Path(out_exclusions).parent.mkdir(parents=True, exist_ok=True)
-    exclusions("sample", dropped["sample_id"], dropped["reason"], STEP).to_csv(
-        out_exclusions, sep="\t", index=False
-    )
+    excluded.to_csv(out_exclusions, sep="\t", index=False)
+    dropped = qc[qc["excluded"]]
     logger.info("client %s: %d of %d samples fail the call rate", client, len(dropped), len(qc))
     return qc
 

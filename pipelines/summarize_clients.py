@@ -7,11 +7,10 @@ from pathlib import Path
 import pandas as pd
 import scipy.sparse as sp
 
+from rvfedprs.prepare.site import SUMMARY_COLUMNS, client_summary
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("summarize_clients")
-
-COLUMNS = ("client", "n_samples", "n_cases", "n_train", "n_test", "n_carriers", "n_rare_carried")
 
 
 def main(
@@ -34,27 +33,13 @@ def main(
     pandas.DataFrame
         The table written.
     """
-    rows = []
-    for samples_path, rare_path in zip(samples, rare, strict=True):
-        table = pd.read_parquet(samples_path)
-        dosages = sp.load_npz(rare_path).tocsr()
-        if dosages.shape[0] != len(table):
-            raise ValueError(
-                f"{rare_path} has {dosages.shape[0]} rows but {samples_path} {len(table)} samples"
-            )
-        carriers = dosages.getnnz(axis=1) > 0
-        rows.append(
-            {
-                "client": Path(samples_path).parent.name,
-                "n_samples": len(table),
-                "n_cases": int(table["phenotype"].sum()),
-                "n_train": int((table["split"] == "train").sum()),
-                "n_test": int((table["split"] == "test").sum()),
-                "n_carriers": int(carriers.sum()),
-                "n_rare_carried": int((dosages.getnnz(axis=0) > 0).sum()),
-            }
+    rows = [
+        client_summary(
+            Path(samples_path).parent.name, pd.read_parquet(samples_path), sp.load_npz(rare_path)
         )
-    summary = pd.DataFrame(rows, columns=list(COLUMNS))
+        for samples_path, rare_path in zip(samples, rare, strict=True)
+    ]
+    summary = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     summary.to_csv(out, sep="\t", index=False)
     logger.info("%d clients, %d samples", len(summary), summary["n_samples"].sum())
     return summary

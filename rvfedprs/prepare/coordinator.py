@@ -1,0 +1,148 @@
+"""The coordinator's preparation steps: pure functions of what the sites release.
+
+:func:`combine_counts` turns the sites' summary counts into the global variant table (call
+rates and frequencies from the summed counts, Hardy–Weinberg tests within each site, the
+common/rare split) and the rare-variant columns every site uses; :func:`match_scores` matches the
+scoring file to the QC-passing variants (plink2 ``--score`` rules) and keeps the usable rows,
+which every site then scores with. No genotype and no sample ID is read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rvfedprs.cohort import exclusions
+from rvfedprs.exceptions import InputDataError
+from rvfedprs.genotypes.matching import USABLE_STATUSES, match_scorefile
+from rvfedprs.genotypes.scorefile import read_scorefile, scorefile_rows, write_scorefile
+from rvfedprs.genotypes.scoring import check_build
+from rvfedprs.genotypes.sitecounts import combine_site_counts
+
+__all__ = ["RARE_COLUMNS", "combine_counts", "match_scores", "write_weights"]
+
+#: Columns of ``rare_variants.tsv`` (their order is the dosage columns' order).
+RARE_COLUMNS = ("variant_key", "chrom", "pos", "id", "ref", "alt", "minor_allele", "maf")
+
+
+def combine_counts(
+    tables: Mapping[str, pd.DataFrame],
+    pipeline: Mapping[str, Any],
+    *,
+    skipped: list[pd.DataFrame] = (),
+    frequencies: pd.DataFrame | None = None,
+    frequency_source: str = "frequency file",
+    step: str = "combine_counts",
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The global variant table from the sites' count tables.
+
+    Parameters
+    ----------
+    tables : mapping of str to DataFrame
+        Site → its :func:`~rvfedprs.prepare.site.count_alleles` table.
+    pipeline : mapping
+        The ``pipeline`` section (``qc``, ``rare_maf_max``, ``on_multiallelic``).
+    skipped : list of DataFrame
+        The sites' tables of records their readers skipped (multi-allelic records).
+    frequencies : DataFrame, optional
+        External frequencies replacing the summed ones.
+    frequency_source : str
+        How messages name the external frequencies.
+
+    Returns
+    -------
+    variants : DataFrame
+        Every variant: counts, ``call_rate``, ``hwe_p``, frequencies, ``qc_pass``, ``class``
+        (``common``/``rare``/``excluded``) and ``reason``.
+    rare : DataFrame
+        :data:`RARE_COLUMNS` of the rare variants, in order.
+    excluded : DataFrame
+        ``kind, id, reason, step`` of every variant left out (and of the skipped records).
+    """
+    if not tables:
+        raise InputDataError("no site counts to combine")
+    qc = pipeline["qc"]
+    variants = combine_site_counts(
+        dict(tables),
+        variant_call_rate_min=qc["variant_call_rate_min"],
+        hwe_p_min=qc["hwe_p_min"],
+        rare_maf_max=pipeline["rare_maf_max"],
+        on_multiallelic=pipeline["on_multiallelic"],
+        frequencies=frequencies,
+        frequency_source=frequency_source,
+    )
+    rare = variants.loc[variants["class"] == "rare", list(RARE_COLUMNS)]
+    out = variants.loc[variants["class"] == "excluded"]
+    parts = [exclusions("variant", out["variant_key"], out["reason"], step)]
+    read = [t for t in skipped if len(t)]
+    if read:
+        table = pd.concat(read, ignore_index=True).astype(str).drop_duplicates()
+        keys = table["chrom"] + ":" + table["pos"] + ":" + table["ref"] + ":" + table["alt"]
+        reasons = table["reason"].map(
+            lambda r: "multi-allelic record" if r == "multiallelic" else r
+        )
+        parts.append(exclusions("variant", keys, reasons, "read_genotypes"))
+    return variants, rare, pd.concat(parts, ignore_index=True)
+
+
+def match_scores(
+    variants: pd.DataFrame,
+    scoring_file: str | Path,
+    pipeline: Mapping[str, Any],
+    *,
+    variants_name: str = "the global variant table",
+) -> tuple[pd.DataFrame, Any]:
+    """Match the scoring file to the QC-passing variants; check ``min_overlap``.
+
+    ``variants_name`` names the variant table in messages.
+
+    Returns
+    -------
+    match : DataFrame
+        One row per scoring-file row: ``status`` (plink2 rules), pgsc_calc's ``match_type`` and
+        ``match_status``, ``qc_pass``, ``qc_reason`` and ``used``.
+    scorefile : ScoreFile
+        The parsed scoring file (for :func:`write_weights`).
+
+    Raises
+    ------
+    InputDataError
+        A build mismatch, or fewer than ``min_overlap`` of the rows usable after QC.
+    """
+    scorefile = read_scorefile(scoring_file)
+    check_build(scorefile, pipeline["genome_build"])
+    match = match_scorefile(
+        variants,
+        scorefile,
+        keep_ambiguous=pipeline.get("keep_ambiguous", False),
+        genotypes=str(variants_name),
+    )
+    qc = variants.set_index("variant_key")
+    matched = match["status"].isin(USABLE_STATUSES)
+    keys = match["variant_key"].where(matched)
+    match["qc_pass"] = keys.map(qc["qc_pass"]).eq(True).to_numpy()
+    match["qc_reason"] = keys.map(qc["reason"]).where(matched & ~match["qc_pass"], "").fillna("")
+    match["used"] = matched & match["qc_pass"]
+    match.loc[matched & ~match["qc_pass"], "match_status"] = "excluded"
+    share = float(match["used"].mean()) if len(match) else 0.0
+    if share < pipeline["min_overlap"]:
+        statuses = match["status"].value_counts().to_dict()
+        raise InputDataError(
+            f"only {int(match['used'].sum())} of {len(match)} rows of {scoring_file} "
+            f"({100 * share:.1f}%) match QC-passing variants of the genotypes, below "
+            f"min_overlap={pipeline['min_overlap']}; statuses: {statuses}, "
+            f"matched but failing QC: {int((matched & ~match['qc_pass']).sum())}"
+        )
+    return match, scorefile
+
+
+def write_weights(path: str | Path, match: pd.DataFrame, scorefile: Any) -> Path:
+    """The usable rows as a PGS Catalog scoring file (harmonised positions when harmonised)."""
+    used_rows = pd.unique(match.loc[match["used"], "row"])
+    header = {k: v for k, v in scorefile.header.items() if k != "HmPOS_build"}
+    if scorefile.harmonised:  # the written positions are the harmonised ones
+        header["genome_build"] = scorefile.genome_build
+    return write_scorefile(path, scorefile_rows(scorefile, used_rows), header=header)
