@@ -1,6 +1,7 @@
 # rvfedprs workflow: simulate (or read) a cohort -> prepare per-client inputs -> report.
 #   snakemake --cores 2                                     # the embedded default (demo cohort)
 #   snakemake --cores 2 --configfile config/cineca.yaml     # the CINECA synthetic excerpt
+#   snakemake --cores 2 --configfile config/consortium.yaml # the demo as a federated study
 from snakemake.utils import min_version
 
 import copy
@@ -20,8 +21,11 @@ RAW_SIMULATE = copy.deepcopy(config.get("simulate") or {})
 # Fill every default in place and stop early, naming the key, on a bad configuration.
 config.update(validate_config(config))
 
-# Final targets; each stage's .smk appends its own (train.smk / evaluate.smk add theirs).
-FINAL_TARGETS = []
+# Final targets: each stage's .smk appends its own. The pooled workflow's (one process reads
+# every client's genotypes) and a consortium study's (study.enabled: every site prepares, trains
+# and evaluates on its own folder, snakemake/study.smk) are alternatives.
+POOLED_TARGETS = []
+STUDY_TARGETS = []
 
 
 include: "snakemake/common.smk"
@@ -31,6 +35,10 @@ include: "snakemake/report.smk"
 include: "snakemake/train.smk"
 include: "snakemake/evaluate.smk"
 include: "snakemake/paper.smk"
+include: "snakemake/study.smk"
+
+
+FINAL_TARGETS = STUDY_TARGETS if config["study"]["enabled"] else POOLED_TARGETS
 
 
 rule all:

@@ -18,7 +18,18 @@ from rvfedprs.exceptions import RvfedprsError
 
 __all__ = ["main", "COMMANDS"]
 
-COMMANDS = ("simulate", "prepare", "train", "evaluate", "mia", "distance", "imaging", "report")
+COMMANDS = (
+    "simulate",
+    "prepare",
+    "train",
+    "evaluate",
+    "mia",
+    "distance",
+    "imaging",
+    "report",
+    "study",
+    "site",
+)
 
 
 def _available_commands() -> dict[str, object]:

@@ -20,6 +20,7 @@ __all__ = ["TASK_NAMES", "get_task", "register_task"]
 _REGISTRY: dict[str, str] = {
     "genomic": "rvfedprs.genomic.task:GenomicTask",
     "imaging": "rvfedprs.imaging.task:ImagingTask",
+    "study": "rvfedprs.study.task:StudyTask",
 }
 
 #: Names accepted by :func:`get_task` (the built-in tasks; :func:`register_task` adds more).

@@ -115,3 +115,21 @@ def train_sections(strategy):
     own = "fedce" if strategy == "fedce" else "strategies"
     sections[own] = dict(config[own])
     return sections
+
+
+def split_sites(pattern):
+    """An input function expanding ``pattern`` over the sites of the one-machine split."""
+
+    def expand_sites(wildcards):
+        listed = checkpoints.site_list.get().output[0]
+        with open(listed) as handle:
+            return [pattern.format(client=line.strip()) for line in handle if line.strip()]
+
+    return expand_sites
+
+
+def study_strategies():
+    """The strategies of train.compare a study runs (those that pool every site's data cannot)."""
+    from rvfedprs.strategies import strategy_class
+
+    return [s for s in config["train"]["compare"] if not strategy_class(s).pooled]

@@ -1,7 +1,7 @@
 # Stage 5: re-evaluate every trained strategy from its final checkpoint (`rvfedprs evaluate`)
 # and compare them: results/train/comparison.{csv,md} and the per-client AUC figure.
 
-FINAL_TARGETS += multiext(f"{TRAIN}/comparison", ".csv", ".md") + [f"{TRAIN}/client_auc.png"]
+POOLED_TARGETS += multiext(f"{TRAIN}/comparison", ".csv", ".md") + [f"{TRAIN}/client_auc.png"]
 
 
 rule evaluate_strategy:

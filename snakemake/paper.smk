@@ -47,7 +47,7 @@ PAPER_FLAGS += [
 
 if PAPER["enabled"]:
 
-    FINAL_TARGETS += [f"{PAPER_OUT}/report/table2_performance.md"]
+    POOLED_TARGETS += [f"{PAPER_OUT}/report/table2_performance.md"]
 
 
 rule paper_evaluation_config:

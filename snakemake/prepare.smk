@@ -1,7 +1,7 @@
 # Stage 1: validate -> QC -> federated allele frequencies -> common/rare split -> PRS and rare
 # dosages -> per-client feature sets (results/clients/{client}/...) and the exclusion log.
 
-FINAL_TARGETS += [
+POOLED_TARGETS += [
     "results/clients.tsv",
     "results/rare_variants.tsv",
     f"{LOGS}/exclusions.tsv",

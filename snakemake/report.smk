@@ -1,6 +1,6 @@
 # Stage 3 (data): the data report a person reads before training.
 
-FINAL_TARGETS += ["results/report/data_report.html"]
+POOLED_TARGETS += ["results/report/data_report.html"]
 
 
 rule data_report:

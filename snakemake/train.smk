@@ -8,7 +8,7 @@ ROUNDS = config["train"]["rounds"]
 FINAL_CHECKPOINT = f"checkpoints/round_{ROUNDS:03d}.pt"
 
 
-FINAL_TARGETS += [f"{TRAIN}/{strategy}/metrics.json" for strategy in COMPARE]
+POOLED_TARGETS += [f"{TRAIN}/{strategy}/metrics.json" for strategy in COMPARE]
 
 
 wildcard_constraints:

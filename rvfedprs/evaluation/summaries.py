@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rvfedprs.evaluation.metrics import auprc, client_auc_summary, roc_auc
+from rvfedprs.evaluation.paired import auc_standard_error
 
 __all__ = [
     "BINS",
@@ -68,6 +69,7 @@ def site_summary(
     p: np.ndarray,
     *,
     carriers: np.ndarray | None = None,
+    prs: np.ndarray | None = None,
     bins: int = BINS,
 ) -> dict[str, Any]:
     """What one site sends about its test split.
@@ -80,13 +82,16 @@ def site_summary(
     carriers : array of bool, shape (n,), optional
         Carriers of a causal rare variant of the site's cluster (simulated cohorts only; the
         truth is read at the site).
+    prs : array, shape (n,), optional
+        The (standardised) input PRS: its histogram gives the pooled PRS-only floor.
     bins : int
 
     Returns
     -------
     dict
-        ``n``, ``n_cases``, ``auc``, ``auprc``, ``histogram`` and, with ``carriers``,
-        ``n_carriers``, ``carrier_auc``, ``carrier_histogram``.
+        ``n``, ``n_cases``, ``auc``, ``auc_se`` (DeLong), ``auprc``, ``histogram``; with
+        ``carriers`` ``n_carriers``, ``carrier_auc``, ``carrier_histogram``; with ``prs``
+        ``prs_only_auc``, ``prs_histogram``.
     """
     y = np.asarray(y).astype(int)
     p = np.asarray(p, dtype=np.float64)
@@ -94,9 +99,14 @@ def site_summary(
         "n": int(y.size),
         "n_cases": int(y.sum()),
         "auc": roc_auc(y, p),
+        "auc_se": auc_standard_error(y, p) if 0 < y.sum() < y.size else float("nan"),
         "auprc": auprc(y, p),
         "histogram": _histogram(y, p, bins),
     }
+    if prs is not None:
+        score = 1.0 / (1.0 + np.exp(-np.asarray(prs, dtype=np.float64)))  # monotone: same AUC
+        out["prs_only_auc"] = roc_auc(y, score)
+        out["prs_histogram"] = _histogram(y, score, bins)
     if carriers is not None:
         mask = np.asarray(carriers, dtype=bool)
         out["n_carriers"] = int(mask.sum())
@@ -172,7 +182,12 @@ def pooled_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
         "client_auc": client_auc,
         "client_auc_mean": mean,
         "client_auc_std": std,
+        "client_auc_se": {s: float(summaries[s].get("auc_se", float("nan"))) for s in sites},
     }
+    if all("prs_histogram" in summaries[s] for s in sites):
+        out["prs_only_auc"] = histogram_auc(
+            *merge_histograms([summaries[s]["prs_histogram"] for s in sites])
+        )
     with_carriers = [s for s in sites if "carrier_histogram" in summaries[s]]
     if with_carriers:
         c_cases, c_controls = merge_histograms(

@@ -42,6 +42,26 @@ def _format_of(path: str) -> str:
     )
 
 
+def _keep_file(stem: str, kind: str, ids_file: Path) -> Path:
+    """A plink2 ``--keep`` file (``#FID IID``) for the sample IDs listed in ``ids_file``.
+
+    plink2 reads a one-column keep file as family IDs in some versions: the family IDs are
+    taken from the ``.fam``/``.psam`` so that the file is unambiguous.
+    """
+    wanted = set(ids_file.read_text().split())
+    if kind == "bfile":
+        table = pd.read_csv(f"{stem}.fam", sep=r"\s+", header=None, dtype=str, usecols=[0, 1])
+        fid, iid = table[0], table[1]
+    else:
+        table = pd.read_csv(f"{stem}.psam", sep="\t", dtype=str)
+        iid = table["IID"] if "IID" in table.columns else table["#IID"]
+        fid = table["#FID"] if "#FID" in table.columns else iid
+    keep = ids_file.with_suffix(".plink2")
+    rows = [f"{f}\t{i}\n" for f, i in zip(fid, iid, strict=True) if i in wanted]
+    keep.write_text("#FID\tIID\n" + "".join(rows))
+    return keep
+
+
 def _split_genotypes(path: str, ids_file: Path, out_prefix: Path) -> tuple[str, str]:
     """The site's copy of ``path`` restricted to the samples in ``ids_file``: (path, format)."""
     kind = _format_of(path)
@@ -54,7 +74,8 @@ def _split_genotypes(path: str, ids_file: Path, out_prefix: Path) -> tuple[str, 
     stem = path.removesuffix(".bed").removesuffix(".pgen")
     flag = "--bfile" if kind == "bfile" else "--pfile"
     make = "--make-bed" if kind == "bfile" else "--make-pgen"
-    argv = ["plink2", flag, stem, "--keep", str(ids_file), make, "--out", str(out_prefix)]
+    keep = _keep_file(stem, kind, ids_file)
+    argv = ["plink2", flag, stem, "--keep", str(keep), make, "--out", str(out_prefix)]
     _run(argv + ["--silent"], f"plink2 split of {path}")
     return str(out_prefix), kind
 

@@ -34,7 +34,14 @@ from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.rounds import RoundCallback
 from rvfedprs.strategies.base import Strategy
 
-__all__ = ["FlowerRun", "flower_engine", "check_flower_settings", "flower_session", "run_job"]
+__all__ = [
+    "FlowerRun",
+    "flower_engine",
+    "check_flower_settings",
+    "flower_session",
+    "submit_job",
+    "run_job",
+]
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +149,7 @@ def flower_session(
         yield link
 
 
-def run_job(
+def submit_job(
     engine: str,
     *,
     task: str,
@@ -162,9 +169,9 @@ def run_job(
     round_timeout: float | None = None,
     timeout: float | None = None,
     expected_nodes: int | None = None,
-    client_state: dict[str, dict[str, Any]] | None = None,
-) -> list[RunResult]:
-    """Run a job of ``task`` on Flower and return what the in-process engine does, per run.
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write a job of ``task``, run it on Flower and return its final status (the summary).
 
     Parameters
     ----------
@@ -198,12 +205,13 @@ def run_job(
         3600 s).
     expected_nodes : int, optional
         SuperNodes to wait for before the setup step (default: one per site).
-    client_state : dict, optional
-        Refilled in place with the first run's site state as the server last saw it.
+    extra : mapping, optional
+        More entries of the job (:func:`~rvfedprs.federation.flower.job.write_job`).
 
     Returns
     -------
-    list of RunResult
+    dict
+        The job's final status: what the ServerApp's program returned, ``status`` and ``time``.
 
     Raises
     ------
@@ -247,6 +255,7 @@ def run_job(
         round_timeout=round_timeout,
         node_wait=float(settings.get("node_wait") or 60.0),
         task_settings=task_settings,
+        extra=extra,
     )
     values = {key: "" for key in RUN_CONFIG_KEYS}
     values.update(run_config or {})
@@ -265,6 +274,26 @@ def run_job(
     )
     for who, why in status.get("setup_failures", {}).items():
         log.warning("%s was left out of the run: %s", who, why)
+    return status
+
+
+def run_job(
+    engine: str,
+    *,
+    runs: Sequence[FlowerRun],
+    rounds: int,
+    random_seed: int,
+    client_state: dict[str, dict[str, Any]] | None = None,
+    **options: Any,
+) -> list[RunResult]:
+    """Run a training job on Flower; return what the in-process engine does, per run.
+
+    :func:`submit_job` with ``runs`` (their ``spec``), then each run's result rebuilt from its
+    checkpoints (``evaluate_round`` applied to every round's), its checkpoints pruned to
+    ``keep_checkpoints``; ``client_state`` is refilled in place with the first run's site state
+    as the server last saw it. ``options`` are :func:`submit_job`'s.
+    """
+    submit_job(engine, runs=runs, rounds=rounds, random_seed=random_seed, **options)
     results = []
     for index, run in enumerate(runs):
         folder = Path(run.spec["out"])

@@ -60,6 +60,7 @@ def write_job(
     round_timeout: float | None = None,
     node_wait: float = 60.0,
     task_settings: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the JSON job the ServerApp reads (run config ``job-file``).
 
@@ -89,6 +90,8 @@ def write_job(
     task_settings : mapping, optional
         JSON-serialisable job-level settings of the task, sent with the setup request (the
         imaging task's partition: ``data``, ``client_ids``, ``fold``, ``class_counts``, ...).
+    extra : mapping, optional
+        More JSON-serialisable entries of the job (a study's ``study`` section).
 
     Raises
     ------
@@ -118,6 +121,7 @@ def write_job(
         "round_timeout": None if round_timeout is None else float(round_timeout),
         "node_wait": float(node_wait),
         "task_settings": json.loads(json.dumps(dict(task_settings or {}))),
+        **json.loads(json.dumps(dict(extra or {}))),
     }
     if not 1 <= job["min_replies"] <= job["expected_clients"]:
         raise ConfigError(

@@ -1,0 +1,142 @@
+"""What crosses the network, measured: a transport wrapper counting bytes and time per step.
+
+:class:`MeteredTransport` wraps any :class:`~rvfedprs.federation.task.Transport` and records, for
+every exchange, the step (``setup``, a task's step, ``fit``), the bytes each message would occupy
+on Flower's wire (the Flower records of :mod:`rvfedprs.federation.flower.records` serialised with
+Flower's protobuf), and the wall time of the exchange. On the in-process engine this measures the
+protocol's traffic without a network; benchmarks report it per message type.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rvfedprs.federation.task import Replies, Request, Task, Transport
+from rvfedprs.strategies.base import FitInstruction
+
+__all__ = ["MeteredTransport", "Traffic", "wire_bytes"]
+
+
+def wire_bytes(content: Any) -> int:
+    """Bytes of a Flower ``RecordDict`` once serialised for the wire."""
+    from flwr.common.serde import recorddict_to_proto
+
+    return len(recorddict_to_proto(content).SerializeToString())
+
+
+@dataclass
+class Traffic:
+    """Per step: messages, bytes sent to sites, bytes received, seconds."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, step: str, sent: int, received: int, messages: int, seconds: float) -> None:
+        """Record one exchange."""
+        self.rows.append(
+            {"step": step, "messages": messages, "bytes_sent": sent,
+             "bytes_received": received, "seconds": seconds}
+        )  # fmt: skip
+
+    def by_step(self):
+        """A table (pandas) summed per step."""
+        import pandas as pd
+
+        frame = pd.DataFrame(
+            self.rows, columns=["step", "messages", "bytes_sent", "bytes_received", "seconds"]
+        )
+        return frame.groupby("step", sort=False).sum().reset_index()
+
+
+class MeteredTransport(Transport):
+    """``inner`` with every exchange measured into :attr:`traffic`.
+
+    Parameters
+    ----------
+    inner : Transport
+    task : Task
+        For the exported state carried by fit messages.
+    """
+
+    def __init__(self, inner: Transport, task: Task, traffic: Traffic | None = None) -> None:
+        self.inner = inner
+        self.task = task
+        self.traffic = traffic if traffic is not None else Traffic()
+
+    @property
+    def client_ids(self) -> list[str]:
+        """The inner transport's sites."""
+        return self.inner.client_ids
+
+    def subset(self, client_ids: Sequence[str]) -> MeteredTransport:
+        """The same meter over the inner transport's subset."""
+        return MeteredTransport(self.inner.subset(client_ids), self.task, self.traffic)
+
+    def pooled(self, task: Task) -> Transport:
+        """Pooling is not a network exchange: the inner transport's."""
+        return self.inner.pooled(task)
+
+    def _query_bytes(self, requests: Mapping[str, Request], settings, replies) -> tuple[int, int]:
+        from rvfedprs.federation.flower.records import payload_to_content, request_to_content
+
+        sent = sum(wire_bytes(request_to_content(r, settings)) for r in requests.values())
+        received = sum(wire_bytes(payload_to_content(c, p)) for c, p in replies.items())
+        return sent, received
+
+    def open(self, payload: Mapping[str, Any]) -> Replies:
+        """The setup exchange, measured."""
+        start = time.perf_counter()
+        replies, failures = self.inner.open(payload)
+        seconds = time.perf_counter() - start
+        requests = {c: Request("setup", dict(payload)) for c in replies}
+        sent, received = self._query_bytes(requests, payload, replies)
+        self.traffic.add("setup", sent, received, len(requests), seconds)
+        return replies, failures
+
+    def query(self, requests: Mapping[str, Request], settings: Mapping[str, Any]) -> Replies:
+        """A step exchange, measured (named by its step)."""
+        start = time.perf_counter()
+        replies, failures = self.inner.query(requests, settings)
+        seconds = time.perf_counter() - start
+        sent, received = self._query_bytes(requests, settings, replies)
+        step = "+".join(sorted({r.step for r in requests.values()}))
+        self.traffic.add(step, sent, received, len(requests), seconds)
+        return replies, failures
+
+    def fit(
+        self,
+        server_round: int,
+        instructions: Mapping[str, FitInstruction],
+        seeds: Mapping[str, int],
+        settings: Mapping[str, Any],
+        client_state: dict[str, dict[str, Any]],
+    ) -> Replies:
+        """A training round, measured (step ``fit``)."""
+        from rvfedprs.federation.flower.records import (
+            fit_result_to_content,
+            instruction_to_content,
+        )
+
+        sent = sum(
+            wire_bytes(
+                instruction_to_content(
+                    instructions[c], server_round=server_round, seed=int(seeds[c]), run=settings
+                )
+            )
+            for c in instructions
+        )
+        start = time.perf_counter()
+        results, failures = self.inner.fit(
+            server_round, instructions, seeds, settings, client_state
+        )
+        seconds = time.perf_counter() - start
+        received = sum(
+            wire_bytes(
+                fit_result_to_content(results[c], self.task.export_state(client_state.get(c, {})))
+            )
+            for c in results
+        )
+        self.traffic.add("fit", sent, received, len(instructions), seconds)
+        return results, failures

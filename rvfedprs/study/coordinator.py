@@ -1,0 +1,282 @@
+"""The coordinator's program for a consortium study, the same on every engine.
+
+:func:`run_study` chains the sites' steps (:mod:`rvfedprs.study.task`) and writes only aggregates
+under the study's ``out`` folder::
+
+    study.json            sites, who failed and why, variant and sample counts
+    variants.tsv          the global variant table (summed counts, QC, frequencies, class)
+    rare_variants.tsv     the rare-dosage columns every site builds
+    exclusions.tsv        every excluded variant with its reason (incl. suppressed counts and the
+                          site that suppressed them), and per site the number of samples
+                          excluded per step and reason (no IDs: each site keeps its own list)
+    score_match.tsv       the scoring file matched to the variant set (pgsc_calc vocabulary)
+    score_weights.txt     the usable scoring rows the sites score with
+    clients.tsv           per site: samples, cases, train/test sizes, carriers
+    train/{strategy}/     metrics.json (SPEC §11 keys), checkpoints, provenance.json
+
+A site that fails a step (missing or malformed files: the error names the site and the file) is
+named in ``study.json`` and left out when at least ``study.min_replies`` sites remain; otherwise
+the study stops with that error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rvfedprs.cohort import exclusions
+from rvfedprs.evaluation.metrics import cluster_ari
+from rvfedprs.evaluation.summaries import pooled_metrics
+from rvfedprs.federation.rounds import FederationError, RunSpec, serve
+from rvfedprs.federation.task import Request, Task, Transport
+from rvfedprs.prepare.coordinator import combine_counts, match_scores, write_weights
+from rvfedprs.provenance import jsonable, write_provenance
+from rvfedprs.strategies.base import Strategy
+from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
+
+__all__ = ["run_study", "federated_evaluation", "counts_table"]
+
+log = logging.getLogger(__name__)
+
+
+def _checked(step: str, replies: dict, failures: dict, total: int, min_replies: int) -> None:
+    for who, why in sorted(failures.items()):
+        log.warning("%s: site %s left out: %s", step, who, why)
+    if len(replies) < min_replies:
+        raise FederationError(
+            f"{step}: only {len(replies)} of {total} sites answered (min_replies={min_replies}); "
+            f"failures: {dict(sorted(failures.items())) or 'nodes missing'}"
+        )
+
+
+def counts_table(reply: Mapping[str, Any]) -> pd.DataFrame:
+    """A site's released counts as the table :func:`combine_counts` takes."""
+    table = pd.DataFrame({c: reply["variants"][c] for c in VARIANT_COLUMNS})
+    table["pos"] = table["pos"].astype(np.int64)
+    for column in COUNT_COLUMNS:
+        table[column] = np.asarray(reply["counts"][column])
+    return table
+
+
+def _suppressed(replies: Mapping[str, Mapping[str, Any]], keys: pd.Series) -> pd.Series:
+    """Variant key → reason, for the variants some site refused to release."""
+    reasons: dict[str, list[str]] = {}
+    for site in sorted(replies):
+        mask = np.asarray(replies[site]["suppressed"], dtype=bool)
+        for key in keys[mask]:
+            reasons.setdefault(key, []).append(site)
+    return pd.Series(
+        {k: f"count below min_cell_count at site(s) {', '.join(v)}" for k, v in reasons.items()},
+        dtype=object,
+    )
+
+
+def federated_evaluation(
+    transport: Transport,
+    strategy: Strategy,
+    settings: Mapping[str, Any],
+    *,
+    bins: int,
+) -> dict[str, Any]:
+    """Every site evaluates its own model; the pooled metrics from their summaries.
+
+    Returns
+    -------
+    dict
+        :func:`~rvfedprs.evaluation.summaries.pooled_metrics` keys plus ``clusters`` and
+        ``ari`` (NaN unless the strategy forms clusters and the sites know their true cluster).
+    """
+    sites = transport.client_ids
+    requests = {
+        c: Request(
+            "evaluate",
+            {"parameters": strategy.parameters_for(c), "settings": dict(settings), "bins": bins},
+        )
+        for c in sites
+    }
+    summaries, failures = transport.query(requests, settings)
+    if failures:
+        raise FederationError(f"evaluation failed at {dict(sorted(failures.items()))}")
+    metrics = pooled_metrics(summaries)
+    found = strategy.clusters()
+    clusters = {c: found.get(c, 0) for c in sites}
+    metrics["clusters"] = clusters
+    truth = {c: summaries[c].get("true_cluster") for c in sites}
+    scored = strategy.forms_clusters and all(v is not None for v in truth.values())
+    metrics["ari"] = cluster_ari(clusters, truth) if scored else float("nan")
+    return metrics
+
+
+def run_study(
+    task: Task,
+    transport: Transport,
+    job: Mapping[str, Any],
+    *,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Prepare → train → evaluate at the sites; write the coordinator's aggregates.
+
+    Parameters
+    ----------
+    task : Task
+        The study task.
+    transport : Transport
+        Any engine's.
+    job : mapping
+        ``config`` (validated), ``seed``, ``rounds``, ``runs`` (one strategy and ``out`` each),
+        ``study`` (``out``, ``scoring_file``, ``min_cell_count``, ``bins``), ``min_replies``,
+        ``task_settings`` (simulation: the sites).
+
+    Returns
+    -------
+    dict
+        The study's summary (also written to ``out/study.json``).
+    """
+    config, study = job["config"], job["study"]
+    pipeline = config["pipeline"]
+    out = Path(study["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    base = {"task": task.name, **dict(job.get("task_settings") or {})}
+
+    reports, failures = transport.open(base)
+    total = int(job.get("expected_clients") or len(reports) + len(failures))
+    min_replies = int(job.get("min_replies") or total)
+    _checked("setup", reports, failures, total, min_replies)
+    left_out = {str(k): v for k, v in failures.items()}
+    transport = transport.subset(sorted(reports))
+
+    def ask(step: str, payloads: Mapping[str, dict]) -> dict[str, Any]:
+        nonlocal transport
+        replies, failed = transport.query(
+            {c: Request(step, dict(payloads[c])) for c in transport.client_ids}, base
+        )
+        _checked(step, replies, failed, total, min_replies)
+        left_out.update({c: f"{step}: {why}" for c, why in failed.items()})
+        transport = transport.subset(sorted(replies))
+        return replies
+
+    every = lambda payload: {c: payload for c in transport.client_ids}  # noqa: E731
+
+    # 1. counts → global variant table, rare columns, exclusions
+    counted = ask(
+        "counts", every({"pipeline": pipeline, "min_cell_count": study["min_cell_count"]})
+    )
+    tables = {site: counts_table(reply) for site, reply in counted.items()}
+    variants, rare, excluded = combine_counts(
+        tables, pipeline, skipped=[pd.DataFrame(r["skipped"]) for r in counted.values()]
+    )
+    suppressed = _suppressed(counted, next(iter(tables.values()))["variant_key"])
+    if len(suppressed):
+        hit = variants["variant_key"].isin(suppressed.index)
+        variants.loc[hit, "qc_pass"] = False
+        variants.loc[hit, "class"] = "excluded"
+        variants.loc[hit, "reason"] = variants.loc[hit, "variant_key"].map(suppressed)
+        rare = rare[~rare["variant_key"].isin(suppressed.index)]
+        excluded = pd.concat(
+            [excluded, exclusions("variant", suppressed.index, suppressed.values, "site_counts")],
+            ignore_index=True,
+        )
+    sample_counts = pd.DataFrame(
+        [row for reply in counted.values() for row in reply["exclusions"]],
+        columns=["site", "step", "reason", "n_samples"],
+    )
+    log.info(
+        "counts from %d sites: %d variants, %d rare, %d excluded (%d suppressed)",
+        len(counted),
+        len(variants),
+        len(rare),
+        int((variants["class"] == "excluded").sum()),
+        len(suppressed),
+    )
+    variants.to_csv(out / "variants.tsv", sep="\t", index=False)
+    rare.to_csv(out / "rare_variants.tsv", sep="\t", index=False)
+    excluded.assign(site="").to_csv(out / "exclusions.tsv", sep="\t", index=False)
+    sample_counts.to_csv(out / "excluded_samples.tsv", sep="\t", index=False)
+
+    # 2. the scoring file against the global variant set
+    match, scorefile = match_scores(variants, study["scoring_file"], pipeline)
+    match.to_csv(out / "score_match.tsv", sep="\t", index=False)
+    weights = write_weights(out / "score_weights.txt", match, scorefile)
+    used = set(match.loc[match["used"], "variant_key"])
+    frequencies = variants.loc[variants["variant_key"].isin(used), ["variant_key", "alt_freq"]]
+
+    # 3. features at every site
+    summaries = ask(
+        "features",
+        every(
+            {
+                "pipeline": pipeline,
+                "rare": rare.to_dict(orient="list"),
+                "weights": weights.read_text(),
+                "frequencies": frequencies.to_dict(orient="list"),
+            }
+        ),
+    )
+    log.info("features built at %d sites", len(summaries))
+    pd.DataFrame([summaries[c] for c in sorted(summaries)]).to_csv(
+        out / "clients.tsv", sep="\t", index=False
+    )
+
+    # 4. train and evaluate every strategy
+    summary: dict[str, Any] = {
+        "sites": transport.client_ids,
+        "left_out": left_out,
+        "n_variants": int(len(variants)),
+        "n_rare": int(len(rare)),
+        "n_score_variants": int(match["used"].sum()),
+        "runs": {},
+    }
+    for index, spec in enumerate(job["runs"]):
+        name = spec["strategy"]
+        strategy = task.build_strategy(spec, job)
+        if strategy.pooled:
+            summary["runs"][name] = "not run: it pools every site's data"
+            log.warning("strategy %s pools every site's data: not run in a study", name)
+            continue
+        moments = ask("moments", every({}))
+        settings = {**task.run_settings(job, moments), **base}
+
+        def evaluate_round(s: Strategy, server_round: int, _settings=settings) -> dict:
+            auc = federated_evaluation(transport, s, _settings, bins=study["bins"])["auc"]
+            log.info("%s round %d: pooled AUC %.4f", s.name, server_round, auc)
+            return {"auc": auc}
+
+        run = RunSpec(
+            strategy,
+            out=Path(spec["out"]),
+            evaluate_round=evaluate_round,
+            keep_checkpoints=config["train"]["keep_checkpoints"],
+        )
+        result = serve(
+            task,
+            transport,
+            [run],
+            job,
+            settings,
+            on_round=None if on_round is None else lambda _, e, i=index: on_round(i, e),
+        )[0]
+        metrics = federated_evaluation(transport, strategy, settings, bins=study["bins"])
+        record = {"strategy": name, "seed": int(job["seed"]), **metrics, "history": result.history}
+        record.update(task.summary([result]))
+        folder = Path(spec["out"])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.json").write_text(json.dumps(jsonable(record), indent=2) + "\n")
+        write_provenance(
+            folder,
+            command="rvfedprs study",
+            parameters=config,
+            seed=int(job["seed"]),
+            inputs=[study["scoring_file"]],
+        )
+        summary["runs"][name] = {
+            "auc": record["auc"],
+            "failures": {e["round"]: e["failed"] for e in result.history if "failed" in e},
+        }
+    (out / "study.json").write_text(json.dumps(jsonable(summary), indent=2) + "\n")
+    return summary

@@ -1,0 +1,167 @@
+"""Run a consortium study from its configuration, on the engine the configuration names.
+
+:func:`run_study_config` is the coordinator's entry point (``rvfedprs study``, the Snakemake rule
+``study``): it reads the site sheet, builds the job (the task ``study``, the strategies of
+``train.compare``) and runs :func:`~rvfedprs.study.coordinator.run_study`
+
+- ``inprocess``: every site in this process, each reading only its own files and folder;
+- ``flower-sim``: Flower's simulation engine, node ``partition-id`` i is the i-th site;
+- ``flower-deploy``: a SuperLink and one SuperNode per site started here on loopback, each given
+  only its own site configuration (``site-config``); or, with ``flower.superlink`` set, the job
+  is submitted to a running SuperLink whose SuperNodes the sites started themselves
+  (``rvfedprs site``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rvfedprs.bloom import read_bloom_key
+from rvfedprs.exceptions import ConfigError
+from rvfedprs.federation.inprocess import InProcessTransport
+from rvfedprs.federation.rounds import run_job
+from rvfedprs.federation.task import Transport
+from rvfedprs.provenance import draw_seed
+from rvfedprs.study.samplesheet import SiteInputs, read_samplesheet
+from rvfedprs.study.site import StudySite
+from rvfedprs.study.task import StudyTask, site_locator
+
+__all__ = ["run_study_config", "write_site_config", "study_job"]
+
+
+def write_site_config(
+    inputs: SiteInputs, folder: str | Path, path: str | Path, *, bloom_key_file: str | None = None
+) -> Path:
+    """A site's own configuration file (what its SuperNode reads, ``rvfedprs site``)."""
+    section = {
+        "id": inputs.site,
+        "genotypes": list(inputs.genotypes),
+        "format": inputs.format,
+        "phenotypes": inputs.phenotypes,
+        "samples": inputs.samples,
+        "vcf_genotype_field": inputs.vcf_genotype_field,
+        "truth": inputs.truth,
+        "folder": str(Path(folder).resolve()),
+        "bloom_key_file": bloom_key_file,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"site": section}, sort_keys=False))
+    return path
+
+
+def study_job(
+    config: Mapping[str, Any], *, out: Path, scoring_file: str | Path, seed: int, n_sites: int
+) -> dict[str, Any]:
+    """The job of a study: one run per strategy of ``train.compare``."""
+    study = config["study"]
+    return {
+        "task": StudyTask.name,
+        "config": dict(config),
+        "seed": int(seed),
+        "rounds": int(config["train"]["rounds"]),
+        "resume": False,
+        "expected_clients": n_sites,
+        "min_replies": study["min_replies"] or n_sites,
+        "runs": [
+            {"strategy": name, "out": str(out / "train" / name)}
+            for name in config["train"]["compare"]
+        ],
+        "study": {
+            "out": str(out),
+            "scoring_file": str(Path(scoring_file).resolve()),
+            "min_cell_count": int(study["min_cell_count"]),
+            "bins": int(study["histogram_bins"]),
+        },
+    }
+
+
+def run_study_config(
+    config: Mapping[str, Any],
+    *,
+    scoring_file: str | Path,
+    samplesheet: str | Path | None = None,
+    out: str | Path | None = None,
+    superlink=None,
+    wrap: Callable[[Transport], Transport] | None = None,
+) -> dict[str, Any]:
+    """Run the study of a validated configuration; returns its summary.
+
+    Parameters
+    ----------
+    config : mapping
+        Validated configuration: ``study`` (engine, folders, ``min_cell_count``), ``pipeline``
+        (QC, phenotype coding...), ``train`` (``compare``, rounds, seed), ``flower``.
+    scoring_file : str or Path
+        The coordinator's PGS Catalog scoring file.
+    samplesheet : str or Path, optional
+        The site sheet (default ``study.samplesheet``).
+    out : str or Path, optional
+        The coordinator's folder (default ``study.out``).
+    superlink : LocalSuperLink, optional
+        A running SuperLink to submit to (Flower engines).
+    wrap : callable, optional
+        In-process engine: wraps its transport (e.g.
+        :class:`~rvfedprs.federation.metering.MeteredTransport` to measure the traffic).
+
+    Raises
+    ------
+    ConfigError
+        No site sheet, or an engine that is not one of the federation's.
+    """
+    config = dict(config)
+    study = config["study"]
+    sheet = samplesheet or study["samplesheet"]
+    if sheet is None:
+        raise ConfigError("study.samplesheet is not set (give the site sheet)")
+    sites = read_samplesheet(sheet)
+    out = Path(out or study["out"]).resolve()
+    folders = {s: Path(study["sites_dir"]).resolve() / s for s in sites}
+    seed = draw_seed(config["train"]["seed"])
+    config["train"] = {**config["train"], "seed": seed}
+    job = study_job(config, out=out, scoring_file=scoring_file, seed=seed, n_sites=len(sites))
+    key_file = config["fedce"]["bloom_key_file"]
+    engine = study["engine"]
+    task = StudyTask()
+    if engine == "inprocess":
+        key = read_bloom_key(key_file)
+        transport = InProcessTransport(
+            task, {s: StudySite(sites[s], folders[s], bloom_key=key) for s in sites}
+        )
+        return run_job(task, transport if wrap is None else wrap(transport), job)
+    from rvfedprs.federation.flower.engine import FlowerRun, submit_job
+
+    nodes = {}
+    for s, inputs in sites.items():
+        path = write_site_config(
+            inputs, folders[s], folders[s] / "site.yaml", bloom_key_file=key_file
+        )
+        nodes[f"supernode-{s}"] = {"site-config": str(path.resolve())}
+    locators = [site_locator(sites[s], folders[s], key_file) for s in sorted(sites)]
+    runs = [
+        FlowerRun(spec, task.build_strategy(spec, job))
+        for spec in job["runs"]
+        if not task.build_strategy(spec, job).pooled
+    ]
+    job["runs"] = [run.spec for run in runs]
+    status = submit_job(
+        engine,
+        task=task.name,
+        config=config,
+        runs=runs,
+        rounds=job["rounds"],
+        random_seed=seed,
+        out=out,
+        n_sites=len(sites),
+        nodes=nodes,
+        task_settings={"sites": locators} if engine == "flower-sim" else {},
+        flower=config.get("flower"),
+        superlink=superlink,
+        min_replies=job["min_replies"],
+        extra={"study": job["study"]},
+    )
+    return {k: v for k, v in status.items() if k not in ("status", "time")}
