@@ -170,6 +170,7 @@ def test_min_cell_count_excludes_suppressed_variants_everywhere(runs, tmp_path):
         runs, tmp_path / "sites", tmp_path / "out", min_cell_count=3
     )
     config["train"] = {**config["train"], "compare": ["fedavg"], "rounds": 1}
+    config["pipeline"] = {**config["pipeline"], "min_overlap": 0.0}  # scored variants go too
     run_study_config(config, scoring_file=scores, samplesheet=sheet)
     variants = pd.read_csv(tmp_path / "out" / "variants.tsv", sep="\t")
     suppressed = variants["reason"].fillna("").str.contains("below min_cell_count")
