@@ -32,9 +32,9 @@ __all__ = [
 _HOME = {
     "simulate_cohort": "cohort",
     "run_simulation": "cohort",
-    "draw_architecture": "cohort",
+    "draw_architecture": "architecture",
     "SimulatedCohort": "cohort",
-    "Architecture": "cohort",
+    "Architecture": "architecture",
     "simulate_scenario": "scenarios",
     "scenario_names": "scenarios",
     "scenario_info": "scenarios",

@@ -29,25 +29,24 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.genotypes.writers import GRCH37_LENGTHS, BedWriter, VcfWriter
+from rvfedprs.genotypes.writers import GRCH37_LENGTHS
 from rvfedprs.provenance import draw_seed, file_sha256, write_provenance
 from rvfedprs.simulate.alleles import is_strand_ambiguous, is_transition, substitution_matrix
-from rvfedprs.simulate.causal import SiteLayout, choose_common, choose_founders, choose_rare
+from rvfedprs.simulate.architecture import draw_architecture, founder_genotypes
+from rvfedprs.simulate.causal import SiteLayout
 from rvfedprs.simulate.demography import all_pairs, hudson_fst, population_layout, summarise_fst
-from rvfedprs.simulate.effects import alpha_sigma2, alpha_variance, correlated_effects, expected_h2
 from rvfedprs.simulate.gwas import (
     clumping_thresholding,
     ld_pairs,
-    marginal_regression,
     summary_statistics,
     write_pgs_catalog,
 )
+from rvfedprs.simulate.passes import GwasPass, count_alleles, write_and_test
 from rvfedprs.simulate.phenotype import CausalArchitecture, genetic_value, threshold_by_group
 from rvfedprs.simulate.sources import OverlaySource
 from rvfedprs.simulate.truth import summarise, write_tables
 
-__all__ = ["SimulatedCohort", "Architecture", "draw_architecture", "run_simulation",
-           "simulate_cohort"]  # fmt: skip
+__all__ = ["SimulatedCohort", "run_simulation", "simulate_cohort"]
 
 log = logging.getLogger(__name__)
 
@@ -107,49 +106,6 @@ class SimulatedCohort:
         for vcf in sorted((out / "genotypes").glob("chr*.vcf.gz")):
             found[vcf.name.split(".")[0]] = vcf
         return found
-
-
-@dataclass
-class Architecture:
-    """The drawn genetic architecture, in columns of the source's variants.
-
-    Attributes
-    ----------
-    common : CausalArchitecture
-        Effects of shape (n_common, n_clusters): one column per ancestry cluster.
-    rare : CausalArchitecture
-        Effects of shape (n_rare, n_groups): one column per architecture group, 0 where the
-        variant is not causal.
-    rare_causal : ndarray of bool, shape (n_rare, n_groups)
-    rare_shared : ndarray of bool, shape (n_rare,)
-    common_frequency, rare_frequency : ndarray
-        The frequencies the α-model scaled each variant's effect variance by.
-    founders : dict
-        Column -> founder record (:func:`rvfedprs.simulate.causal.choose_founders`).
-    sigma2 : dict
-        ``{"common": ..., "rare": ...}``.
-    expected_h2 : dict
-        ``{"common": [per cluster], "rare": [per group]}`` (before founder enrichment).
-    candidates : dict
-        How many variants qualified (rare: shared and private per group).
-    """
-
-    common: CausalArchitecture
-    rare: CausalArchitecture
-    rare_causal: np.ndarray
-    rare_shared: np.ndarray
-    common_frequency: np.ndarray
-    rare_frequency: np.ndarray
-    founders: dict[int, Mapping[str, float]]
-    sigma2: dict[str, float]
-    expected_h2: dict[str, list[float]]
-    candidates: dict[str, Any]
-
-
-def _progress(enabled: bool, total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="variant", disable=not enabled, leave=False)
 
 
 def _per_client(value: Any, n_clients: int, key: str) -> list:
@@ -288,149 +244,6 @@ def _sequenced(variants: pd.DataFrame, params: Mapping[str, Any], rng) -> np.nda
     return out
 
 
-def _count_alleles(source, pop: np.ndarray, is_target: np.ndarray, chunk: int, show: bool):
-    """Counting pass: the variant table and ALT counts per population (target; all)."""
-    n_pop = int(pop.max()) + 1
-    rows = np.arange(len(pop))
-    # individuals come in blocks of one population and one role
-    key = pop * 2 + is_target
-    starts = np.flatnonzero(np.r_[True, np.diff(key) != 0])
-    blocks = list(zip(pop[starts], is_target[starts], starts, np.r_[starts[1:], len(pop)],
-                      strict=True))  # fmt: skip
-    tables, target_ac, all_ac = [], [], []
-    with _progress(show, source.n_variants, "allele counts") as bar:
-        for variants, g in source.iter_chunks(rows, chunk):
-            bar.update(len(variants))
-            gv = g.T  # (m, n_individuals), variant-major
-            per_pop_all = np.zeros((n_pop, gv.shape[0]), dtype=np.int64)
-            per_pop_target = np.zeros_like(per_pop_all)
-            for k, target, start, stop in blocks:
-                counts = gv[:, start:stop].sum(1, dtype=np.int32)
-                per_pop_all[k] += counts
-                if target:
-                    per_pop_target[k] += counts
-            tables.append(variants)
-            target_ac.append(per_pop_target)
-            all_ac.append(per_pop_all)
-    table = pd.concat(tables, ignore_index=True)
-    if not np.array_equal(table["sidx"].to_numpy(), np.arange(len(table))):
-        raise RuntimeError("the genotype source does not stream its variants in sidx order")
-    return table, np.concatenate(target_ac, axis=1), np.concatenate(all_ac, axis=1)
-
-
-def draw_architecture(
-    rng: np.random.Generator,
-    sites: SiteLayout,
-    pheno: Mapping[str, Any],
-    *,
-    group_names: Sequence[str],
-    eligible: np.ndarray | None = None,
-) -> Architecture:
-    """Choose the causal variants and draw their α-model effects (module docstring, stage 3).
-
-    Parameters
-    ----------
-    rng : numpy Generator
-    sites : SiteLayout
-        Allele counts per population, ancestry clusters and architecture groups.
-    pheno : mapping
-        The validated ``simulate.phenotype`` section.
-    group_names : sequence of str
-        Names of the architecture groups (for messages and truth tables).
-    eligible : ndarray of bool, shape (n_variants,), optional
-        Variants that may be causal (those observed in the output).
-
-    Returns
-    -------
-    Architecture
-    """
-    alpha = float(pheno["alpha"])
-    # common: one effect column per ancestry cluster, correlated r_g
-    common_idx = choose_common(
-        rng, sites, pheno["n_causal_common"], pheno["causal_common_maf"], eligible
-    )
-    common_freq = sites.pooled_frequency()[common_idx]
-    cluster_freq = sites.frequencies(sites.cluster, sites.n_clusters)[common_idx]
-    all_causal = np.ones_like(cluster_freq, dtype=bool)
-    sigma2_common = alpha_sigma2(pheno["h2_common"], common_freq, cluster_freq, all_causal, alpha)
-    common_sd = np.sqrt(sigma2_common * alpha_variance(common_freq, alpha))
-    common_effects, _ = correlated_effects(
-        rng, common_sd, sites.n_clusters, pheno["common_effect_correlation"]
-    )
-    # rare: one effect column per architecture group
-    choice = choose_rare(
-        rng,
-        sites,
-        n_per_group=pheno["n_causal_rare_per_cluster"] if pheno["h2_rare"] > 0 else 0,
-        shared_fraction=pheno["rare_shared_fraction"],
-        freq_min=pheno["rare_freq_min"],
-        freq_max=pheno["rare_freq_max"],
-        min_count=pheno["rare_min_count"],
-        group_names=group_names,
-        eligible=eligible,
-    )
-    group_freq = sites.frequencies(sites.group, sites.n_groups)[choice.index]
-    sigma2_rare = alpha_sigma2(pheno["h2_rare"], choice.frequency, group_freq, choice.causal, alpha)
-    rare_sd = np.sqrt(sigma2_rare * alpha_variance(choice.frequency, alpha))
-    rare_effects = np.zeros((len(choice.index), sites.n_groups))
-    shared = choice.shared
-    if shared.any():
-        rare_effects[shared], _ = correlated_effects(
-            rng, rare_sd[shared], sites.n_groups, pheno["rare_effect_correlation"],
-            risk_fraction=pheno["rare_risk_fraction"],
-        )  # fmt: skip
-    if (~shared).any():
-        private, _ = correlated_effects(
-            rng, rare_sd[~shared], 1, 1.0, risk_fraction=pheno["rare_risk_fraction"]
-        )
-        rare_effects[~shared] = private * choice.causal[~shared]
-    founders = choose_founders(
-        rng,
-        sites,
-        choice.index[shared],
-        fraction=pheno["founder_fraction"],
-        enrichment=pheno["founder_enrichment"],
-    )
-    return Architecture(
-        common=CausalArchitecture(common_idx, common_effects),
-        rare=CausalArchitecture(choice.index, rare_effects),
-        rare_causal=choice.causal,
-        rare_shared=shared,
-        common_frequency=common_freq,
-        rare_frequency=choice.frequency,
-        founders=founders,
-        sigma2={"common": sigma2_common, "rare": sigma2_rare},
-        expected_h2={
-            "common": expected_h2(
-                sigma2_common, common_freq, cluster_freq, all_causal, alpha
-            ).tolist(),
-            "rare": expected_h2(
-                sigma2_rare, choice.frequency, group_freq, choice.causal, alpha
-            ).tolist(),
-        },
-        candidates=choice.candidates,
-    )
-
-
-def _founder_genotypes(
-    rng: np.random.Generator, source, founders: Mapping[int, Mapping[str, float]], cluster_of_row
-) -> dict[int, np.ndarray]:
-    """Redraw founder variants' genotypes in their cluster: Binomial(2, enriched frequency)."""
-    if not founders:
-        return {}
-    columns = np.array(sorted(founders), dtype=np.int64)
-    everyone = np.arange(len(cluster_of_row))
-    original = source.fetch(columns, everyone)
-    out = {}
-    for j, column in enumerate(columns):
-        record = founders[int(column)]
-        genotypes = original[:, j].copy()
-        members = cluster_of_row == record["cluster"]
-        genotypes[members] = rng.binomial(2, record["frequency"], size=int(members.sum()))
-        out[int(column)] = genotypes.astype(np.int8)
-    return out
-
-
 def run_simulation(
     params: Mapping[str, Any],
     out: str | Path,
@@ -488,7 +301,7 @@ def run_simulation(
 
     # ---- 2. counting pass ---------------------------------------------------------------------
     t0 = time.perf_counter()
-    variants, target_ac, all_ac = _count_alleles(source, pop, is_target, chunk, show)
+    variants, target_ac, all_ac = count_alleles(source, pop, is_target, chunk, show)
     timings["count_s"] = time.perf_counter() - t0
     sites = SiteLayout(
         target_ac=target_ac,
@@ -507,7 +320,7 @@ def run_simulation(
     )
     rng = np.random.default_rng(seeds[1])
     arch = draw_architecture(rng, sites, pheno, group_names=groups, eligible=observed)
-    replacements = _founder_genotypes(
+    replacements = founder_genotypes(
         np.random.default_rng(seeds[4]), source, arch.founders, cluster_of_pop[pop]
     )
     source = OverlaySource(source, replacements)
@@ -561,7 +374,7 @@ def run_simulation(
     width = max(6, len(str(n_target_total)))
     sample_ids = np.array([f"SIM{i + 1:0{width}d}" for i in range(n_target_total)])
     t0 = time.perf_counter()
-    gwas = _write_and_test(
+    gwas = write_and_test(
         source, variants, kept, y, target_rows, gwas_rows, ref_rows, val_rows, sample_ids,
         out, params, chunk, show,
     )  # fmt: skip
@@ -680,92 +493,7 @@ def _maf(ac: np.ndarray, n: int) -> np.ndarray:
     return np.minimum(af, 1 - af)
 
 
-@dataclass
-class _GwasResult:
-    tested: np.ndarray  # source columns tested
-    beta: np.ndarray | None  # None: summary statistics are drawn later (gwas.sample_size)
-    p: np.ndarray | None
-    reference: np.ndarray  # (n_reference, n_tested) int8
-    validation: np.ndarray  # (n_validation, n_tested) int8
-
-
-def _write_and_test(
-    source, variants, kept, y, target_rows, gwas_rows, ref_rows, val_rows, sample_ids, out,
-    params, chunk, show,
-) -> _GwasResult:  # fmt: skip
-    """Writing pass: target genotypes to VCF/PLINK, marginal GWAS on the discovery GWAS part.
-
-    Individuals are streamed as [target | LD reference | rest of the GWAS part | validation],
-    so each part is a slice of the chunk.
-    """
-    outputs = params["output"]
-    maf_min = params["gwas"]["maf_min"]
-    gwas_order = np.r_[ref_rows, np.setdiff1d(gwas_rows, ref_rows)]
-    order = np.r_[target_rows, gwas_order, val_rows]
-    n_t, n_g, n_r = len(target_rows), len(gwas_order), len(ref_rows)
-    y_gwas = y[gwas_order].astype(np.float64)
-    tested, betas, pvalues, ref_parts, val_parts = [], [], [], [], []
-    bed = BedWriter(out / "genotypes" / "cohort", sample_ids) if outputs["write_plink"] else None
-    vcf: VcfWriter | None = None
-    vcf_chrom = None
-    try:
-        if bed is not None:
-            bed.__enter__()
-        with _progress(show, source.n_variants, "genotypes + GWAS") as bar:
-            for chunk_variants, g in source.iter_chunks(order, chunk):
-                bar.update(len(chunk_variants))
-                columns = chunk_variants["sidx"].to_numpy()
-                gv = g.T  # (m, individuals in `order`), variant-major
-                keep = kept[columns]
-                if not keep.any():
-                    continue
-                table = chunk_variants.loc[keep].reset_index(drop=True)
-                gk = gv[keep]
-                gt = gk[:, :n_t]
-                chrom = table["chrom"].iat[0]
-                if outputs["write_vcf"] and chrom != vcf_chrom:
-                    if vcf is not None:
-                        vcf.close()
-                    vcf = VcfWriter(
-                        out / "genotypes" / f"chr{chrom}.vcf.gz", sample_ids,
-                        threads=outputs["threads"], compress_level=outputs["compress_level"],
-                    ).__enter__()  # fmt: skip
-                    vcf_chrom = chrom
-                if vcf is not None:
-                    vcf.write(table, gt.T)
-                if bed is not None:
-                    bed.write(table, gt.T)
-                gd = gk[:, n_t : n_t + n_g]
-                af = gd.sum(1, dtype=np.int64) / (2.0 * n_g)
-                use = np.minimum(af, 1 - af) >= maf_min
-                if not use.any():
-                    continue
-                if params["gwas"]["sample_size"] is None:
-                    beta, _, p = marginal_regression(gd[use].T, y_gwas)
-                    betas.append(beta)
-                    pvalues.append(p)
-                tested.append(columns[keep][use])
-                ref_parts.append(gd[use, :n_r])
-                val_parts.append(gk[use, n_t + n_g :])
-    finally:
-        if vcf is not None:
-            vcf.close()
-        if bed is not None:
-            bed.close()
-    if not tested:
-        raise ConfigError(
-            f"no variant reaches 'simulate.gwas.maf_min' {maf_min} in the discovery cohort"
-        )
-    return _GwasResult(
-        tested=np.concatenate(tested),
-        beta=np.concatenate(betas) if betas else None,
-        p=np.nan_to_num(np.concatenate(pvalues), nan=1.0) if pvalues else None,
-        reference=np.concatenate(ref_parts, axis=0).T,
-        validation=np.concatenate(val_parts, axis=0).T,
-    )
-
-
-def _build_pgs(gwas: _GwasResult, variants, y, gwas_rows, val_rows, params, discovery):
+def _build_pgs(gwas: GwasPass, variants, y, gwas_rows, val_rows, params, discovery):
     """LD clumping + thresholding chosen on validation, weights on the log-odds scale.
 
     ``discovery`` holds what drawn summary statistics need (``gwas.sample_size``): ``rng``, the
