@@ -271,3 +271,26 @@ def test_bad_architecture_settings_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"'simulate.alleles': .* got 0.9 \+ 0.2"):
         _cohort(tmp_path, seed=1, n_clients=3, n_clusters=1,
                 alleles=dict(transition_fraction=0.9, strand_ambiguous_fraction=0.2))  # fmt: skip
+
+
+def test_rare_variants_are_observed_only_in_sequenced_blocks(tmp_path):
+    cohort = _cohort(
+        tmp_path, seed=24, n_clients=3, n_clusters=1, samples_per_client=300,
+        discovery_samples=600, sequenced_fraction=0.3,
+        phenotype=dict(n_causal_common=50, n_causal_rare_per_cluster=20, rare_min_count=2),
+    )  # fmt: skip
+    bim = pd.read_csv(cohort.out / "genotypes" / "cohort.bim", sep="\t", header=None)
+    x = genotypes_of(cohort.out, (bim[0].astype(str) + ":" + bim[3].astype(str) + ":" + bim[5]
+                                  + ":" + bim[4]).tolist())  # fmt: skip
+    af = x.mean(axis=0) / 2
+    rare = np.minimum(af, 1 - af) < 0.01
+    block = (bim[3] - 20_000_000) // 100_000
+    n_blocks = 10_000_000 // 100_000
+    for chrom in (1, 2):
+        on = (bim[0] == chrom).to_numpy()
+        assert block[on & rare].nunique() <= round(0.3 * n_blocks)
+        assert block[on & ~rare].nunique() > 0.9 * n_blocks  # common variants everywhere
+    truth = _truth(cohort)
+    causal_blocks = (truth.loc[truth["kind"] == "rare", "pos"] - 20_000_000) // 100_000
+    assert set(causal_blocks) <= set(block[rare])
+    assert cohort.summary["dropped"]["rare_outside_sequenced_blocks"] > 0

@@ -3,17 +3,20 @@
 The stages of :func:`run_simulation`, each streaming genotypes in chunks so memory never grows
 with the number of variants:
 
-1. genotypes of the target and the discovery individuals (msprime or Balding–Nichols);
-2. a counting pass: ALT-allele counts per population over target and discovery individuals;
-3. the architecture (:func:`draw_architecture`): causal common variants with per-cluster
-   effects, shared and private rare causal variants with per-group effects (α-model), founder
-   enrichment (genotypes of a few variants redrawn in one cluster);
+1. genotypes of the target and the discovery individuals (:mod:`~rvfedprs.simulate.sources`:
+   msprime or Balding–Nichols);
+2. a counting pass (:func:`~rvfedprs.simulate.passes.count_alleles`): ALT-allele counts per
+   population over target and discovery individuals;
+3. the architecture (:func:`~rvfedprs.simulate.architecture.draw_architecture`): common causal
+   variants with per-cluster effects, shared and private rare causal variants with per-group
+   effects (α-model), founder enrichment (genotypes of a few variants redrawn in one cluster);
 4. the phenotype: liability = common part + rare part + noise, cases = top liabilities per site;
-5. a writing pass: the target cohort's VCF/PLINK files (variants monomorphic in it are left out
-   and counted) and the marginal GWAS on the discovery cohort's GWAS part;
-6. the PGS: LD clumping, the p-value threshold chosen on the discovery cohort's validation part,
-   the PGS Catalog scoring file;
-7. truth tables, checks (PGS AUC, carriers, Fst) and the provenance record with checksums.
+5. a writing pass (:func:`~rvfedprs.simulate.passes.write_and_test`): the target cohort's
+   VCF/PLINK files (unobserved variants left out and counted) and the discovery GWAS;
+6. the PGS (:mod:`~rvfedprs.simulate.gwas`): summary statistics, LD clumping and the p-value
+   threshold chosen on the discovery cohort's validation part, the PGS Catalog scoring file;
+7. truth tables (:mod:`~rvfedprs.simulate.truth`), checks (PGS AUC, carriers, Fst) and the
+   provenance record with the resolved parameters and the outputs' checksums.
 """
 
 from __future__ import annotations

@@ -114,9 +114,8 @@ def summary_statistics(
     """
     z_ref = _standardised(np.asarray(reference))
     n_ref = z_ref.shape[0]
-    causal = np.asarray(causal_reference, dtype=np.float64)
-    per_sd = np.asarray(causal_effects, dtype=np.float64) * causal.std(axis=0)  # joint, per SD
-    z_causal = _standardised(causal)
+    per_sd = np.asarray(causal_effects, dtype=np.float64) * _column_sd(causal_reference)
+    z_causal = _standardised(np.asarray(causal_reference))
     chrom = np.asarray(chrom).astype(str)
     pos = np.asarray(pos, dtype=np.int64)
     causal_chrom = np.asarray(causal_chrom).astype(str)
@@ -138,7 +137,7 @@ def summary_statistics(
             marginal[rows] = r @ per_sd[cols]
     noise = z_ref.T @ rng.standard_normal(n_ref).astype(np.float32) / np.sqrt(n_ref * sample_size)
     b_std = marginal + noise
-    sd = np.asarray(reference, dtype=np.float64).std(axis=0)
+    sd = _column_sd(reference)
     with np.errstate(divide="ignore", invalid="ignore"):
         beta = np.where(sd > 0, b_std / sd, 0.0)
         se = np.where(sd > 0, 1.0 / (np.sqrt(sample_size) * sd), np.inf)
@@ -243,6 +242,15 @@ def ld_clump(
     return clump(p, ld_pairs(reference, chrom, pos, window_bp=window_bp, r2_min=r2_max), r2_max)
 
 
+def _column_sd(genotypes: np.ndarray) -> np.ndarray:
+    """Population standard deviation of each column of small integer genotypes, float64."""
+    g = np.asarray(genotypes)
+    n = g.shape[0]
+    mean = g.sum(axis=0, dtype=np.int64) / n
+    square = (g.astype(np.int16) ** 2).sum(axis=0, dtype=np.int64) / n
+    return np.sqrt(np.maximum(square - mean**2, 0.0))
+
+
 def _standardised(genotypes: np.ndarray) -> np.ndarray:
     """Columns centred and scaled to unit variance (constant columns: all zero), float32."""
     x = genotypes.astype(np.float32)
@@ -250,6 +258,16 @@ def _standardised(genotypes: np.ndarray) -> np.ndarray:
     sd = x.std(axis=0)
     x /= np.where(sd > 0, sd, 1.0)
     return x
+
+
+def _score(genotypes: np.ndarray, weights: np.ndarray, use: np.ndarray) -> np.ndarray:
+    """``genotypes[:, use] @ weights[use]`` in blocks of columns (no full float copy)."""
+    columns = np.flatnonzero(use)
+    total = np.zeros(genotypes.shape[0])
+    for lo in range(0, len(columns), 2048):
+        block = columns[lo : lo + 2048]
+        total += genotypes[:, block].astype(np.float32) @ weights[block].astype(np.float32)
+    return total
 
 
 def passes_threshold(p: np.ndarray, threshold: float) -> np.ndarray:
@@ -309,8 +327,7 @@ def clumping_thresholding(
             use = index & passes_threshold(p, t)
             auc = np.nan
             if use.any():
-                score = validation[:, use].astype(np.float64) @ weights[use]
-                auc = float(roc_auc_score(y, score))
+                auc = float(roc_auc_score(y, _score(validation, weights, use)))
             rows.append({"clump_r2": r2 if pairs is not None else None, "p_threshold": t,
                          "n_variants": int(use.sum()), "validation_auc": auc})  # fmt: skip
             masks.append(use)

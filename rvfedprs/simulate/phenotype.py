@@ -171,31 +171,32 @@ def genetic_value(
     if len(idx) and (idx.min() < 0 or idx.max() >= g.shape[1]):
         bad = idx[(idx < 0) | (idx >= g.shape[1])][0]
         raise InputDataError(f"architecture index {bad} out of range for {g.shape[1]} variants")
-    x = g[:, idx].astype(np.float64)
-    missing = (x < 0) | np.isnan(x)
-    if missing.any():
-        x[missing] = np.nan
-        means = np.nanmean(x, axis=0)
-        x = np.where(missing, np.nan_to_num(means)[None, :], x)
-    if architecture.effects.ndim == 1:
-        return x @ architecture.effects
+    effects = architecture.effects.reshape(len(idx), architecture.n_groups)  # (n_causal, groups)
     if groups is None:
-        if architecture.n_groups != 1:
+        if effects.shape[1] != 1:
             raise InputDataError(
                 f"the architecture has {architecture.n_groups} effect columns: give each "
                 "sample's group"
             )
-        return x @ architecture.effects[:, 0]
+        groups = np.zeros(g.shape[0], dtype=np.int64)
     groups = np.asarray(groups, dtype=np.int64)
     if groups.shape != (g.shape[0],):
         raise InputDataError(f"groups has shape {groups.shape}, expected ({g.shape[0]},)")
-    if len(groups) and (groups.min() < 0 or groups.max() >= architecture.n_groups):
+    if len(groups) and (groups.min() < 0 or groups.max() >= effects.shape[1]):
         raise InputDataError(
-            f"group {groups[(groups < 0) | (groups >= architecture.n_groups)][0]} out of range "
-            f"for {architecture.n_groups} effect columns"
+            f"group {groups[(groups < 0) | (groups >= effects.shape[1])][0]} out of range "
+            f"for {effects.shape[1]} effect columns"
         )
-    per_group = x @ architecture.effects  # (n_samples, n_groups)
-    return per_group[np.arange(len(groups)), groups]
+    value = np.zeros((g.shape[0], effects.shape[1]))
+    for lo in range(0, len(idx), 256):  # blocks of variants: no float copy of all of them
+        x = g[:, idx[lo : lo + 256]].astype(np.float64)
+        missing = (x < 0) | np.isnan(x)
+        if missing.any():
+            x[missing] = np.nan
+            means = np.nanmean(x, axis=0)
+            x = np.where(missing, np.nan_to_num(means)[None, :], x)
+        value += x @ effects[lo : lo + 256]
+    return value[np.arange(g.shape[0]), groups]
 
 
 def threshold_by_group(
