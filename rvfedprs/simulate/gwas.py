@@ -23,7 +23,6 @@ __all__ = [
     "summary_statistics",
     "ld_pairs",
     "clump",
-    "ld_clump",
     "passes_threshold",
     "clumping_thresholding",
     "write_pgs_catalog",
@@ -225,21 +224,6 @@ def clump(p: np.ndarray, pairs: sp.csr_matrix, r2_max: float) -> np.ndarray:
         keep[i] = True
         clumped[indices[indptr[i] : indptr[i + 1]]] = True
     return keep
-
-
-def ld_clump(
-    reference: np.ndarray,
-    chrom: np.ndarray,
-    pos: np.ndarray,
-    p: np.ndarray,
-    *,
-    r2_max: float,
-    window_bp: int,
-) -> np.ndarray:
-    """LD clumping in one call: :func:`ld_pairs` then :func:`clump`; ``window_bp`` 0 keeps all."""
-    if window_bp <= 0:
-        return np.ones(len(p), dtype=bool)
-    return clump(p, ld_pairs(reference, chrom, pos, window_bp=window_bp, r2_min=r2_max), r2_max)
 
 
 def _column_sd(genotypes: np.ndarray) -> np.ndarray:
