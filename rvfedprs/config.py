@@ -191,11 +191,13 @@ def load_config(
     path: str | Path | None = None,
     *,
     preset: str | None = None,
+    base: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Load, merge and validate a configuration.
 
-    Later sources win: schema defaults < ``preset`` < the YAML file at ``path`` < ``overrides``.
+    Later sources win: schema defaults < ``preset`` < ``base`` < the YAML file at ``path`` <
+    ``overrides``.
 
     Parameters
     ----------
@@ -203,6 +205,8 @@ def load_config(
         A YAML file holding configuration sections.
     preset : str, optional
         A built-in preset name, see :func:`preset_names`.
+    base : mapping, optional
+        Sections under the file (e.g. a simulator scenario's ``simulate`` section).
     overrides : mapping, optional
         Values set programmatically (e.g. from command-line flags).
 
@@ -214,6 +218,8 @@ def load_config(
     raw: dict[str, Any] = {}
     if preset is not None:
         raw = deep_merge(raw, load_preset(preset))
+    if base:
+        raw = deep_merge(raw, base)
     if path is not None:
         raw = deep_merge(raw, _read_yaml(Path(path)))
     if overrides:

@@ -1,4 +1,5 @@
-"""The cohort simulator: layout, validity with bcftools/plink2, phenotype oracle, determinism."""
+"""The cohort simulator (msprime): layout, validity with bcftools/plink2, phenotype oracle,
+alleles and HWE within sites, provenance, determinism."""
 
 import gzip
 import json
@@ -8,8 +9,10 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from _simulate_helpers import hwe_within_sites
 
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.provenance import file_sha256
 from rvfedprs.simulate import simulate_cohort
 
 needs_tools = pytest.mark.skipif(
@@ -23,9 +26,12 @@ SMALL = dict(
     discovery_samples=400,
     region_length=1_000_000,
     phenotype=dict(
-        rare_maf_max=0.02, rare_min_count=2, n_causal_rare_per_cluster=5, n_causal_common=20
+        rare_freq_min=0.002,
+        rare_freq_max=0.01,
+        rare_min_count=2,
+        n_causal_rare_per_cluster=5,
+        n_causal_common=20,
     ),
-    gwas=dict(min_variants=10),
     output=dict(progress=False),
 )
 
@@ -63,26 +69,34 @@ def test_every_file_of_the_layout_is_written(cohort):
     for rel in (
         "genotypes/chr22.vcf.gz", "genotypes/chr22.vcf.gz.tbi", "genotypes/cohort.bed",
         "genotypes/cohort.bim", "genotypes/cohort.fam", "samples.tsv", "phenotypes.tsv",
-        "scores/PGS_sim.txt.gz", "truth/causal_variants.tsv", "provenance.json",
+        "scores/PGS_sim.txt.gz", "truth/causal_variants.tsv", "truth/causal_sites.tsv",
+        "truth/sites.tsv", "truth/genetic_values.tsv", "provenance.json",
     ):  # fmt: skip
         assert (out / rel).is_file(), rel
     samples = pd.read_csv(out / "samples.tsv", sep="\t")
-    assert samples.columns.tolist() == ["sample_id", "population", "cluster", "client"]
+    assert samples.columns.tolist() == [
+        "sample_id", "population", "cluster", "client", "architecture"
+    ]  # fmt: skip
     assert len(samples) == 400 and samples["sample_id"].is_unique
     assert samples["sample_id"].str.fullmatch(r"SIM\d{6}").all()
     assert samples.groupby("client")["cluster"].nunique().eq(1).all()
     assert samples["cluster"].nunique() == 2
+    assert (samples["architecture"] == samples["cluster"]).all()
     pheno = pd.read_csv(out / "phenotypes.tsv", sep="\t")
     assert pheno.columns.tolist() == ["eid", "Subject id", "disease", "disease_liability"]
     assert pheno["Subject id"].tolist() == samples["sample_id"].tolist()
     truth = pd.read_csv(out / "truth" / "causal_variants.tsv", sep="\t", keep_default_na=False)
     assert truth.columns.tolist() == [
         "variant_key", "id", "chrom", "pos", "ref", "alt", "effect_allele", "effect", "kind",
-        "cluster",
+        "cluster", "sharing", "frequency", "group_frequency", "group_carriers",
+        "group_carrier_cases", "odds_ratio", "founder_cluster", "founder_fold",
     ]  # fmt: skip
     assert set(truth["kind"]) == {"common", "rare"}
-    assert (truth.loc[truth["kind"] == "common", "cluster"] == "").all()
+    # one row per causal variant and group in which it acts: common ones in every cluster
+    common = truth[truth["kind"] == "common"]
+    assert common.groupby("variant_key")["cluster"].nunique().eq(2).all()
     assert set(truth.loc[truth["kind"] == "rare", "cluster"]) <= set(samples["cluster"])
+    assert (truth.loc[truth["kind"] == "rare", "sharing"] == "private").all()
     lines = gzip.open(out / "scores" / "PGS_sim.txt.gz", "rt").read().splitlines()
     assert "#pgs_id=PGS_sim" in lines and "#genome_build=GRCh37" in lines
     header = next(line for line in lines if not line.startswith("#")).split("\t")
@@ -93,6 +107,25 @@ def test_every_file_of_the_layout_is_written(cohort):
     assert prov["seed"] == 7
     assert prov["extra"]["fst"]["tskit"]["within_cluster"]["n_pairs"] == 2
     assert set(prov["extra"]["clients"]) == set(samples["client"])
+
+
+def test_provenance_records_the_resolved_section_versions_and_output_checksums(cohort):
+    from rvfedprs.config import validate_config
+
+    prov = json.loads((cohort.out / "provenance.json").read_text())
+    section = {"n_clients": 4, "samples_per_client": 100, **SMALL}
+    resolved = validate_config({"simulate": section})["simulate"]
+    assert prov["parameters"] == json.loads(json.dumps({**resolved, "seed": 7}))
+    assert prov["command"] == "rvfedprs simulate"
+    assert {"rvfedprs", "numpy", "msprime", "tskit"} <= set(prov["versions"])
+    outputs = prov["extra"]["outputs"]
+    written = {
+        str(p.relative_to(cohort.out)) for p in cohort.out.rglob("*")
+        if p.is_file() and p.name != "provenance.json"
+    }  # fmt: skip
+    assert set(outputs) == written
+    for rel, digest in outputs.items():
+        assert file_sha256(cohort.out / rel) == digest, rel
 
 
 @needs_tools
@@ -138,41 +171,61 @@ def test_one_case_per_ten_controls_in_every_client(cohort):
 def test_phenotype_is_built_from_the_truth_file_and_written_genotypes(cohort, tmp_path):
     out = cohort.out
     truth = pd.read_csv(out / "truth" / "causal_variants.tsv", sep="\t", keep_default_na=False)
-    x = _dosages_from_vcf(out / "genotypes" / "chr22.vcf.gz", truth["id"].tolist(), tmp_path)
+    ids = list(dict.fromkeys(truth["id"]))
+    x = _dosages_from_vcf(out / "genotypes" / "chr22.vcf.gz", ids, tmp_path)
+    column = {v: j for j, v in enumerate(ids)}
     assert (truth["effect_allele"] == truth["alt"]).all()
-    common = (truth["kind"] == "common").to_numpy()
-    g_common = x[:, common] @ truth.loc[common, "effect"].to_numpy()
-    g_rare = x[:, ~common] @ truth.loc[~common, "effect"].to_numpy()
+    samples = pd.read_csv(out / "samples.tsv", sep="\t")
+    # each sample takes its cluster's effect (common) and its group's effect (rare)
+    g = {"common": np.zeros(len(samples)), "rare": np.zeros(len(samples))}
+    for row in truth.itertuples():
+        label = samples["cluster" if row.kind == "common" else "architecture"]
+        g[row.kind] += np.where(label == row.cluster, x[:, column[row.id]] * row.effect, 0.0)
     values = pd.read_csv(out / "truth" / "genetic_values.tsv", sep="\t")
-    np.testing.assert_allclose(values["genetic_common"], g_common, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(values["genetic_rare"], g_rare, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(values["genetic_common"], g["common"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(values["genetic_rare"], g["rare"], rtol=1e-6, atol=1e-6)
     liability = pd.read_csv(out / "phenotypes.tsv", sep="\t")["disease_liability"].to_numpy()
-    genetic = g_common - g_common.mean() + g_rare - g_rare.mean()
+    genetic = g["common"] - g["common"].mean() + g["rare"] - g["rare"].mean()
     noise = liability - genetic
-    assert abs(noise.mean()) < 0.15
-    assert 0.87 * 0.8 < noise.var() < 0.87 * 1.2  # 1 - h2_common - h2_rare = 0.87
-    assert abs(np.corrcoef(noise, genetic)[0, 1]) < 0.15
-    # a wrong effect vector would not explain the liability
-    slope = np.polyfit(genetic, liability, 1)[0]
-    assert 0.6 < slope < 1.4
-    # rare causal variants are carried only in their own cluster
-    clusters = pd.read_csv(out / "samples.tsv", sep="\t")["cluster"].to_numpy()
-    for j in np.flatnonzero(~common):
-        carriers = clusters[x[:, j] > 0]
-        assert len(carriers) and set(carriers) == {truth["cluster"].iat[j]}
+    n = len(noise)
+    assert abs(noise.mean()) < 4 * np.sqrt(0.91 / n)
+    # 1 - h2_common - h2_rare = 0.91; (n - 1) s² / 0.91 ~ chi²(n - 1)
+    assert abs(noise.var(ddof=1) / 0.91 - 1) < 4 * np.sqrt(2 / (n - 1))
+    assert abs(np.corrcoef(noise, genetic)[0, 1]) < 4 / np.sqrt(n)
+    # rare causal variants are carried only in their own cluster (private, the default)
+    clusters = samples["cluster"].to_numpy()
+    for row in truth[truth["kind"] == "rare"].itertuples():
+        carriers = clusters[x[:, column[row.id]] > 0]
+        assert len(carriers) and set(carriers) == {row.cluster}
+
+
+@needs_tools
+def test_alleles_are_array_like_and_genotypes_in_hwe_within_sites(cohort, tmp_path):
+    bim = pd.read_csv(cohort.out / "genotypes" / "cohort.bim", sep="\t", header=None)
+    n = len(bim)
+    pair = bim[4] + bim[5]
+    assert abs(pair.isin(["AT", "TA", "CG", "GC"]).mean() - 0.05) < 4 * np.sqrt(0.05 * 0.95 / n)
+    assert abs(pair.isin(["AG", "GA", "CT", "TC"]).mean() - 0.78) < 4 * np.sqrt(0.78 * 0.22 / n)
+    hwe_within_sites(cohort, tmp_path)
 
 
 def test_pgs_weights_come_from_the_discovery_gwas_not_the_truth(cohort):
     truth = cohort.causal_variants
     scores = cohort.scores
-    effects = dict(zip(truth["id"], truth["effect"], strict=True))
-    shared = [v for v in scores["rsID"] if v in effects]
+    effects = dict(zip(truth["id"], truth["effect"], strict=False))
     assert len(scores) >= 5
     assert set(scores["rsID"]) != set(truth.loc[truth["kind"] == "common", "id"])
-    for vid in shared:
+    for vid in (v for v in scores["rsID"] if v in effects):
         weight = scores.loc[scores["rsID"] == vid, "effect_weight"].iat[0]
         assert not np.isclose(weight, effects[vid])
-    assert not set(scores["rsID"]) & set(truth.loc[truth["kind"] == "rare", "id"])
+    gwas = cohort.summary["gwas"]
+    assert gwas["n_in_score"] == len(scores)
+    grid = pd.DataFrame(gwas["grid"])
+    chosen = grid[
+        (grid["clump_r2"] == gwas["clump_r2"]) & (grid["p_threshold"] == gwas["p_threshold"])
+    ]
+    assert chosen["n_variants"].iat[0] == len(scores)
+    assert chosen["validation_auc"].iat[0] == grid["validation_auc"].max()
     samples = pd.read_csv(cohort.out / "samples.tsv", sep="\t")
     assert cohort.summary["n_discovery_samples"] == 400
     assert len(samples) == 400  # discovery individuals are not written
@@ -188,6 +241,7 @@ def test_same_seed_gives_the_same_files(cohort, tmp_path):
             for record in (a, b):
                 record.pop("created")
                 record["extra"].pop("timings")
+                record["extra"]["outputs"].pop("provenance.json", None)
             assert a == b
         else:
             assert path.read_bytes() == other.read_bytes(), rel
@@ -199,12 +253,13 @@ def test_balding_nichols_mode(tmp_path):
     result = simulate_cohort(
         4, samples_per_client=100, n_clusters=2, model="balding_nichols", out=tmp_path,
         random_seed=3, discovery_samples=400,
-        balding_nichols=dict(n_variants=2000, n_rare_per_cluster=200, rare_freq_min=0.005,
-                             rare_freq_max=0.02),
-        phenotype=dict(rare_maf_max=0.02, rare_min_count=2), output=dict(progress=False),
+        balding_nichols=dict(n_variants=2000, n_rare_per_cluster=200, n_rare_shared=100,
+                             rare_freq_min=0.005, rare_freq_max=0.02),
+        phenotype=dict(rare_freq_min=0.005, rare_freq_max=0.05, rare_min_count=2),
+        output=dict(progress=False),
     )  # fmt: skip
     s = result.summary
-    assert 1000 < s["n_variants"] <= 2400
+    assert 1000 < s["n_variants"] <= 2500
     assert s["causal"]["n_rare"] == 60
     fst = s["fst"]["hudson_counts"]
     assert fst["within_cluster"]["mean"] < fst["between_cluster"]["mean"]

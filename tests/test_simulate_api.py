@@ -38,6 +38,20 @@ def test_user_architecture_gives_the_naive_genetic_value():
     np.testing.assert_array_equal(again.liability, result.liability)
 
 
+def test_group_specific_effects_and_per_group_prevalence():
+    g = _genotypes(n=3000)
+    groups = np.repeat([0, 1, 2], 1000)
+    arch = CausalArchitecture([3, 7], [[0.5, -1.0, 0.0], [0.25, 0.25, 2.0]])
+    result = simulate_phenotype(
+        g, arch, prevalence={"a": 0.1, "b": 0.3, "c": 0.05}, random_seed=2,
+        groups=np.repeat(["a", "b", "c"], 1000), effect_groups=groups,
+    )  # fmt: skip
+    naive = np.array([row[3] * arch.effects[0, k] + row[7] * arch.effects[1, k]
+                      for row, k in zip(g, groups, strict=True)])  # fmt: skip
+    np.testing.assert_allclose(result.genetic_value, naive)
+    assert [result.phenotype[groups == k].sum() for k in range(3)] == [100, 300, 50]
+
+
 def test_heritability_scaling_groups_and_callable_architecture():
     g = _genotypes(n=4000)
     groups = np.repeat(["a", "b", "c", "d"], 1000)
@@ -56,8 +70,14 @@ def test_bad_architectures_are_input_errors():
     g = _genotypes(n=10, m=5)
     with pytest.raises(InputDataError, match="architecture index 9 out of range for 5 variants"):
         simulate_phenotype(g, CausalArchitecture([9], [1.0]), prevalence=0.1, random_seed=0)
-    with pytest.raises(InputDataError, match="2 indices but 1 effects"):
+    with pytest.raises(InputDataError, match=r"2 indices but effects of shape \(1,\)"):
         CausalArchitecture([1, 2], [1.0])
+    grouped = CausalArchitecture([1, 2], [[1.0, 0.0], [0.5, 0.5]])
+    with pytest.raises(InputDataError, match="has 2 effect columns: give each sample's group"):
+        simulate_phenotype(g, grouped, prevalence=0.1, random_seed=0)
+    with pytest.raises(InputDataError, match="group 2 out of range for 2 effect columns"):
+        simulate_phenotype(g, grouped, prevalence=0.1, random_seed=0,
+                           effect_groups=np.array([0, 1, 2, 0, 0, 0, 0, 0, 0, 0]))  # fmt: skip
     with pytest.raises(InputDataError, match=r"lacks keys \['effects'\]"):
         simulate_phenotype(g, {"indices": [1]}, prevalence=0.1, random_seed=0)
     with pytest.raises(InputDataError, match=r"shape \(3,\), expected \(10,\)"):
@@ -91,7 +111,7 @@ def test_default_demography_gives_european_like_fst(tmp_path):
     result = simulate_cohort(
         10, samples_per_client=60, n_clusters=3, out=tmp_path, random_seed=11,
         discovery_samples=100, region_length=5_000_000,
-        output=dict(progress=False, write_vcf=False), gwas=dict(min_variants=5),
+        output=dict(progress=False, write_vcf=False),
     )  # fmt: skip
     fst = result.summary["fst"]["tskit"]
     assert 0.001 <= fst["within_cluster"]["mean"] <= 0.003
@@ -110,7 +130,7 @@ def _write_config(path, section):
 SMALL_CLI = dict(
     n_clients=3, n_clusters=3, samples_per_client=50, discovery_samples=150,
     region_length=300_000, phenotype=dict(n_causal_rare_per_cluster=0, n_causal_common=10),
-    gwas=dict(min_variants=3), output=dict(progress=False, write_vcf=False),
+    output=dict(progress=False, write_vcf=False),
 )  # fmt: skip
 
 
@@ -127,14 +147,41 @@ def test_cli_runs_a_config_file_with_seed_override(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
-def test_cli_config_merges_over_preset(tmp_path):
+def test_cli_config_merges_over_preset_and_provenance_says_so(tmp_path):
+    from rvfedprs.provenance import file_sha256
+
     config = _write_config(tmp_path / "c.yaml", SMALL_CLI)
     status = main(["simulate", "--preset", "demo", "--config", str(config),
                    "--out", str(tmp_path / "o")])  # fmt: skip
     assert status == 0
     prov = json.loads((tmp_path / "o" / "provenance.json").read_text())
     assert isinstance(prov["seed"], int)  # drawn and recorded
-    assert prov["parameters"]["phenotype"]["h2_rare"] == 0.08  # from the preset
+    # the full resolved section: the preset's keys, the file's keys and the schema defaults
+    parameters = prov["parameters"]
+    assert parameters["chromosomes"] == [20, 21, 22]  # from the preset
+    assert parameters["gwas"]["sample_size"] == 100000  # from the preset
+    assert parameters["samples_per_client"] == 50  # from the file
+    assert parameters["phenotype"]["alpha"] == -0.3  # a schema default
+    assert prov["extra"]["origin"] == {"preset": "demo", "scenario": None, "config": str(config)}
+    assert prov["inputs"] == {str(config): file_sha256(config)}
+
+
+def test_cli_runs_a_scenario_with_a_config_on_top(tmp_path):
+    config = _write_config(
+        tmp_path / "c.yaml",
+        {"samples_per_client": 60, "discovery_samples": 300, "chromosomes": [21, 22],
+         "region_length": 2_000_000,
+         "balding_nichols": {"n_variants": 800, "n_rare_per_cluster": 100, "n_rare_shared": 100},
+         "phenotype": {"n_causal_common": 50, "rare_min_count": 1}},
+    )  # fmt: skip
+    status = main(["simulate", "--scenario", "shared_rho05", "--config", str(config),
+                   "--out", str(tmp_path / "o"), "--seed", "3"])  # fmt: skip
+    assert status == 0
+    prov = json.loads((tmp_path / "o" / "provenance.json").read_text())
+    assert prov["extra"]["origin"]["scenario"] == "shared_rho05"
+    assert prov["parameters"]["phenotype"]["rare_effect_correlation"] == 0.5  # the scenario
+    assert prov["parameters"]["samples_per_client"] == 60  # the file over the scenario
+    assert prov["parameters"]["model"] == "balding_nichols"
 
 
 @pytest.mark.parametrize(
@@ -144,7 +191,7 @@ def test_cli_config_merges_over_preset(tmp_path):
         ({"n_clients": 0}, r"'simulate.n_clients'"),
         (
             {"samples_per_client": "many"},
-            r"'simulate.samples_per_client': 'many' has the wrong type",
+            r"'simulate.samples_per_client': 'many' is not valid under any of the given schemas",
         ),
         ({"phenotype": {"prevalence": 1.5}}, r"'simulate.phenotype.prevalence'"),
         ({"chromosomes": [23]}, r"'simulate.chromosomes.0'"),
@@ -162,7 +209,10 @@ def test_cli_bad_values_exit_2_naming_key_and_value(tmp_path, capsys, section, m
 
 def test_cli_needs_config_or_preset(tmp_path, capsys):
     assert main(["simulate", "--out", str(tmp_path)]) == 2
-    assert "give --config FILE and/or --preset" in capsys.readouterr().err
+    assert "give --config FILE and/or --preset NAME or --scenario NAME" in capsys.readouterr().err
+    assert main(["simulate", "--preset", "demo", "--scenario", "minority",
+                 "--out", str(tmp_path)]) == 2  # fmt: skip
+    assert "give --preset or --scenario, not both" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["simulate", "--preset", "huge", "--out", str(tmp_path)])
     assert exc.value.code == 2

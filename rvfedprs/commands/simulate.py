@@ -9,13 +9,21 @@ HELP = "simulate a federated case-control cohort (genotypes, phenotypes, PGS, tr
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``rvfedprs simulate``."""
+    from rvfedprs.config import preset_names
+    from rvfedprs.simulate.scenarios import scenario_names
+
     parser.add_argument(
         "--config",
         metavar="FILE",
-        help="YAML file with a 'simulate:' section (merged over --preset)",
+        help="YAML file with a 'simulate:' section (merged over --preset or --scenario)",
     )
     parser.add_argument(
-        "--preset", choices=("demo", "paper"), help="built-in preset (demo: 10 x 1,000 samples)"
+        "--preset", choices=preset_names(), help="built-in preset (demo: 10 x 1,000 samples)"
+    )
+    parser.add_argument(
+        "--scenario",
+        choices=scenario_names(),
+        help="a scenario of the scenario map (rvfedprs/simulate/scenarios.yaml)",
     )
     parser.add_argument("--out", metavar="DIR", required=True, help="output folder")
     parser.add_argument("--seed", type=int, help="random seed (overrides simulate.seed)")
@@ -29,17 +37,22 @@ def run(args: argparse.Namespace) -> int:
     from rvfedprs.config import load_config
     from rvfedprs.exceptions import ConfigError
     from rvfedprs.simulate import run_simulation
+    from rvfedprs.simulate.scenarios import scenario_section
 
-    if args.config is None and args.preset is None:
-        raise ConfigError("give --config FILE and/or --preset {demo,paper}")
+    if args.config is None and args.preset is None and args.scenario is None:
+        raise ConfigError("give --config FILE and/or --preset NAME or --scenario NAME")
+    if args.preset is not None and args.scenario is not None:
+        raise ConfigError("give --preset or --scenario, not both")
     if args.seed is not None and args.seed < 0:
         raise ConfigError(f"--seed must be a non-negative integer, got {args.seed}")
     overrides: dict = {"simulate": {}}
     if args.no_progress:
         overrides["simulate"]["output"] = {"progress": False}
     logging.getLogger("msprime").setLevel(logging.WARNING)  # its per-population lines are noise
-    config = load_config(args.config, preset=args.preset, overrides=overrides)
-    result = run_simulation(config["simulate"], args.out, random_seed=args.seed)
+    base = {"simulate": scenario_section(args.scenario)} if args.scenario else None
+    config = load_config(args.config, preset=args.preset, base=base, overrides=overrides)
+    origin = {"preset": args.preset, "scenario": args.scenario, "config": args.config}
+    result = run_simulation(config["simulate"], args.out, random_seed=args.seed, origin=origin)
     summary = result.summary
     clients = summary["clients"]
     print(

@@ -1,22 +1,29 @@
 """Simulate a federated cohort in the CINECA layout (SPEC §2).
 
-The stages, each streaming genotypes in chunks so memory never grows with the number of variants:
+The stages of :func:`run_simulation`, each streaming genotypes in chunks so memory never grows
+with the number of variants:
 
-1. genotypes of the target and the discovery individuals (msprime or Balding–Nichols);
-2. pass 1: write the target cohort's VCF/PLINK files and collect allele counts per client and
-   cluster (variants monomorphic in the target cohort are left out and counted);
-3. causal variants: shared common ones and, per cluster, rare ones carried only in that cluster;
-   liability = scaled common part + scaled rare part + noise, cases = top liabilities per client;
-4. pass 2: marginal GWAS on the discovery cohort, p-value threshold and distance clumping → the
-   PGS Catalog scoring file;
-5. the PGS's AUC on the target cohort, a carrier check, Fst, and the provenance record.
+1. genotypes of the target and the discovery individuals (:mod:`~rvfedprs.simulate.sources`:
+   msprime or Balding–Nichols);
+2. a counting pass (:func:`~rvfedprs.simulate.passes.count_alleles`): ALT-allele counts per
+   population over target and discovery individuals;
+3. the architecture (:func:`~rvfedprs.simulate.architecture.draw_architecture`): common causal
+   variants with per-cluster effects, shared and private rare causal variants with per-group
+   effects (α-model), founder enrichment (genotypes of a few variants redrawn in one cluster);
+4. the phenotype: liability = common part + rare part + noise, cases = top liabilities per site;
+5. a writing pass (:func:`~rvfedprs.simulate.passes.write_and_test`): the target cohort's
+   VCF/PLINK files (unobserved variants left out and counted) and the discovery GWAS;
+6. the PGS (:mod:`~rvfedprs.simulate.gwas`): summary statistics, LD clumping and the p-value
+   threshold chosen on the discovery cohort's validation part, the PGS Catalog scoring file;
+7. truth tables (:mod:`~rvfedprs.simulate.truth`), checks (PGS AUC, carriers, Fst) and the
+   provenance record with the resolved parameters and the outputs' checksums.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,17 +32,33 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.genotypes.writers import BedWriter, VcfWriter
-from rvfedprs.provenance import draw_seed, write_provenance
+from rvfedprs.genotypes.writers import GRCH37_LENGTHS
+from rvfedprs.provenance import draw_seed, file_sha256, write_provenance
+from rvfedprs.simulate.alleles import is_strand_ambiguous, is_transition, substitution_matrix
+from rvfedprs.simulate.architecture import draw_architecture, founder_genotypes
+from rvfedprs.simulate.causal import SiteLayout
 from rvfedprs.simulate.demography import all_pairs, hudson_fst, population_layout, summarise_fst
-from rvfedprs.simulate.gwas import clump_by_distance, marginal_regression, write_pgs_catalog
-from rvfedprs.simulate.phenotype import threshold_by_group
+from rvfedprs.simulate.gwas import (
+    clumping_thresholding,
+    ld_pairs,
+    summary_statistics,
+    write_pgs_catalog,
+)
+from rvfedprs.simulate.passes import GwasPass, count_alleles, write_and_test
+from rvfedprs.simulate.phenotype import CausalArchitecture, genetic_value, threshold_by_group
+from rvfedprs.simulate.sources import OverlaySource
+from rvfedprs.simulate.truth import summarise, write_tables
 
 __all__ = ["SimulatedCohort", "run_simulation", "simulate_cohort"]
 
 log = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 64 << 20
+
+#: Variants at least this common (target MAF) are observed everywhere, as on an imputed
+#: genome-wide array; rarer ones only inside sequenced blocks (``sequenced_fraction``).
+_ARRAY_MAF_MIN = 0.01
+_SEQUENCED_BLOCK_BP = 100_000
 
 
 @dataclass
@@ -47,15 +70,17 @@ class SimulatedCohort:
     out : Path
         The output folder (layout in SPEC §2).
     samples : DataFrame
-        ``sample_id, population, cluster, client``.
+        ``sample_id, population, cluster, client, architecture``.
     phenotypes : DataFrame
         ``eid, Subject id, <name>, <name>_liability``.
     causal_variants : DataFrame
-        The truth table (``truth/causal_variants.tsv``).
+        The truth table (``truth/causal_variants.tsv``): one row per causal variant and group
+        in which it acts.
     scores : DataFrame
         The PGS weights (``scores/PGS_sim.txt.gz``).
     summary : dict
-        Measured statistics (Fst, case counts, AUCs), as in ``provenance.json``.
+        Measured statistics (realised h², odds ratios, Fst, case counts, AUCs), as in
+        ``provenance.json``.
     """
 
     out: Path
@@ -74,6 +99,8 @@ class SimulatedCohort:
             "phenotypes": out / "phenotypes.tsv",
             "scores": out / "scores" / "PGS_sim.txt.gz",
             "causal_variants": out / "truth" / "causal_variants.tsv",
+            "causal_sites": out / "truth" / "causal_sites.tsv",
+            "sites": out / "truth" / "sites.tsv",
             "genetic_values": out / "truth" / "genetic_values.tsv",
             "provenance": out / "provenance.json",
         }
@@ -84,62 +111,117 @@ class SimulatedCohort:
         return found
 
 
-def _progress(enabled: bool, total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="variant", disable=not enabled, leave=False)
+def _per_client(value: Any, n_clients: int, key: str) -> list:
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * n_clients
+    if len(values) != n_clients:
+        raise ConfigError(
+            f"'simulate.{key}': {len(values)} values for {n_clients} clients (give one number "
+            "or one per client)"
+        )
+    return values
 
 
 def _check_params(params: Mapping[str, Any]) -> None:
     pheno = params["phenotype"]
+    n_clients = params["n_clients"]
     if pheno["h2_common"] + pheno["h2_rare"] >= 1:
         raise ConfigError(
             f"'simulate.phenotype': h2_common + h2_rare must be < 1, got "
             f"{pheno['h2_common']} + {pheno['h2_rare']}"
         )
-    if params["n_clusters"] > params["n_clients"]:
+    if params["n_clusters"] > n_clients:
         raise ConfigError(
-            f"'simulate.n_clusters': {params['n_clusters']} exceeds n_clients {params['n_clients']}"
+            f"'simulate.n_clusters': {params['n_clusters']} exceeds n_clients {n_clients}"
+        )
+    sizes = params["cluster_sizes"]
+    if sizes is not None and (len(sizes) != params["n_clusters"] or sum(sizes) != n_clients):
+        raise ConfigError(
+            f"'simulate.cluster_sizes': {sizes} must hold n_clusters = {params['n_clusters']} "
+            f"numbers summing to n_clients = {n_clients}"
+        )
+    _per_client(params["samples_per_client"], n_clients, "samples_per_client")
+    _per_client(pheno["prevalence"], n_clients, "phenotype.prevalence")
+    groups = pheno["architecture_groups"]
+    if groups is not None and len(groups) != n_clients:
+        raise ConfigError(
+            f"'simulate.phenotype.architecture_groups': {len(groups)} labels for {n_clients} "
+            "clients (give one per client)"
         )
     if params["client_split_generations"] >= params["cluster_split_generations"]:
         raise ConfigError(
             f"'simulate.client_split_generations': {params['client_split_generations']} must be "
             f"smaller than cluster_split_generations {params['cluster_split_generations']}"
         )
-    if params["discovery_samples"] < 2 * params["n_clients"]:
+    for section, low, high in (("balding_nichols", "rare_freq_min", "rare_freq_max"),
+                               ("phenotype", "rare_freq_min", "rare_freq_max")):  # fmt: skip
+        if params[section][low] > params[section][high]:
+            raise ConfigError(
+                f"'simulate.{section}.{low}': {params[section][low]} exceeds {high} "
+                f"{params[section][high]}"
+            )
+    alleles = params["alleles"]
+    if alleles["transition_fraction"] + alleles["strand_ambiguous_fraction"] > 1:
         raise ConfigError(
-            f"'simulate.discovery_samples': {params['discovery_samples']} is fewer than 2 per "
-            f"client ({params['n_clients']} clients)"
+            "'simulate.alleles': transition_fraction + strand_ambiguous_fraction must not exceed "
+            f"1, got {alleles['transition_fraction']} + {alleles['strand_ambiguous_fraction']}"
         )
-    bn = params["balding_nichols"]
-    if bn["rare_freq_min"] > bn["rare_freq_max"]:
+    end = params["region_start"] + params["region_length"]
+    short = [c for c in params["chromosomes"] if end > GRCH37_LENGTHS[str(c)]]
+    if short:
         raise ConfigError(
-            f"'simulate.balding_nichols.rare_freq_min': {bn['rare_freq_min']} exceeds "
-            f"rare_freq_max {bn['rare_freq_max']}"
+            f"'simulate.region_length': region_start + region_length = {end} runs past the end "
+            f"of chromosome(s) {short} (GRCh37)"
         )
     if not (params["output"]["write_vcf"] or params["output"]["write_plink"]):
         raise ConfigError("'simulate.output': write_vcf and write_plink are both false")
 
 
-def _make_source(params: Mapping[str, Any], layout: pd.DataFrame, seed: int, chunk: int):
+def _layout(params: Mapping[str, Any]) -> pd.DataFrame:
+    """Sites with their cluster, architecture group, size and prevalence."""
+    n = params["n_clients"]
+    layout = population_layout(n, params["n_clusters"], params["cluster_sizes"])
+    groups = params["phenotype"]["architecture_groups"]
+    layout["architecture"] = list(layout["cluster"]) if groups is None else [str(g) for g in groups]
+    layout["n_target"] = _per_client(params["samples_per_client"], n, "samples_per_client")
+    layout["prevalence"] = _per_client(params["phenotype"]["prevalence"], n, "phenotype.prevalence")
+    clusters = list(dict.fromkeys(layout["cluster"]))
+    wanted = params["gwas"]["discovery_clusters"]
+    if wanted is not None:
+        unknown = sorted(set(wanted) - set(clusters))
+        if unknown:
+            raise ConfigError(
+                f"'simulate.gwas.discovery_clusters': {unknown} not among the clusters {clusters}"
+            )
+    eligible = np.flatnonzero(layout["cluster"].isin(clusters if wanted is None else wanted))
+    total = params["discovery_samples"]
+    if total < 2 * len(eligible):
+        raise ConfigError(
+            f"'simulate.discovery_samples': {total} is fewer than 2 per discovery population "
+            f"({len(eligible)} populations)"
+        )
+    n_disc = np.zeros(n, dtype=int)
+    n_disc[eligible] = [total // len(eligible) + (k < total % len(eligible))
+                        for k in range(len(eligible))]  # fmt: skip
+    layout["n_discovery"] = n_disc
+    return layout
+
+
+def _make_source(params: Mapping[str, Any], layout: pd.DataFrame, seed: int):
     from rvfedprs.simulate.sources import BaldingNicholsSource, MsprimeSource
 
-    n_clients = len(layout)
-    n_disc = [
-        params["discovery_samples"] // n_clients + (k < params["discovery_samples"] % n_clients)
-        for k in range(n_clients)
-    ]
     common = {
-        "n_target": params["samples_per_client"],
-        "n_discovery": n_disc,
+        "n_target": layout["n_target"].tolist(),
+        "n_discovery": layout["n_discovery"].tolist(),
         "chromosomes": [str(c) for c in params["chromosomes"]],
         "region_start": params["region_start"],
         "region_length": params["region_length"],
+        "substitutions": substitution_matrix(**params["alleles"]),
         "random_seed": seed,
     }
+    frame = layout[["population", "client", "cluster"]]
     if params["model"] == "msprime":
         return MsprimeSource(
-            layout,
+            frame,
             population_size=params["population_size"],
             client_split_generations=params["client_split_generations"],
             cluster_split_generations=params["cluster_split_generations"],
@@ -147,59 +229,45 @@ def _make_source(params: Mapping[str, Any], layout: pd.DataFrame, seed: int, chu
             mutation_rate=params["mutation_rate"],
             **common,
         )
-    return BaldingNicholsSource(layout, chunk_variants=chunk, **params["balding_nichols"], **common)
+    return BaldingNicholsSource(frame, **params["balding_nichols"], **common)
 
 
-def _rare_effects(rng: np.random.Generator, n: int, risk_fraction: float) -> np.ndarray:
-    magnitude = 0.5 + np.abs(rng.normal(size=n))
-    sign = np.where(rng.random(n) < risk_fraction, 1.0, -1.0)
-    return magnitude * sign
-
-
-def _scale_to(value: np.ndarray, target_rows: np.ndarray, h2: float) -> float:
-    sd = value[target_rows].std()
-    return float(np.sqrt(h2) / sd) if sd > 0 and h2 > 0 else 0.0
-
-
-def _auc(y: np.ndarray, score: np.ndarray) -> float | None:
-    from sklearn.metrics import roc_auc_score
-
-    if len(np.unique(y)) < 2:
-        return None
-    return float(roc_auc_score(y, score))
-
-
-def _carrier_check(prs, dosages, y, seed) -> dict[str, Any]:
-    """Among carriers: cross-validated AUC of PRS alone vs PRS + rare causal dosages."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
-
-    result: dict[str, Any] = {"n_carriers": int(len(y)), "n_carrier_cases": int(y.sum())}
-    if len(y) < 20 or y.sum() < 5 or (len(y) - y.sum()) < 5:
-        return result
-    folds = StratifiedKFold(5, shuffle=True, random_state=seed % (2**31))
-    features = np.column_stack([prs, dosages])
-    model = LogisticRegression(C=1.0, max_iter=2000)
-    p_prs = cross_val_predict(model, prs[:, None], y, cv=folds, method="predict_proba")[:, 1]
-    p_all = cross_val_predict(model, features, y, cv=folds, method="predict_proba")[:, 1]
-    result["auc_prs_only"] = _auc(y, p_prs)
-    result["auc_prs_plus_rare"] = _auc(y, p_all)
-    return result
+def _sequenced(variants: pd.DataFrame, params: Mapping[str, Any], rng) -> np.ndarray:
+    """Which variants lie in a sequenced block (``sequenced_fraction`` of 100-kb blocks)."""
+    fraction = params["sequenced_fraction"]
+    if fraction >= 1:
+        return np.ones(len(variants), dtype=bool)
+    n_blocks = -(-params["region_length"] // _SEQUENCED_BLOCK_BP)
+    block = (variants["pos"].to_numpy() - params["region_start"]) // _SEQUENCED_BLOCK_BP
+    chrom = variants["chrom"].astype(str).to_numpy()
+    out = np.zeros(len(variants), dtype=bool)
+    for c in params["chromosomes"]:
+        chosen = rng.choice(n_blocks, size=max(1, round(fraction * n_blocks)), replace=False)
+        out |= (chrom == str(c)) & np.isin(block, chosen)
+    return out
 
 
 def run_simulation(
-    params: Mapping[str, Any], out: str | Path, *, random_seed: int | None = None
+    params: Mapping[str, Any],
+    out: str | Path,
+    *,
+    random_seed: int | None = None,
+    origin: Mapping[str, Any] | None = None,
 ) -> SimulatedCohort:
     """Simulate a cohort from a validated ``simulate`` configuration section.
 
     Parameters
     ----------
     params : mapping
-        The ``simulate`` section after :func:`rvfedprs.config.validate_config`.
+        The ``simulate`` section after :func:`rvfedprs.config.validate_config` (a preset merged
+        in already); recorded in full in ``provenance.json``.
     out : str or Path
         Output folder (created).
     random_seed : int, optional
         Overrides ``params["seed"]``; a seed is drawn and recorded when both are absent.
+    origin : mapping, optional
+        Where the parameters came from (``{"preset": "demo", "config": "path.yaml"}``): recorded
+        in provenance, with the SHA-256 of a config file.
 
     Returns
     -------
@@ -210,207 +278,128 @@ def run_simulation(
     seed = draw_seed(random_seed if random_seed is not None else params["seed"])
     params = {**params, "seed": seed}
     out = Path(out)
-    (out / "genotypes").mkdir(parents=True, exist_ok=True)
-    (out / "scores").mkdir(exist_ok=True)
-    (out / "truth").mkdir(exist_ok=True)
+    for folder in ("genotypes", "scores", "truth"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
     outputs = params["output"]
     pheno = params["phenotype"]
     show = bool(outputs["progress"])
-    seeds = np.random.SeedSequence(seed).generate_state(4)
+    seeds = np.random.SeedSequence(seed).generate_state(7)
     timings: dict[str, float] = {}
 
-    layout = population_layout(params["n_clients"], params["n_clusters"])
-    n_individuals = params["n_clients"] * params["samples_per_client"] + params["discovery_samples"]
+    # ---- 1. genotype model ------------------------------------------------------------------
+    layout = _layout(params)
+    n_individuals = int(layout["n_target"].sum() + layout["n_discovery"].sum())
     chunk = max(1, min(outputs["chunk_variants"], _CHUNK_BYTES // (2 * n_individuals)))
     log.info("simulating %s genotypes of %d individuals", params["model"], n_individuals)
     t0 = time.perf_counter()
-    source = _make_source(params, layout, int(seeds[0]), chunk)
+    source = _make_source(params, layout, int(seeds[0]))
     timings["genotype_model_s"] = time.perf_counter() - t0
-
     inds = source.individuals
-    target_rows = np.flatnonzero(inds["role"].to_numpy() == "target")
-    disc_rows = np.flatnonzero(inds["role"].to_numpy() == "discovery")
-    n_target = len(target_rows)
-    width = max(6, len(str(n_target)))
-    sample_ids = np.array([f"SIM{i + 1:0{width}d}" for i in range(n_target)])
-    target = inds.iloc[target_rows].reset_index(drop=True)
-    client_of_target = target["pop_index"].to_numpy()
-    client_starts = np.flatnonzero(np.r_[True, np.diff(client_of_target) != 0])
+    pop = inds["pop_index"].to_numpy()
+    is_target = inds["role"].to_numpy() == "target"
     clusters = list(dict.fromkeys(layout["cluster"]))
+    groups = list(dict.fromkeys(layout["architecture"]))
+    cluster_of_pop = np.array([clusters.index(c) for c in layout["cluster"]])
+    group_of_pop = np.array([groups.index(g) for g in layout["architecture"]])
 
-    # ---- pass 1: write genotypes, count alleles -------------------------------------------
+    # ---- 2. counting pass ---------------------------------------------------------------------
     t0 = time.perf_counter()
-    tables, client_counts = [], []
-    n_mono = 0
-    bounds = list(zip(client_starts, np.r_[client_starts[1:], n_target], strict=True))
-    bed = BedWriter(out / "genotypes" / "cohort", sample_ids) if outputs["write_plink"] else None
-    vcf: VcfWriter | None = None
-    vcf_chrom = None
-    kept_of_sidx = np.full(source.n_variants, -1, dtype=np.int64)
-    n_kept = 0
-    try:
-        if bed is not None:
-            bed.__enter__()
-        with _progress(show, source.n_variants, "genotypes") as bar:
-            for variants, g in source.iter_chunks(target_rows, chunk):
-                bar.update(len(variants))
-                gv = g.T  # (n_variants, n_target), variant-major
-                per_client = np.stack([gv[:, a:b].sum(1, dtype=np.int64) for a, b in bounds])
-                total = per_client.sum(0)
-                keep = (total > 0) & (total < 2 * n_target)
-                n_mono += int((~keep).sum())
-                if not keep.any():
-                    continue
-                variants = variants.loc[keep].reset_index(drop=True)
-                gt = gv[keep].T
-                chrom = variants["chrom"].iat[0]
-                if outputs["write_vcf"] and chrom != vcf_chrom:
-                    if vcf is not None:
-                        vcf.close()
-                    vcf = VcfWriter(
-                        out / "genotypes" / f"chr{chrom}.vcf.gz", sample_ids,
-                        threads=outputs["threads"], compress_level=outputs["compress_level"],
-                    ).__enter__()  # fmt: skip
-                    vcf_chrom = chrom
-                if vcf is not None:
-                    vcf.write(variants, gt)
-                if bed is not None:
-                    bed.write(variants, gt)
-                kept_of_sidx[variants["sidx"].to_numpy()] = n_kept + np.arange(len(variants))
-                n_kept += len(variants)
-                tables.append(variants)
-                client_counts.append(per_client[:, keep])
-    finally:
-        if vcf is not None:
-            vcf.close()
-        if bed is not None:
-            bed.close()
-    timings["write_genotypes_s"] = time.perf_counter() - t0
-    if n_kept == 0:
-        raise ConfigError("the simulation produced no polymorphic variant; enlarge region_length")
-    variants = pd.concat(tables, ignore_index=True)
-    client_ac = np.concatenate(client_counts, axis=1)  # (n_clients, n_variants)
-    n_per_client = np.bincount(client_of_target)
-    target_af = client_ac.sum(0) / (2 * n_target)
-    target_maf = np.minimum(target_af, 1 - target_af)
-
-    # ---- Fst ---------------------------------------------------------------------------------
-    pairs = all_pairs(params["n_clients"])
-    fst: dict[str, Any] = {}
-    if pairs:
-        numpy_fst = hudson_fst(client_ac, 2 * n_per_client, pairs)
-        fst["hudson_counts"] = summarise_fst(layout, dict(zip(pairs, numpy_fst, strict=True)))
-        if params["model"] == "msprime":
-            rows = [target_rows[client_of_target == k] for k in range(params["n_clients"])]
-            values = source.tskit_fst(rows, pairs)
-            fst["tskit"] = summarise_fst(layout, dict(zip(pairs, values, strict=True)))
-
-    # ---- causal variants and phenotype ----------------------------------------------------------
-    rng = np.random.default_rng(seeds[1])
-    common_candidates = np.flatnonzero(target_maf >= pheno["causal_common_maf"])
-    n_common = min(pheno["n_causal_common"], len(common_candidates))
-    common_idx = np.sort(rng.choice(common_candidates, size=n_common, replace=False))
-    cluster_of_client = layout["cluster"].map({c: k for k, c in enumerate(clusters)}).to_numpy()
-    target_cluster_ac = np.stack(
-        [client_ac[cluster_of_client == k].sum(0) for k in range(len(clusters))]
+    variants, target_ac, all_ac = count_alleles(source, pop, is_target, chunk, show)
+    timings["count_s"] = time.perf_counter() - t0
+    sites = SiteLayout(
+        target_ac=target_ac,
+        all_ac=all_ac,
+        n_target=layout["n_target"].to_numpy(),
+        n_all=(layout["n_target"] + layout["n_discovery"]).to_numpy(),
+        cluster=cluster_of_pop,
+        group=group_of_pop,
     )
-    rare_idx, rare_cluster, rare_available = [], [], {}
-    for k, name in enumerate(clusters):
-        outside = target_cluster_ac.sum(0) - target_cluster_ac[k]
-        candidates = np.flatnonzero(
-            (target_af < pheno["rare_maf_max"])
-            & (target_cluster_ac[k] >= pheno["rare_min_count"])
-            & (outside == 0)
-        )
-        rare_available[name] = int(len(candidates))
-        chosen = rng.choice(
-            candidates, size=min(pheno["n_causal_rare_per_cluster"], len(candidates)), replace=False
-        )
-        rare_idx.extend(chosen.tolist())
-        rare_cluster.extend([name] * len(chosen))
-        if len(chosen) < pheno["n_causal_rare_per_cluster"]:
-            log.warning(
-                "%s: only %d variants qualify as rare causal (asked for %d)",
-                name, len(chosen), pheno["n_causal_rare_per_cluster"],
-            )  # fmt: skip
-    rare_idx_arr = np.array(rare_idx, dtype=np.int64)
-    order = np.argsort(rare_idx_arr, kind="stable")
-    rare_idx_arr = rare_idx_arr[order]
-    rare_cluster_arr = np.array(rare_cluster, dtype=object)[order]
 
-    all_rows = np.arange(len(inds))
-    x_common = source.fetch(variants["sidx"].to_numpy()[common_idx], all_rows)
-    x_rare = source.fetch(variants["sidx"].to_numpy()[rare_idx_arr], all_rows)
-    beta_common = rng.normal(size=n_common)
-    beta_rare = _rare_effects(rng, len(rare_idx_arr), pheno["rare_risk_fraction"])
-    beta_common *= _scale_to(x_common @ beta_common, target_rows, pheno["h2_common"])
-    beta_rare *= _scale_to(x_rare @ beta_rare, target_rows, pheno["h2_rare"])
-    g_common = x_common @ beta_common
-    g_rare = x_rare @ beta_rare
+    # ---- 3. architecture ----------------------------------------------------------------------
+    total_target = target_ac.sum(0)
+    n_target_total = int(is_target.sum())
+    observed = (_maf(total_target, n_target_total) >= _ARRAY_MAF_MIN) | _sequenced(
+        variants, params, np.random.default_rng(seeds[5])
+    )
+    rng = np.random.default_rng(seeds[1])
+    arch = draw_architecture(rng, sites, pheno, group_names=groups, eligible=observed)
+    replacements = founder_genotypes(
+        np.random.default_rng(seeds[4]), source, arch.founders, cluster_of_pop[pop]
+    )
+    source = OverlaySource(source, replacements)
+    for column, genotypes in replacements.items():
+        for k in range(len(layout)):
+            target_ac[k, column] = genotypes[(pop == k) & is_target].sum()
+            all_ac[k, column] = genotypes[pop == k].sum()
+    total_target = target_ac.sum(0)
+    polymorphic = (total_target > 0) & (total_target < 2 * n_target_total)
+    kept = polymorphic & observed
+    n_mono = int((~polymorphic).sum())
+    if not kept.any():
+        raise ConfigError("the simulation produced no polymorphic variant; enlarge region_length")
+
+    # ---- 4. phenotype -------------------------------------------------------------------------
+    everyone = np.arange(len(inds))
+    sidx = variants["sidx"].to_numpy()
+    n_common = len(arch.common.indices)
+    x_causal = source.fetch(sidx[np.r_[arch.common.indices, arch.rare.indices]], everyone)
+    x_common, x_rare = x_causal[:, :n_common], x_causal[:, n_common:]
+    columns = CausalArchitecture(np.arange(len(arch.common.indices)), arch.common.effects)
+    g_common = genetic_value(x_common, columns, cluster_of_pop[pop])
+    columns = CausalArchitecture(np.arange(len(arch.rare.indices)), arch.rare.effects)
+    g_rare = genetic_value(x_rare, columns, group_of_pop[pop])
     noise_sd = np.sqrt(1 - pheno["h2_common"] - pheno["h2_rare"])
     noise = np.random.default_rng(seeds[2]).normal(0.0, noise_sd, size=len(inds))
-    liability = (
-        g_common - g_common[target_rows].mean() + g_rare - g_rare[target_rows].mean() + noise
-    )
-    y_target, thresholds = threshold_by_group(
-        liability[target_rows], pheno["prevalence"], target["client"].to_numpy()
-    )
-    y_disc, _ = threshold_by_group(
-        liability[disc_rows], pheno["prevalence"], inds["population"].to_numpy()[disc_rows]
-    )
+    liability = g_common - g_common[is_target].mean() + g_rare - g_rare[is_target].mean() + noise
+    prevalence_of_pop = dict(enumerate(layout["prevalence"]))
+    y = np.zeros(len(inds), dtype=np.int8)
+    thresholds: dict[Any, float] = {}
+    for role in ("target", "discovery"):
+        rows = np.flatnonzero(inds["role"].to_numpy() == role)
+        y[rows], found = threshold_by_group(liability[rows], prevalence_of_pop, pop[rows])
+        if role == "target":
+            thresholds = {layout["client"].iat[k]: v for k, v in found.items()}
 
-    # ---- pass 2: discovery GWAS ---------------------------------------------------------------
-    t0 = time.perf_counter()
-    maf_min = params["gwas"]["maf_min"]
-    tested, betas, pvalues = [], [], []
-    with _progress(show, source.n_variants, "discovery GWAS") as bar:
-        for chunk_variants, g in source.iter_chunks(disc_rows, chunk):
-            bar.update(len(chunk_variants))
-            kept = kept_of_sidx[chunk_variants["sidx"].to_numpy()]
-            af = g.T.sum(1, dtype=np.int64) / (2 * len(disc_rows))
-            use = (kept >= 0) & (np.minimum(af, 1 - af) >= maf_min)
-            if not use.any():
-                continue
-            beta, _, p = marginal_regression(g[:, use], y_disc)
-            tested.append(kept[use])
-            betas.append(beta)
-            pvalues.append(p)
-    timings["gwas_s"] = time.perf_counter() - t0
-    tested_idx = np.concatenate(tested) if tested else np.empty(0, dtype=np.int64)
-    beta_all = np.concatenate(betas) if betas else np.empty(0)
-    p_all = np.nan_to_num(np.concatenate(pvalues), nan=1.0) if pvalues else np.empty(0)
-    if not len(tested_idx):
+    # ---- 5. writing pass and discovery GWAS ------------------------------------------------------
+    disc_rows = np.flatnonzero(~is_target)
+    split_rng = np.random.default_rng(seeds[3])
+    shuffled = split_rng.permutation(disc_rows)
+    n_val = int(round(params["gwas"]["validation_fraction"] * len(disc_rows)))
+    val_rows = np.sort(shuffled[:n_val])
+    gwas_rows = np.sort(shuffled[n_val:])
+    ref_rows = np.sort(shuffled[n_val:][: params["gwas"]["ld_reference_samples"]])
+    if len(gwas_rows) < 10:
         raise ConfigError(
-            "no variant reaches 'simulate.gwas.maf_min' "
-            f"{params['gwas']['maf_min']} in the discovery cohort"
+            f"'simulate.discovery_samples': {len(disc_rows)} leave {len(gwas_rows)} individuals "
+            "for the GWAS after the validation part"
         )
-    window = int(params["gwas"]["clump_window_kb"] * 1000)
-    chroms = variants["chrom"].to_numpy()[tested_idx]
-    positions = variants["pos"].to_numpy()[tested_idx]
-    passing = p_all < params["gwas"]["p_threshold"]
-    keep = np.zeros(len(tested_idx), dtype=bool)
-    keep[passing] = clump_by_distance(chroms[passing], positions[passing], p_all[passing], window)
-    if keep.sum() < params["gwas"]["min_variants"]:
-        clumped = np.flatnonzero(clump_by_distance(chroms, positions, p_all, window))
-        best = clumped[np.argsort(p_all[clumped], kind="stable")][: params["gwas"]["min_variants"]]
-        keep[:] = False
-        keep[best] = True
-    case_fraction = y_disc.mean()
-    score_idx = tested_idx[keep]
-    order = np.argsort(score_idx)
-    score_idx = score_idx[order]
-    # linear effects on a 0/1 outcome, put on the log-odds scale: beta / (K (1 - K))
-    weights = beta_all[keep][order] / (case_fraction * (1 - case_fraction))
-    score_table = pd.DataFrame(
-        {
-            "rsID": variants["id"].to_numpy()[score_idx],
-            "chr_name": variants["chrom"].to_numpy()[score_idx],
-            "chr_position": variants["pos"].to_numpy()[score_idx],
-            "effect_allele": variants["alt"].to_numpy()[score_idx],
-            "other_allele": variants["ref"].to_numpy()[score_idx],
-            "effect_weight": weights,
-        }
-    )
+    target_rows = np.flatnonzero(is_target)
+    width = max(6, len(str(n_target_total)))
+    sample_ids = np.array([f"SIM{i + 1:0{width}d}" for i in range(n_target_total)])
+    t0 = time.perf_counter()
+    gwas = write_and_test(
+        source, variants, kept, y, target_rows, gwas_rows, ref_rows, val_rows, sample_ids,
+        out, params, chunk, show,
+    )  # fmt: skip
+    timings["write_and_gwas_s"] = time.perf_counter() - t0
+
+    # ---- 6. PGS: clumping + threshold chosen on validation ---------------------------------------
+    t0 = time.perf_counter()
+    # the discovery population's effects: per cluster (common) and group (rare), averaged over
+    # the discovery individuals
+    n_disc = layout["n_discovery"].to_numpy()
+    by_cluster = np.bincount(cluster_of_pop, weights=n_disc, minlength=len(clusters))
+    by_group = np.bincount(group_of_pop, weights=n_disc, minlength=len(groups))
+    discovery = {
+        "rng": np.random.default_rng(seeds[6]),
+        "columns": np.r_[arch.common.indices, arch.rare.indices],
+        "genotypes": x_causal[ref_rows],
+        "effects": np.r_[
+            arch.common.effects @ (by_cluster / by_cluster.sum()),
+            arch.rare.effects @ (by_group / by_group.sum()),
+        ],
+    }
+    score_table, pgs = _build_pgs(gwas, variants, y, gwas_rows, val_rows, params, discovery)
     write_pgs_catalog(
         out / "scores" / "PGS_sim.txt.gz",
         score_table,
@@ -419,162 +408,263 @@ def run_simulation(
         trait=pheno["name"],
     )
     # round-trip through the printed precision so the PRS below is what a reader recomputes
-    x_score = source.fetch(variants["sidx"].to_numpy()[score_idx], target_rows)
-    prs = x_score @ score_table["effect_weight"].astype(float).map(lambda w: float(f"{w:.6g}"))
+    weights = score_table["effect_weight"].astype(float).map(lambda w: float(f"{w:.6g}"))
+    prs = np.zeros(len(target_rows))
+    for lo in range(0, len(weights), 512):  # blocks of variants: memory stays bounded
+        block = sidx[pgs["index"][lo : lo + 512]]
+        prs += source.fetch(block, target_rows) @ weights.to_numpy()[lo : lo + 512]
+    timings["pgs_s"] = time.perf_counter() - t0
 
-    # ---- tables ------------------------------------------------------------------------------
-    samples = pd.DataFrame(
-        {
-            "sample_id": sample_ids,
-            "population": target["population"],
-            "cluster": target["cluster"],
-            "client": target["client"],
-        }
+    # ---- 7. tables, truth, summary, provenance ---------------------------------------------------
+    written = variants.loc[kept].reset_index(drop=True)
+    tables = write_tables(
+        out,
+        layout=layout,
+        inds=inds,
+        sample_ids=sample_ids,
+        y=y,
+        liability=liability,
+        g_common=g_common,
+        g_rare=g_rare,
+        x_common=x_common,
+        x_rare=x_rare,
+        arch=arch,
+        variants=variants,
+        pheno=pheno,
+        thresholds=thresholds,
+        clusters=clusters,
+        groups=groups,
     )
-    samples.to_csv(out / "samples.tsv", sep="\t", index=False)
-    name = pheno["name"]
-    phenotypes = pd.DataFrame(
-        {
-            "eid": 1_000_001 + np.arange(n_target),
-            "Subject id": sample_ids,
-            name: y_target.astype(np.int8),
-            f"{name}_liability": np.round(liability[target_rows], 6),
-        }
+    summary = summarise(
+        layout=layout,
+        inds=inds,
+        y=y,
+        liability=liability,
+        g_common=g_common,
+        g_rare=g_rare,
+        x_rare=x_rare,
+        prs=prs,
+        arch=arch,
+        tables=tables,
+        pheno=pheno,
+        clusters=clusters,
+        groups=groups,
+        seed=seed,
     )
-    phenotypes.to_csv(out / "phenotypes.tsv", sep="\t", index=False)
-    causal_idx = np.concatenate([common_idx, rare_idx_arr])
-    causal = variants.iloc[causal_idx][["id", "chrom", "pos", "ref", "alt"]].reset_index(drop=True)
-    causal.insert(0, "variant_key", causal["chrom"] + ":" + causal["pos"].astype(str) + ":"
-                  + causal["ref"] + ":" + causal["alt"])  # fmt: skip
-    causal["effect_allele"] = causal["alt"]
-    causal["effect"] = np.concatenate([beta_common, beta_rare])
-    causal["kind"] = ["common"] * n_common + ["rare"] * len(rare_idx_arr)
-    causal["cluster"] = [""] * n_common + list(rare_cluster_arr)
-    causal.to_csv(
-        out / "truth" / "causal_variants.tsv", sep="\t", index=False, float_format="%.10g"
-    )
-    pd.DataFrame(
-        {
-            "sample_id": sample_ids,
-            "genetic_common": g_common[target_rows],
-            "genetic_rare": g_rare[target_rows],
-        }
-    ).to_csv(out / "truth" / "genetic_values.tsv", sep="\t", index=False, float_format="%.10g")
-
-    # ---- checks and provenance -----------------------------------------------------------------
-    own_cluster = rare_cluster_arr[None, :] == target["cluster"].to_numpy()[:, None]
-    carrier_matrix = (x_rare[target_rows] > 0) & own_cluster
-    carriers = carrier_matrix.any(axis=1)
-    per_client = (
-        pd.DataFrame({"client": target["client"], "case": y_target, "carrier": carriers})
-        .groupby("client")
-        .agg(n=("case", "size"), cases=("case", "sum"), carriers=("carrier", "sum"))
-    )
-    summary: dict[str, Any] = {
-        "n_samples": n_target,
-        "n_discovery_samples": int(len(disc_rows)),
-        "n_variants": int(n_kept),
-        "n_rare_variants_maf_below_0.001": int((target_maf < 0.001).sum()),
-        "dropped": {
+    maf = _maf(total_target, n_target_total)
+    summary.update(
+        n_discovery_samples=int(len(disc_rows)),
+        n_variants=int(kept.sum()),
+        n_rare_variants_maf_below_0_001=int((maf[kept] < 0.001).sum()),
+        n_rare_variants_maf_below_0_01=int((maf[kept] < 0.01).sum()),
+        alleles={
+            "strand_ambiguous_fraction": float(
+                is_strand_ambiguous(written["ref"], written["alt"]).mean()
+            ),
+            "transition_fraction": float(is_transition(written["ref"], written["alt"]).mean()),
+        },
+        dropped={
             "multiallelic_sites": int(source.n_multiallelic),
-            "monomorphic_in_target": int(n_mono),
+            "monomorphic_in_target": n_mono,
+            "rare_outside_sequenced_blocks": int((polymorphic & ~observed).sum()),
             "duplicate_positions": 0,
         },
-        "fst": fst,
-        "clients": {
-            client: {
-                "n": int(r.n),
-                "cases": int(r.cases),
-                "controls": int(r.n - r.cases),
-                "rare_causal_carriers": int(r.carriers),
-            }
-            for client, r in per_client.iterrows()
-        },  # fmt: skip
-        "thresholds": {str(k): float(v) for k, v in thresholds.items()},
-        "causal": {
-            "n_common": int(n_common),
-            "n_rare": int(len(rare_idx_arr)),
-            "rare_candidates_per_cluster": rare_available,
-            "rare_carriers": int(carriers.sum()),
-            "realised_h2_common": float(
-                np.var(g_common[target_rows]) / np.var(liability[target_rows])
+        fst=_fst(source, params, layout, target_ac[:, kept], is_target, pop),
+        gwas={
+            **pgs["summary"],
+            "n_causal_common_in_score": int(np.isin(pgs["index"], arch.common.indices).sum()),
+            "n_strand_ambiguous_in_score": int(
+                is_strand_ambiguous(score_table["effect_allele"], score_table["other_allele"]).sum()
             ),
-            "realised_h2_rare": float(np.var(g_rare[target_rows]) / np.var(liability[target_rows])),
         },
-        "gwas": {
-            "n_tested": int(len(tested_idx)),
-            "n_passing_p_threshold": int(passing.sum()),
-            "n_in_score": int(len(score_idx)),
-            "n_causal_in_score": int(np.isin(score_idx, common_idx).sum()),
-            "discovery_case_fraction": float(case_fraction),
-        },
-        "auc": {
-            "prs": _auc(y_target, np.asarray(prs)),
-            "true_genetic_value": _auc(y_target, (g_common + g_rare)[target_rows]),
-            "true_common_value": _auc(y_target, g_common[target_rows]),
-        },
-        "carrier_check": _carrier_check(
-            np.asarray(prs)[carriers],
-            (x_rare[target_rows][carriers] * own_cluster[carriers]),
-            y_target[carriers],
-            seed,
-        ),  # fmt: skip
-    }
+    )
     timings["total_s"] = time.perf_counter() - started
     summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
-    write_provenance(out, command="rvfedprs simulate", parameters=params, seed=seed, extra=summary)
+    _write_provenance(out, params, seed, summary, origin)
     log.info(
-        "simulated %d samples, %d variants; PRS AUC %.3f; wrote %s",
-        n_target, n_kept, summary["auc"]["prs"] or float("nan"), out,
+        "simulated %d samples, %d variants; PGS of %d variants, AUC %.3f; wrote %s",
+        n_target_total, summary["n_variants"], len(score_table),
+        summary["auc"]["prs"] or float("nan"), out,
     )  # fmt: skip
-    return SimulatedCohort(out, samples, phenotypes, causal, score_table, summary)
+    return SimulatedCohort(
+        out, tables["samples"], tables["phenotypes"], tables["causal"], score_table, summary
+    )
+
+
+def _maf(ac: np.ndarray, n: int) -> np.ndarray:
+    af = ac / (2.0 * n)
+    return np.minimum(af, 1 - af)
+
+
+def _build_pgs(gwas: GwasPass, variants, y, gwas_rows, val_rows, params, discovery):
+    """LD clumping + thresholding chosen on validation, weights on the log-odds scale.
+
+    ``discovery`` holds what drawn summary statistics need (``gwas.sample_size``): ``rng``, the
+    causal genotypes of the reference panel, their columns and their effects in the discovery
+    population.
+    """
+    settings = params["gwas"]
+    window = int(settings["clump_window_kb"] * 1000)
+    chroms = variants["chrom"].to_numpy()[gwas.tested]
+    positions = variants["pos"].to_numpy()[gwas.tested]
+    pairs = None
+    if window > 0:
+        pairs = ld_pairs(
+            gwas.reference, chroms, positions, window_bp=window, r2_min=min(settings["clump_r2"])
+        )
+    if settings["sample_size"] is None:
+        case_fraction = float(y[gwas_rows].mean())
+        # linear effects on a 0/1 outcome, put on the log-odds scale: beta / (K (1 - K))
+        weights = gwas.beta / (case_fraction * (1 - case_fraction))
+        p = gwas.p
+    else:
+        case_fraction = None
+        columns = discovery["columns"]
+        weights, _, p = summary_statistics(
+            discovery["rng"], gwas.reference, chroms, positions,
+            discovery["genotypes"], discovery["effects"],
+            variants["chrom"].to_numpy()[columns], variants["pos"].to_numpy()[columns],
+            sample_size=settings["sample_size"], window_bp=window,
+        )  # fmt: skip
+    chosen, table = clumping_thresholding(
+        p, weights, pairs, gwas.validation, y[val_rows],
+        r2_values=settings["clump_r2"], p_thresholds=settings["p_thresholds"],
+    )  # fmt: skip
+    columns = gwas.tested[chosen]
+    score_table = pd.DataFrame(
+        {
+            "rsID": variants["id"].to_numpy()[columns],
+            "chr_name": variants["chrom"].to_numpy()[columns],
+            "chr_position": variants["pos"].to_numpy()[columns],
+            "effect_allele": variants["alt"].to_numpy()[columns],
+            "other_allele": variants["ref"].to_numpy()[columns],
+            "effect_weight": weights[chosen],
+        }
+    )
+    best = table.loc[table["chosen"]].iloc[0]
+    summary = {
+        "discovery_clusters": settings["discovery_clusters"],
+        "n_gwas": int(len(gwas_rows)) if settings["sample_size"] is None else None,
+        "sample_size": settings["sample_size"],
+        "n_validation": int(len(val_rows)),
+        "n_ld_reference": int(gwas.reference.shape[0]),
+        "n_tested": int(len(gwas.tested)),
+        "clump_r2": None if pd.isna(best["clump_r2"]) else float(best["clump_r2"]),
+        "p_threshold": float(best["p_threshold"]),
+        "validation_auc": float(best["validation_auc"]),
+        "grid": table.drop(columns="chosen").to_dict(orient="records"),
+        "n_in_score": int(len(columns)),
+        "gwas_case_fraction": case_fraction,
+    }
+    return score_table, {"index": columns, "summary": summary}
+
+
+def _fst(source, params, layout, target_ac, is_target, pop) -> dict[str, Any]:
+    pairs = all_pairs(len(layout))
+    if not pairs:
+        return {}
+    n_per_client = layout["n_target"].to_numpy()
+    fst = {
+        "hudson_counts": summarise_fst(
+            layout, dict(zip(pairs, hudson_fst(target_ac, 2 * n_per_client, pairs), strict=True))
+        )
+    }
+    base = getattr(source, "base", source)
+    if params["model"] == "msprime":
+        rows = [np.flatnonzero(is_target & (pop == k)) for k in range(len(layout))]
+        values = base.tskit_fst(rows, pairs)
+        fst["tskit"] = summarise_fst(layout, dict(zip(pairs, values, strict=True)))
+    return fst
+
+
+def _write_provenance(out: Path, params, seed, summary, origin) -> None:
+    origin = dict(origin or {})
+    inputs = [origin["config"]] if origin.get("config") else []
+    checksums = {
+        str(path.relative_to(out)): file_sha256(path)
+        for path in sorted(out.rglob("*"))
+        if path.is_file() and path.name != "provenance.json"
+    }
+    write_provenance(
+        out,
+        command="rvfedprs simulate",
+        parameters=params,
+        seed=seed,
+        inputs=inputs,
+        extra={"origin": origin, **summary, "outputs": checksums},
+    )
 
 
 def simulate_cohort(
-    n_clients: int = 10,
+    n_clients: int | None = None,
     *,
-    samples_per_client: int = 1000,
-    n_clusters: int = 3,
+    samples_per_client: int | Sequence[int] | None = None,
+    n_clusters: int | None = None,
     out: str | Path | None = None,
     random_seed: int | None = None,
-    model: str = "msprime",
+    model: str | None = None,
+    preset: str | None = None,
     **options: Any,
 ) -> SimulatedCohort:
     """Simulate a federated case-control cohort and write it in the CINECA layout.
 
+    Arguments left out (None) take the preset's value, else the schema default
+    (``rvfedprs/schemas/simulate.schema.json``: 10 sites of 1,000 in 3 clusters, msprime).
+
     Parameters
     ----------
-    n_clients : int
+    n_clients : int, optional
         Federated sites (one sub-population each).
-    samples_per_client : int
-        Target individuals per site.
-    n_clusters : int
+    samples_per_client : int or sequence of int, optional
+        Target individuals per site (one number, or one per site).
+    n_clusters : int, optional
         Ancestry clusters the sites are grouped into.
     out : str or Path, optional
         Output folder; a new temporary folder when absent (see ``.out`` of the result).
     random_seed : int, optional
         Master seed; drawn and recorded in ``provenance.json`` when absent.
-    model : {"msprime", "balding_nichols"}
+    model : {"msprime", "balding_nichols"}, optional
         Genotype model.
+    preset : str, optional
+        A built-in preset (:func:`rvfedprs.config.preset_names`: ``demo``, ``scenario_*``, ...)
+        whose ``simulate`` section the other arguments are merged over.
     **options
         Any other key of the ``simulate`` configuration section (``discovery_samples``,
-        ``region_length``, ``phenotype={...}``, ``gwas={...}``, ``output={...}``, ...).
+        ``cluster_sizes``, ``phenotype={"h2_rare": 0.02, "rare_shared_fraction": 0.5, ...}``,
+        ``gwas={...}``, ``output={...}``, ...); the schema documents each.
 
     Returns
     -------
     SimulatedCohort
+
+    Examples
+    --------
+    Half of the rare causal variants shared across clusters with effect correlation 0.3, a
+    one-site minority cluster, and the discovery GWAS drawn from the first cluster:
+
+    >>> from rvfedprs.simulate import simulate_cohort
+    >>> cohort = simulate_cohort(                                    # doctest: +SKIP
+    ...     10, samples_per_client=1000, n_clusters=3, cluster_sizes=[5, 4, 1],
+    ...     model="balding_nichols", random_seed=1,
+    ...     phenotype={"rare_shared_fraction": 0.5, "rare_effect_correlation": 0.3},
+    ...     gwas={"discovery_clusters": ["cluster1"]})
     """
     import tempfile
 
-    from rvfedprs.config import validate_config
+    from rvfedprs.config import deep_merge, load_preset, validate_config
 
-    section = {
+    given = {
         "n_clients": n_clients,
         "samples_per_client": samples_per_client,
         "n_clusters": n_clusters,
         "model": model,
-        **options,
     }
+    section = {key: value for key, value in given.items() if value is not None}
+    if isinstance(section.get("samples_per_client"), Sequence):
+        section["samples_per_client"] = list(section["samples_per_client"])
+    section.update(options)
+    if preset is not None:
+        section = deep_merge(load_preset(preset).get("simulate", {}), section)
     params = validate_config({"simulate": section})["simulate"]
     target = Path(tempfile.mkdtemp(prefix="rvfedprs-sim-")) if out is None else Path(out)
-    return run_simulation(params, target, random_seed=random_seed)
+    return run_simulation(params, target, random_seed=random_seed, origin={"preset": preset})

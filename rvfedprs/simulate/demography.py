@@ -21,8 +21,17 @@ import pandas as pd
 __all__ = ["population_layout", "build_demography", "hudson_fst", "summarise_fst", "all_pairs"]
 
 
-def population_layout(n_clients: int, n_clusters: int) -> pd.DataFrame:
-    """Assign clients to clusters as evenly as possible (earlier clusters get the extra clients).
+def population_layout(
+    n_clients: int, n_clusters: int, cluster_sizes: Sequence[int] | None = None
+) -> pd.DataFrame:
+    """Assign clients to clusters, in order.
+
+    Parameters
+    ----------
+    n_clients, n_clusters : int
+    cluster_sizes : sequence of int, optional
+        Clients per cluster (summing to ``n_clients``); as even as possible when absent (earlier
+        clusters get the extra clients).
 
     Returns
     -------
@@ -32,7 +41,15 @@ def population_layout(n_clients: int, n_clusters: int) -> pd.DataFrame:
     """
     if n_clusters < 1 or n_clients < n_clusters:
         raise ValueError(f"need 1 <= n_clusters <= n_clients, got {n_clusters} and {n_clients}")
-    sizes = [n_clients // n_clusters + (k < n_clients % n_clusters) for k in range(n_clusters)]
+    if cluster_sizes is None:
+        sizes = [n_clients // n_clusters + (k < n_clients % n_clusters) for k in range(n_clusters)]
+    else:
+        sizes = [int(s) for s in cluster_sizes]
+        if len(sizes) != n_clusters or sum(sizes) != n_clients or min(sizes) < 1:
+            raise ValueError(
+                f"cluster_sizes {sizes} must be {n_clusters} positive numbers summing to "
+                f"n_clients {n_clients}"
+            )
     cluster = np.repeat(np.arange(n_clusters), sizes)
     width = max(2, len(str(n_clients)))
     return pd.DataFrame(

@@ -23,18 +23,20 @@ import pandas as pd
 
 from rvfedprs.simulate.demography import build_demography
 
-__all__ = ["MsprimeSource", "BaldingNicholsSource", "individual_table"]
-
-_BASES = np.array(list("ACGT"))
+__all__ = ["MsprimeSource", "BaldingNicholsSource", "OverlaySource", "individual_table"]
 
 
 def individual_table(
-    layout: pd.DataFrame, n_target: int, n_discovery: Sequence[int]
+    layout: pd.DataFrame, n_target: Sequence[int], n_discovery: Sequence[int]
 ) -> pd.DataFrame:
-    """One row per individual: each population's target individuals then its discovery ones."""
+    """One row per individual: each population's target individuals then its discovery ones.
+
+    ``n_target`` and ``n_discovery`` hold one count per population (row of ``layout``).
+    """
     frames = []
     for k, row in enumerate(layout.itertuples(index=False)):
         n_disc = int(n_discovery[k])
+        n_tgt = int(n_target[k])
         frames.append(
             pd.DataFrame(
                 {
@@ -42,7 +44,7 @@ def individual_table(
                     "client": row.client,
                     "cluster": row.cluster,
                     "pop_index": k,
-                    "role": ["target"] * n_target + ["discovery"] * n_disc,
+                    "role": ["target"] * n_tgt + ["discovery"] * n_disc,
                 }
             )
         )
@@ -67,15 +69,18 @@ class MsprimeSource:
     """Coalescent genotypes (msprime), one independent simulation per chromosome.
 
     Positions are ``region_start + site position`` on a discrete genome, so they are unique
-    integers >= 1; alleles come from the JC69 nucleotide model (REF = ancestral state). Sites
-    with more than two alleles are dropped and counted in ``n_multiallelic``.
+    integers >= 1; alleles come from a nucleotide substitution matrix
+    (:func:`rvfedprs.simulate.alleles.substitution_matrix`; REF = ancestral state, uniform at
+    the root). Sites with more than two alleles are dropped and counted in ``n_multiallelic``.
+    Diploid individuals are two haplotypes of one population, so genotypes are in
+    Hardy–Weinberg equilibrium within each site.
     """
 
     def __init__(
         self,
         layout: pd.DataFrame,
         *,
-        n_target: int,
+        n_target: Sequence[int],
         n_discovery: Sequence[int],
         chromosomes: Sequence[str],
         region_start: int,
@@ -85,9 +90,12 @@ class MsprimeSource:
         cluster_split_generations: float,
         recombination_rate: float,
         mutation_rate: float,
+        substitutions: np.ndarray,
         random_seed: int,
     ) -> None:
         import msprime
+
+        from rvfedprs.simulate.alleles import BASES
 
         self.layout = layout
         self.individuals = individual_table(layout, n_target, n_discovery)
@@ -100,9 +108,14 @@ class MsprimeSource:
             cluster_split_generations=cluster_split_generations,
         )
         samples = [
-            msprime.SampleSet(n_target + int(n_discovery[k]), population=name, ploidy=2)
+            msprime.SampleSet(int(n_target[k]) + int(n_discovery[k]), population=name, ploidy=2)
             for k, name in enumerate(layout["population"])
         ]
+        mutation_model = msprime.MatrixMutationModel(
+            alleles=list(BASES),
+            root_distribution=[0.25] * 4,
+            transition_matrix=np.asarray(substitutions, dtype=float),
+        )
         seeds = np.random.SeedSequence(random_seed).generate_state(2 * len(self.chromosomes))
         self.tree_sequences = []
         self.kept_sites: list[np.ndarray] = []
@@ -118,7 +131,7 @@ class MsprimeSource:
                 random_seed=int(seeds[2 * c]) + 1,
             )
             ts = msprime.sim_mutations(
-                ts, rate=mutation_rate, model="jc69", discrete_genome=True,
+                ts, rate=mutation_rate, model=mutation_model, discrete_genome=True,
                 random_seed=int(seeds[2 * c + 1]) + 1,
             )  # fmt: skip
             kept, alt = _biallelic_sites(ts)
@@ -206,110 +219,174 @@ class MsprimeSource:
 
 
 class BaldingNicholsSource:
-    """Independent loci under the Balding–Nichols model (numpy only; for scale benchmarks).
+    """Independent loci under the Balding–Nichols model (numpy only).
 
     Ancestral frequencies p ~ U(maf_min, 0.5); cluster frequencies ~ Beta(p(1-F)/F, (1-p)(1-F)/F)
-    with F = ``fst_between`` around p, client frequencies likewise with F = ``fst_within`` around
-    their cluster's; plus ``n_rare_per_cluster`` cluster-private rare variants with frequency
-    U(rare_freq_min, rare_freq_max) in their cluster and 0 elsewhere. Genotypes are drawn
-    chunk by chunk from a seed derived from (seed, chromosome, chunk), so any pass reproduces them.
+    with F = ``fst_between`` around p, population (site) frequencies likewise with
+    F = ``fst_within`` around their cluster's. Rare loci are added on top, with log-uniform
+    frequencies in [rare_freq_min, rare_freq_max]: ``n_rare_per_cluster`` private to each
+    cluster (that frequency in its populations, 0 elsewhere) and ``n_rare_shared`` at the same
+    frequency in every population. Genotypes are Binomial(2, population frequency), so in
+    Hardy–Weinberg equilibrium within each site, drawn locus by locus from a stream keyed by
+    (seed, locus), so any pass or subset reproduces them. Alleles are drawn from the
+    substitution matrix (:mod:`rvfedprs.simulate.alleles`).
     """
 
     def __init__(
         self,
         layout: pd.DataFrame,
         *,
-        n_target: int,
+        n_target: Sequence[int],
         n_discovery: Sequence[int],
         chromosomes: Sequence[str],
         region_start: int,
         region_length: int,
         n_variants: int,
         n_rare_per_cluster: int,
+        n_rare_shared: int,
         fst_within: float,
         fst_between: float,
         maf_min: float,
         rare_freq_min: float,
         rare_freq_max: float,
-        chunk_variants: int,
+        substitutions: np.ndarray,
         random_seed: int,
     ) -> None:
+        from rvfedprs.simulate.alleles import BASES
+
         self.layout = layout
         self.individuals = individual_table(layout, n_target, n_discovery)
         self.chromosomes = [str(c) for c in chromosomes]
-        self.chunk_variants = int(chunk_variants)
         self.n_multiallelic = 0
         self.seed = int(random_seed)
         rng = np.random.default_rng([self.seed, 0])
         clusters = list(dict.fromkeys(layout["cluster"]))
         cluster_of_pop = np.array([clusters.index(c) for c in layout["cluster"]])
         n_chrom = len(self.chromosomes)
+        cumulative = np.cumsum(np.asarray(substitutions, dtype=float), axis=1)
+        bases = np.array(BASES)
         self.tables: list[pd.DataFrame] = []
         self.freqs: list[np.ndarray] = []  # per chromosome, shape (n_populations, n_variants)
         offset = 0
+
+        def rare_freqs(size: int) -> np.ndarray:
+            low, high = np.log(rare_freq_min), np.log(rare_freq_max)
+            return np.exp(rng.uniform(low, high, size=size))
+
         for c, chrom in enumerate(self.chromosomes):
-            n_common = n_variants // n_chrom + (c < n_variants % n_chrom)
-            n_rare = n_rare_per_cluster // n_chrom + (c < n_rare_per_cluster % n_chrom)
+            n_common = _share(n_variants, n_chrom, c)
+            n_private = _share(n_rare_per_cluster, n_chrom, c)
+            n_shared = _share(n_rare_shared, n_chrom, c)
             p = rng.uniform(maf_min, 0.5, size=n_common)
             pc = _beta_around(rng, np.broadcast_to(p, (len(clusters), n_common)), fst_between)
             pk = _beta_around(rng, pc[cluster_of_pop], fst_within)
-            rare = np.zeros((len(layout), n_rare * len(clusters)))
+            private = np.zeros((len(layout), n_private * len(clusters)))
             for k in range(len(clusters)):
-                f = rng.uniform(rare_freq_min, rare_freq_max, size=n_rare)
-                rare[np.ix_(cluster_of_pop == k, np.arange(k * n_rare, (k + 1) * n_rare))] = f
-            freqs = np.concatenate([pk, rare], axis=1)
-            order = rng.permutation(freqs.shape[1])
-            freqs = freqs[:, order]
+                columns = np.arange(k * n_private, (k + 1) * n_private)
+                private[np.ix_(cluster_of_pop == k, columns)] = rare_freqs(n_private)
+            shared = np.broadcast_to(rare_freqs(n_shared), (len(layout), n_shared))
+            freqs = np.concatenate([pk, private, shared], axis=1)
+            freqs = freqs[:, rng.permutation(freqs.shape[1])]
             m = freqs.shape[1]
             if m > region_length:
                 raise ValueError(f"{m} loci do not fit in a region of {region_length} bp")
             pos = region_start + np.sort(rng.choice(region_length, size=m, replace=False))
-            pair = np.array([rng.choice(4, size=2, replace=False) for _ in range(m)]).reshape(m, 2)
+            ref = rng.integers(0, 4, size=m)
+            alt = (rng.random(m)[:, None] >= cumulative[ref]).sum(axis=1).clip(max=3)
             self.tables.append(
-                _variant_table(
-                    chrom, pos, _BASES[pair[:, 0]], _BASES[pair[:, 1]], offset + np.arange(m)
-                )
+                _variant_table(chrom, pos, bases[ref], bases[alt], offset + np.arange(m))
             )
             self.freqs.append(freqs)
             offset += m
         self._offsets = np.cumsum([0] + [len(t) for t in self.tables])
         self._pop = self.individuals["pop_index"].to_numpy()
+        # P(at least one ALT copy) = 1 - q^2 and P(two) = p^2 per population and locus
+        self._cuts = [np.stack([f * (2 - f), f * f]).astype(np.float32) for f in self.freqs]
 
     @property
     def n_variants(self) -> int:
         """Loci over all chromosomes."""
         return int(self._offsets[-1])
 
-    def _chunk(self, c: int, k: int) -> np.ndarray:
-        """All individuals' genotypes of chunk ``k`` of chromosome ``c``."""
-        lo = k * self.chunk_variants
-        freqs = self.freqs[c][:, lo : lo + self.chunk_variants]
-        rng = np.random.default_rng([self.seed, 1, c, k])
-        p = freqs.T[:, self._pop]  # (m, n_individuals), variant-major
-        return rng.binomial(2, p).astype(np.int8).T
+    def _genotypes(self, sidx: np.ndarray) -> np.ndarray:
+        """Every individual's genotypes at loci ``sidx``, variant-major, int8.
+
+        Each locus has its own random stream (Philox keyed by the seed and the locus), so any
+        subset of loci is drawn alone and always gives the same genotypes. One uniform ``u`` per
+        individual and locus: the genotype is ``[u < 1 - q^2] + [u < p^2]`` with ``p`` the
+        frequency of the individual's population and ``q = 1 - p`` (Hardy–Weinberg).
+        """
+        sidx = np.asarray(sidx, dtype=np.int64)
+        out = np.empty((len(sidx), len(self._pop)), dtype=np.int8)
+        chrom_of = np.searchsorted(self._offsets, sidx, side="right") - 1
+        for j, (s, c) in enumerate(zip(sidx.tolist(), chrom_of.tolist(), strict=True)):
+            carrier, homozygous = self._cuts[c][:, :, s - self._offsets[c]]
+            key = np.array([self.seed, s], dtype=np.uint64)
+            u = np.random.Generator(np.random.Philox(key=key)).random(len(out[j]), dtype=np.float32)
+            out[j] = (u < carrier[self._pop]).view(np.int8)
+            out[j] += u < homozygous[self._pop]
+        return out
 
     def iter_chunks(
-        self, rows: np.ndarray, chunk_variants: int | None = None
+        self, rows: np.ndarray, chunk_variants: int
     ) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
-        """Stream all loci for individuals ``rows`` (chunking fixed at construction)."""
+        """Stream all loci for individuals ``rows``, ``chunk_variants`` at a time."""
         rows = np.asarray(rows)
-        for c, table in enumerate(self.tables):
-            for k, lo in enumerate(range(0, len(table), self.chunk_variants)):
-                yield table.iloc[lo : lo + self.chunk_variants], self._chunk(c, k).T[:, rows].T
+        for table in self.tables:
+            for lo in range(0, len(table), chunk_variants):
+                part = table.iloc[lo : lo + chunk_variants]
+                yield part, self._genotypes(part["sidx"].to_numpy())[:, rows].T
 
     def fetch(self, sidx: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Genotypes of loci ``sidx`` for individuals ``rows``, shape (len(rows), len(sidx))."""
+        return np.ascontiguousarray(self._genotypes(sidx)[:, np.asarray(rows)].T)
+
+
+class OverlaySource:
+    """A genotype source with the genotypes of a few variants replaced (founder enrichment).
+
+    Parameters
+    ----------
+    base : MsprimeSource or BaldingNicholsSource
+    replacements : dict
+        ``sidx -> int8 array, shape (n_individuals,)``: the new ALT-allele counts of every
+        individual (rows of ``base.individuals``).
+
+    Everything else (``individuals``, ``n_variants``, ...) is the base source's.
+    """
+
+    def __init__(self, base, replacements: dict[int, np.ndarray]) -> None:
+        self.base = base
+        self.replacements = {int(k): np.asarray(v, dtype=np.int8) for k, v in replacements.items()}
+
+    def __getattr__(self, name: str):
+        return getattr(self.base, name)
+
+    def _patch(self, sidx: np.ndarray, rows: np.ndarray, genotypes: np.ndarray) -> np.ndarray:
+        for j in np.flatnonzero(np.isin(sidx, list(self.replacements))):
+            genotypes[:, j] = self.replacements[int(sidx[j])][rows]
+        return genotypes
+
+    def iter_chunks(
+        self, rows: np.ndarray, chunk_variants: int
+    ) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
+        """The base source's chunks, replaced variants patched in."""
+        rows = np.asarray(rows)
+        for variants, genotypes in self.base.iter_chunks(rows, chunk_variants):
+            if self.replacements:
+                self._patch(variants["sidx"].to_numpy(), rows, genotypes)
+            yield variants, genotypes
+
+    def fetch(self, sidx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The base source's genotypes, replaced variants patched in."""
         sidx = np.asarray(sidx, dtype=np.int64)
         rows = np.asarray(rows)
-        out = np.empty((len(rows), len(sidx)), dtype=np.int8)
-        chrom_of = np.searchsorted(self._offsets, sidx, side="right") - 1
-        local = sidx - self._offsets[chrom_of]
-        chunk_of = local // self.chunk_variants
-        for c, k in sorted(set(zip(chrom_of.tolist(), chunk_of.tolist(), strict=True))):
-            block = self._chunk(c, k)[rows]
-            sel = np.flatnonzero((chrom_of == c) & (chunk_of == k))
-            out[:, sel] = block[:, local[sel] - k * self.chunk_variants]
-        return out
+        return self._patch(sidx, rows, self.base.fetch(sidx, rows))
+
+
+def _share(total: int, parts: int, k: int) -> int:
+    """Part ``k`` of ``total`` split as evenly as possible into ``parts``."""
+    return total // parts + (k < total % parts)
 
 
 def _ancestral_states(ts) -> np.ndarray:
