@@ -28,9 +28,13 @@ if PIPE["cohort"]["simulate"]:
             truth=f"{COHORT_DIR}/truth/causal_variants.tsv",
         params:
             out=lambda wildcards, output: os.path.dirname(output.samples),
-            preset=PIPE["cohort"]["simulate_preset"],
+            source=(
+                f"--scenario {PIPE['cohort']['simulate_scenario']}"
+                if PIPE["cohort"]["simulate_scenario"]
+                else f"--preset {PIPE['cohort']['simulate_preset']}"
+            ),
         log:
             f"{LOGS}/simulate_cohort.log",
         shell:
-            "rvfedprs simulate --preset {params.preset} --config {input.config} --out {params.out}"
+            "rvfedprs simulate {params.source} --config {input.config} --out {params.out}"
             " --no-progress > {log} 2>&1"

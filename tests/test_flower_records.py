@@ -245,6 +245,7 @@ def test_flower_section_defaults_and_checks():
         "timeout": 3600,
         "superlink": None,
         "root_certificates": None,
+        "ray_address": None,
     }
     with pytest.raises(ConfigError, match=r"'flower.superlink': 'localhost' does not match"):
         load_config(None, overrides={"flower": {"superlink": "localhost"}})

@@ -142,32 +142,3 @@ def test_real_harmonised_catalog_files():
             assert sf.harmonised and sf.genome_build == build
             assert sf.table["pos"].notna().sum() > 70
             assert set(sf.table["pre_status"]) <= {"", "no_position", "non_primary_contig"}
-
-
-def test_writer_reproduces_the_simulators_scoring_file_text(tmp_path):
-    """The simulator can call write_scorefile instead of its own writer (same text)."""
-    from rvfedprs.simulate.gwas import write_pgs_catalog
-
-    weights = pd.DataFrame(
-        {
-            "rsID": ["22:1:A:G", "22:2:C:T"],
-            "chr_name": ["22", "22"],
-            "chr_position": [1, 2],
-            "effect_allele": ["G", "C"],
-            "other_allele": ["A", "T"],
-            "effect_weight": [0.123456789, -1.5],
-        }
-    )
-    theirs = write_pgs_catalog(
-        tmp_path / "sim.txt.gz", weights, pgs_id="PGS_sim", pgs_name="n", trait="t"
-    )
-    header = {
-        "pgs_id": "PGS_sim",
-        "pgs_name": "n",
-        "trait_reported": "t",
-        "weight_type": "beta",
-        "genome_build": "GRCh37",
-        "variants_number": 2,
-    }
-    ours = write_scorefile(tmp_path / "ours.txt.gz", weights, header=header, float_format="%.6g")
-    assert gzip.decompress(ours.read_bytes()) == gzip.decompress(theirs.read_bytes())

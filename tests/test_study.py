@@ -166,9 +166,7 @@ def test_a_site_with_a_missing_file_is_named_and_left_out_or_stops_the_study(run
 
 def test_min_cell_count_excludes_suppressed_variants_everywhere(runs, tmp_path):
     sheet = _copy_sites(runs, tmp_path / "in")
-    config, scores = _study_config(
-        runs, tmp_path / "sites", tmp_path / "out", min_cell_count=3
-    )
+    config, scores = _study_config(runs, tmp_path / "sites", tmp_path / "out", min_cell_count=3)
     config["train"] = {**config["train"], "compare": ["fedavg"], "rounds": 1}
     config["pipeline"] = {**config["pipeline"], "min_overlap": 0.0}  # scored variants go too
     run_study_config(config, scoring_file=scores, samplesheet=sheet)

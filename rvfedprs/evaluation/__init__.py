@@ -171,7 +171,10 @@ def load_truth(
 def carrier_masks(
     test: Mapping[str, ClientData], variant_keys: Sequence[str], truth: Truth
 ) -> dict[str, np.ndarray]:
-    """Per client, which test samples carry a causal rare variant of their own cluster.
+    """Per client, which test samples carry a causal rare variant of their own group.
+
+    The group is the sample's ``architecture`` (the partition the rare effects follow, when the
+    samples sheet has that column) or else its ancestry ``cluster``.
 
     Raises
     ------
@@ -180,7 +183,8 @@ def carrier_masks(
     """
     if truth.causal is None:
         raise InputDataError("carrier masks need the causal variant table (evaluate.truth)")
-    cluster_of = dict(zip(truth.samples["sample_id"], truth.samples["cluster"], strict=True))
+    column = "architecture" if "architecture" in truth.samples.columns else "cluster"
+    cluster_of = dict(zip(truth.samples["sample_id"], truth.samples[column], strict=True))
     out = {}
     for client, data in test.items():
         absent = [s for s in data.sample_ids if s not in cluster_of]

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.genotypes.scorefile import write_scorefile
 from rvfedprs.genotypes.writers import GRCH37_LENGTHS
 from rvfedprs.provenance import draw_seed, file_sha256, write_provenance
 from rvfedprs.simulate.alleles import is_strand_ambiguous, is_transition, substitution_matrix
@@ -42,7 +43,6 @@ from rvfedprs.simulate.gwas import (
     clumping_thresholding,
     ld_pairs,
     summary_statistics,
-    write_pgs_catalog,
 )
 from rvfedprs.simulate.passes import GwasPass, count_alleles, write_and_test
 from rvfedprs.simulate.phenotype import CausalArchitecture, genetic_value, threshold_by_group
@@ -400,12 +400,18 @@ def run_simulation(
         ],
     }
     score_table, pgs = _build_pgs(gwas, variants, y, gwas_rows, val_rows, params, discovery)
-    write_pgs_catalog(
+    write_scorefile(
         out / "scores" / "PGS_sim.txt.gz",
         score_table,
-        pgs_id=params["gwas"]["pgs_id"],
-        pgs_name=f"simulated_{pheno['name']}",
-        trait=pheno["name"],
+        header={
+            "pgs_id": params["gwas"]["pgs_id"],
+            "pgs_name": f"simulated_{pheno['name']}",
+            "trait_reported": pheno["name"],
+            "weight_type": "beta",
+            "genome_build": "GRCh37",
+            "variants_number": len(score_table),
+        },
+        float_format="%.6g",
     )
     # round-trip through the printed precision so the PRS below is what a reader recomputes
     weights = score_table["effect_weight"].astype(float).map(lambda w: float(f"{w:.6g}"))

@@ -7,9 +7,7 @@ the p-value threshold is the one whose score predicts best in held-out discovery
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,7 +23,6 @@ __all__ = [
     "clump",
     "passes_threshold",
     "clumping_thresholding",
-    "write_pgs_catalog",
 ]
 
 
@@ -324,44 +321,3 @@ def clumping_thresholding(
     best = int(ranked.index[0])
     table["chosen"] = table.index == best
     return masks[best], table
-
-
-def write_pgs_catalog(
-    path: str | Path,
-    weights: pd.DataFrame,
-    *,
-    pgs_id: str,
-    pgs_name: str,
-    trait: str,
-    genome_build: str = "GRCh37",
-) -> Path:
-    """Write a gzipped PGS Catalog scoring file (format 2.0 header).
-
-    Parameters
-    ----------
-    weights : DataFrame
-        Columns ``chr_name, chr_position, effect_allele, other_allele, effect_weight`` (an
-        ``rsID`` column is written first when present), sorted as they should appear.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    columns = ["chr_name", "chr_position", "effect_allele", "other_allele", "effect_weight"]
-    if "rsID" in weights.columns:
-        columns = ["rsID", *columns]
-    header = [
-        "###PGS CATALOG SCORING FILE - see https://www.pgscatalog.org/downloads/#dl_ftp_scoring "
-        "for additional information",
-        "#format_version=2.0",
-        "##POLYGENIC SCORE (PGS) INFORMATION",
-        f"#pgs_id={pgs_id}",
-        f"#pgs_name={pgs_name}",
-        f"#trait_reported={trait}",
-        "#weight_type=beta",
-        f"#genome_build={genome_build}",
-        f"#variants_number={len(weights)}",
-    ]
-    body = weights[columns].to_csv(sep="\t", index=False, float_format="%.6g")
-    # mtime=0 keeps the file byte-identical between runs with the same seed
-    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
-        handle.write(("\n".join(header) + "\n" + body).encode())
-    return path

@@ -325,11 +325,13 @@ class StudySite:
         sheet = read_tsv(self.inputs.samples, required=("sample_id",), what="samples sheet")
         if "cluster" not in sheet.columns:
             return None, None
+        group = "architecture" if "architecture" in sheet.columns else "cluster"
+        group_of = dict(zip(sheet["sample_id"], sheet[group], strict=True))
         cluster_of = dict(zip(sheet["sample_id"], sheet["cluster"], strict=True))
-        clusters = [cluster_of.get(s, "") for s in data.sample_ids]
         truth = pd.read_csv(self.inputs.truth, sep="\t", dtype={"variant_key": str})
-        mask = causal_carrier_mask(data.rare, variant_keys, clusters, truth)
-        labels = pd.Series(clusters)
+        groups = [group_of.get(s, "") for s in data.sample_ids]
+        mask = causal_carrier_mask(data.rare, variant_keys, groups, truth)
+        labels = pd.Series([cluster_of.get(s, "") for s in data.sample_ids])
         return mask, str(labels.mode().iloc[0]) if len(labels) else None
 
     def evaluate(
