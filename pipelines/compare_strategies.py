@@ -61,7 +61,7 @@ def _number(value: object) -> float:
 def comparison_table(
     metrics: Sequence[dict], wall_s: Sequence[float] | None = None
 ) -> pd.DataFrame:
-    """One row per strategy with the headline metrics (SPEC §11).
+    """One row per strategy with the headline metrics (design §11).
 
     Parameters
     ----------

@@ -1,4 +1,7 @@
-"""rvfedprs: federated polygenic risk scores that keep rare-variant signals alive."""
+"""rvfedprs: federated polygenic risk scores that keep rare-variant signals alive.
+
+Module docstrings cite the design decisions as "design §N": docs/ARCHITECTURE.md, section 10.
+"""
 
 from __future__ import annotations
 

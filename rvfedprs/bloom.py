@@ -1,4 +1,4 @@
-"""Bloom filters of influential rare variants and Jaccard estimation from them (SPEC §5–6).
+"""Bloom filters of influential rare variants and Jaccard estimation from them (design §5–6).
 
 Clients encode their influential variant keys (``chrom:pos:ref:alt``) in a pybloom-live
 ``BloomFilter(capacity, error_rate)``; the server fixes ``capacity`` and ``error_rate`` for the
@@ -17,11 +17,11 @@ with probability ``(1 − 1/s)^n``, so the expected number of set bits is
 
     n̂ = ln(1 − X/m) / ln(1 − 1/s) = ln(1 − X/m) / ln(1 − k/m)
 
-Since ``ln(1 − k/m) ≈ −k/m`` it is the classic ``−(m/k)·ln(1 − X/m)`` (SPEC §6) up to a relative
+Since ``ln(1 − k/m) ≈ −k/m`` it is the classic ``−(m/k)·ln(1 − X/m)`` (design §6) up to a relative
 ``O(k/m)`` term; the exact form is kept because it is exact in expectation for this layout.  A
 filter with every bit set has no finite estimate and raises :class:`InputDataError`.
 
-Jaccard (SPEC §6): ``n̂∪ = n̂(A | B)``, ``n̂∩ = n̂(A) + n̂(B) − n̂∪``, ``Ŝ = clip(n̂∩ / n̂∪, 0, 1)``
+Jaccard (design §6): ``n̂∪ = n̂(A | B)``, ``n̂∩ = n̂(A) + n̂(B) − n̂∪``, ``Ŝ = clip(n̂∩ / n̂∪, 0, 1)``
 (0 when both filters are empty).  Estimating the intersection from ``A & B`` is biased upward
 (bits set in both by *different* items count as shared) and is not offered, except as
 :func:`_and_bits_jaccard` for the test that demonstrates the bias.

@@ -1,4 +1,4 @@
-"""Clustering clients on a precomputed distance matrix, and keeping cluster identities (SPEC §6).
+"""Clustering clients on a precomputed distance matrix, and keeping cluster identities (design §6).
 
 ``ClientClusterer`` is agglomerative clustering (scikit-learn, ``metric="precomputed"``, average
 linkage by default) on ``D = 1 − S``.  Labels are canonical: clusters are numbered in the order

@@ -89,7 +89,7 @@ def input_files(federation: Federation) -> list[Path]:
 
 
 def _evaluate(strategy: Strategy, federation: Federation, config: Mapping[str, Any], truth):
-    """The metrics of SPEC §11 plus what PRS papers report (``prs_metrics``)."""
+    """The metrics of design §11 plus what PRS papers report (``prs_metrics``)."""
     from rvfedprs.evaluation import evaluate_models, predict_clients
     from rvfedprs.evaluation.prs_metrics import federation_prs_metrics
     from rvfedprs.model import model_from_config
@@ -128,7 +128,7 @@ def train(
         A validated configuration (:func:`rvfedprs.config.load_config`). ``train.seed`` None
         draws a seed, recorded everywhere.
     out : str or Path
-        ``metrics.json`` (SPEC §11 keys, ``ari``, ε when DP is on), ``checkpoints/``,
+        ``metrics.json`` (design §11 keys, ``ari``, ε when DP is on), ``checkpoints/``,
         ``provenance.json`` (and ``flower/`` on a Flower engine).
     resume : bool
         Continue from the latest checkpoint in ``out``.

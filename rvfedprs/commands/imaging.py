@@ -1,4 +1,4 @@
-"""``rvfedprs imaging``: the ``002_*`` comparison of FL strategies on a MedMNIST file."""
+"""``rvfedprs imaging``: the Riyadi et al. comparison of FL strategies on a MedMNIST file."""
 
 from __future__ import annotations
 

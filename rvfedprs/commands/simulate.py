@@ -1,4 +1,4 @@
-"""``rvfedprs simulate``: write a simulated federated cohort in the CINECA layout (SPEC §2)."""
+"""``rvfedprs simulate``: write a simulated federated cohort in the CINECA layout (design §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evaluation of a federation's models (SPEC §10): every client on its held-out test split.
+"""Evaluation of a federation's models (design §10): every client on its held-out test split.
 
 Each client is scored with the model it would use — ``parameters_for(client)``: its cluster's
 personalised model for FedCE, the global model for FedAvg — then the metrics of paper §III are
@@ -363,7 +363,7 @@ def evaluate_models(
     truth: Truth | None = None,
     score_clusters: bool = True,
 ) -> dict[str, Any]:
-    """Every metric of SPEC §10–11 for a trained federation.
+    """Every metric of design §10–11 for a trained federation.
 
     Parameters
     ----------

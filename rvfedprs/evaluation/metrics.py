@@ -1,4 +1,4 @@
-"""Evaluation metrics of paper §III and SPEC §10.
+"""Evaluation metrics of paper §III and design §10.
 
 Pooled AUC/AUPRC, carrier AUC, per-client fairness (with the spread corrected for sampling
 noise), ARI of the recovered clusters, calibration, and the two headline shares: of the

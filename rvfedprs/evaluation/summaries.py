@@ -160,7 +160,7 @@ def tie_bound(cases: np.ndarray, controls: np.ndarray) -> float:
 
 
 def pooled_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The coordinator's metrics from the sites' summaries (SPEC §11 keys).
+    """The coordinator's metrics from the sites' summaries (design §11 keys).
 
     Returns
     -------

@@ -3,7 +3,7 @@
 :func:`fit_client` turns a :class:`~rvfedprs.strategies.base.FitInstruction` into a
 :class:`~rvfedprs.strategies.base.FitResult`. It knows nothing of how it is called: the in-process
 engine calls it in a loop, the Flower client app calls it from ``fit``. Client-side behaviour comes
-from ``instruction.config`` (SPEC §5):
+from ``instruction.config`` (design §5):
 
 - ``proximal_mu`` — FedProx term μ/2‖w − w^t‖², with w^t the parameters received;
 - ``influence`` — accumulate the per-variant influence of the rare specialist's first layer;
@@ -77,7 +77,7 @@ def influential_bloom_bits(
     *,
     key: bytes | None = None,
 ) -> np.ndarray:
-    """The Bloom-filter bit array of the client's influential variants (SPEC §5 steps 3–4).
+    """The Bloom-filter bit array of the client's influential variants (design §5 steps 3–4).
 
     Parameters
     ----------

@@ -2,8 +2,8 @@
 
 What each method sees: ``emd`` the clients' standardised-PRS distributions and/or the
 distributions of their per-variant rare allele frequencies; ``euclidean`` / ``ot`` the
-penultimate activations of the model after one FedAvg round (the probe, ``003_*`` Alg. 1 phase
-1); ``jaccard`` 1 − Jaccard of the Bloom filters of each client's influential rare variants
+penultimate activations of the model after one FedAvg round (the probe, Elhussein & Gürsoy Alg. 1
+phase 1); ``jaccard`` 1 − Jaccard of the Bloom filters of each client's influential rare variants
 after one local round from w^0 (FedCE's matrix).
 """
 

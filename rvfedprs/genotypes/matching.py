@@ -1,6 +1,6 @@
 """Match scoring-file rows to genotype variants (plink2 ``--score`` rules), giving the match log.
 
-Rules (SPEC §3): a row is paired with the genotype variants at its chr:pos (its rsID when it has
+Rules (design §3): a row is paired with the genotype variants at its chr:pos (its rsID when it has
 no position), the allele pairs are compared as sets, a strand flip is accepted where the pair is
 not A/T or C/G, and A/T, C/G pairs are dropped unless ``keep_ambiguous`` (then they count as
 written, on the genotypes' strand, as plink2 and pgsc_calc do). A row keeps its one usable

@@ -1,4 +1,4 @@
-"""Sparse minor-allele dosages of the rare variants (the rare pathway's input, SPEC §3)."""
+"""Sparse minor-allele dosages of the rare variants (the rare pathway's input, design §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Polygenic scores: the SUM over matched rows of weight × effect-allele dosage (SPEC §3).
+"""Polygenic scores: the SUM over matched rows of weight × effect-allele dosage (design §3).
 
 :func:`score` reads the scoring file(s) (:mod:`~rvfedprs.genotypes.scorefile`), matches them
 (:mod:`~rvfedprs.genotypes.matching`) and sums weight × effect-allele dosage per sample and

@@ -1,4 +1,4 @@
-"""The ``002_*`` comparison on a MedMNIST file (Algorithm 1 of ``002_*``).
+"""The Riyadi et al. comparison on a MedMNIST file (Algorithm 1 of Riyadi et al.).
 
 Pool train+val+test, optionally subsample (seeded, stratified), Dirichlet(α) partition over K
 clients, per-client stratified split (or K-fold CV), then for every strategy run the rounds and

@@ -10,7 +10,7 @@ the array-valued hooks of SCAFFOLD and Ditto):
   f_k(v) + λ/2‖v − w^t‖² for the same number of epochs and return it as ``personal/<name>``.
 
 Optimiser: plain mini-batch SGD (momentum configurable, 0 by default so that SCAFFOLD's Option
-II holds); loss BCE-with-logits (binary) or cross-entropy (multi-class), as in ``002_*``.
+II holds); loss BCE-with-logits (binary) or cross-entropy (multi-class), as in Riyadi et al..
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The small CNN of ``002_*`` Tables 6–7.
+"""The small CNN of Riyadi et al. Tables 6–7.
 
 conv1 (C→16, 3×3, pad 1) → ReLU → conv2 (16→32, 3×3, pad 1) → ReLU → MaxPool 2×2 → Dropout
 0.25 → flatten → fc1 (→64) → ReLU → fc2 (→1 for binary, →n_classes otherwise).
 
-**Flatten size: 6272, not the tables' 1568 (decision).**  Tables 6–7 of ``002_*`` are
+**Flatten size: 6272, not the tables' 1568 (decision).**  Tables 6–7 of Riyadi et al. are
 internally inconsistent for the 28×28 MedMNIST images the paper uses (§4: "small-scale MedMNIST
 images (28×28)"):
 
@@ -36,7 +36,7 @@ def output_units(n_classes: int) -> int:
 
 
 class SmallCNN(nn.Module):
-    """``002_*`` CNN; parameter names ``conv1.*``, ``conv2.*``, ``fc1.*``, ``fc2.*``.
+    """Riyadi et al. CNN; parameter names ``conv1.*``, ``conv2.*``, ``fc1.*``, ``fc2.*``.
 
     Parameters
     ----------

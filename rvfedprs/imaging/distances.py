@@ -1,6 +1,6 @@
-"""Distance matrices of an imaging federation (SPEC §8 on images).
+"""Distance matrices of an imaging federation (design §8 on images).
 
-EMD metadata (``000_*`` §2.1): per-image maximum (and mean) intensity, and the label values
+EMD metadata (Alekseenko et al. §2.1): per-image maximum (and mean) intensity, and the label values
 (the label histogram on the class axis); App. C combination with groups ``intensity`` and
 ``label``.  Euclidean and OT use embeddings of the one-round FedAvg probe (or a TorchScript
 encoder for Euclidean).

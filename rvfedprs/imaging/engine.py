@@ -4,7 +4,7 @@ Both go through the shared server loop (:func:`rvfedprs.federation.rounds.serve`
 site code (:class:`~rvfedprs.imaging.task.ImagingTask`); seeds follow
 :mod:`rvfedprs.federation.seeds`, so results depend neither on client order nor on the engine.
 Also here: evaluation of each client's model on its test split, and the one-round FedAvg
-*probe* used by the embedding distances (``003_*`` Alg. 1 phase 1).
+*probe* used by the embedding distances (Elhussein & Gürsoy Alg. 1 phase 1).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def evaluate_clients(
 
 
 def mean_metrics(per_client: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """Unweighted mean over clients (``002_*``: (1/K) Σ metric_k), NaNs ignored."""
+    """Unweighted mean over clients (Riyadi et al.: (1/K) Σ metric_k), NaNs ignored."""
     return {
         m: float(np.nanmean([v[m] for v in per_client.values()]))
         if any(np.isfinite(v[m]) for v in per_client.values())
@@ -284,7 +284,7 @@ def run_flower_imaging(
 def probe_parameters(
     clients: Mapping[str, ImagingClient], random_seed: int
 ) -> dict[str, np.ndarray]:
-    """The global model after one FedAvg round (``003_*`` Alg. 1 phase 1)."""
+    """The global model after one FedAvg round (Elhussein & Gürsoy Alg. 1 phase 1)."""
     from rvfedprs.strategies.fedavg import FedAvg
 
     result = run_imaging(clients, FedAvg(), rounds=1, random_seed=random_seed)

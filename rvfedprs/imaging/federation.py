@@ -52,7 +52,7 @@ def build_federation(
         Test share when ``fold`` is None.
     fold : int, optional
         Use fold ``fold`` of a per-client stratified ``n_folds``-fold CV as the test split
-        (``002_*`` Algorithm 1 step 3) instead of a single split.
+        (Riyadi et al. Algorithm 1 step 3) instead of a single split.
     training : ImagingTrainingConfig, optional
     class_counts : array of int, shape (K, C), optional
         Use this fixed per-client class mix (:func:`fixed_count_partition`, seeded with

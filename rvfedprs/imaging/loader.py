@@ -45,7 +45,7 @@ class MedMNIST:
     n_classes: int
 
     def pooled(self) -> ImageDataset:
-        """All splits concatenated (the whole dataset D of ``002_*`` Algorithm 1)."""
+        """All splits concatenated (the whole dataset D of Riyadi et al. Algorithm 1)."""
         return ImageDataset(
             np.concatenate([self.splits[s].images for s in SPLITS]),
             np.concatenate([self.splits[s].labels for s in SPLITS]),

@@ -1,4 +1,4 @@
-"""Classification metrics of ``002_*`` eq. 8–13.
+"""Classification metrics of Riyadi et al. eq. 8–13.
 
 Accuracy, precision, recall, F1, ROC-AUC, log-loss.  Binary tasks use the positive class;
 multi-class tasks macro-average precision, recall and F1, and use one-vs-rest macro ROC-AUC.

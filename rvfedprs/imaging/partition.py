@@ -1,7 +1,7 @@
 """Label partitions of a dataset over K clients.
 
-:func:`dirichlet_partition` draws them (``002_*`` eq. 1); :func:`fixed_count_partition` takes a
-published realisation (e.g. ``002_*`` Table 2: each client's count of every class) so that a
+:func:`dirichlet_partition` draws them (Riyadi et al. eq. 1); :func:`fixed_count_partition` takes a
+published realisation (e.g. Riyadi et al. Table 2: each client's count of every class) so that a
 reproduction can use the paper's own client label mix.
 """
 

@@ -1,4 +1,4 @@
-"""The imaging task: a site's share of a MedMNIST file and the small CNN of ``002_*``.
+"""The imaging task: a site's share of a MedMNIST file and the small CNN of Riyadi et al..
 
 A site is named by its node configuration (``data-file``: its copy of the MedMNIST ``.npz``,
 ``client-id``) or, in simulation, by its ``partition-id`` into the job's sorted clients. It
@@ -72,7 +72,7 @@ def strategy_for(
 
 
 class ImagingTask(Task):
-    """The ``002_*`` MedMNIST benchmark as a federated task."""
+    """The Riyadi et al. MedMNIST benchmark as a federated task."""
 
     name = "imaging"
 

@@ -1,4 +1,4 @@
-"""Client×client similarity / distance matrices by name (SPEC §8).
+"""Client×client similarity / distance matrices by name (design §8).
 
 Every method is a function returning a ``(K, K)`` matrix over the clients, registered under a
 name with its *kind* (``"similarity"`` in [0, 1] with ones on the diagonal, or ``"distance"``

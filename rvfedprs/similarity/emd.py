@@ -1,11 +1,11 @@
-"""Earth Mover's Distance between clients' metadata distributions (``000_*`` §2.1, App. C).
+"""Earth Mover's Distance between clients' metadata distributions (Alekseenko et al. §2.1, App. C).
 
 Each client sends the server a vector of metadata values (imaging: per-image maximum intensity,
 label histogram; genomics: PRS values, allele-frequency spectrum); the server computes the 1-D
 Wasserstein distance (``scipy.stats.wasserstein_distance``) between every pair of clients, one
-matrix per metadata.  Several matrices are combined as in ``000_*`` App. C: within each *group*
-of metadata (intensity modalities, labels) the matrix with the largest EMD is kept (EMD_maxI,
-EMD_maxL) and the kept matrices are averaged.
+matrix per metadata.  Several matrices are combined as in Alekseenko et al. App. C: within each
+*group* of metadata (intensity modalities, labels) the matrix with the largest EMD is kept
+(EMD_maxI, EMD_maxL) and the kept matrices are averaged.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def emd_pairwise(values: Sequence[np.ndarray]) -> np.ndarray:
 def combine_emd(
     matrices: Mapping[str, np.ndarray], groups: Mapping[str, str] | None = None
 ) -> np.ndarray:
-    """Combine per-metadata EMD matrices as in ``000_*`` App. C.
+    """Combine per-metadata EMD matrices as in Alekseenko et al. App. C.
 
     Within each group the matrix with the largest entry is kept (App. C selects EMD_maxI among
     the intensity modalities and EMD_maxL among the labels); the kept matrices are averaged.
@@ -90,7 +90,7 @@ def combine_emd(
 def emd_matrix(
     metadata: Mapping[str, Sequence[np.ndarray]], *, groups: Mapping[str, str] | None = None
 ) -> np.ndarray:
-    """EMD distance matrix over clients from one or more metadata (``000_*`` §2.1, App. C).
+    """EMD distance matrix over clients from one or more metadata (Alekseenko et al. §2.1, App. C).
 
     Parameters
     ----------

@@ -1,14 +1,14 @@
-"""Euclidean distance between clients' embeddings (``000_*`` §2.2, eq. 1).
+"""Euclidean distance between clients' embeddings (Alekseenko et al. §2.2, eq. 1).
 
 Each client encodes its images (or genotypes) with a shared encoder — a user-supplied
-TorchScript file, or the federated model after one round used as a probe (``003_*``) — and the
-embeddings are compressed by PCA before they reach the server.  The distance between two clients
+TorchScript file, or the federated model after one round used as a probe (Elhussein & Gürsoy) — and
+the embeddings are compressed by PCA before they reach the server.  The distance between two clients
 is the Euclidean distance between their mean compressed embeddings.
 
-**Decisions.** ``000_*`` flattens per-sample PCA components and compares the resulting vectors,
-which only works with equal client sizes; here each client is summarised by the mean of its
-compressed embeddings, which is defined for any sizes.  PCA is fitted once on the pooled
-embeddings of all clients (the basis is shared, so the clients' coordinates are comparable).
+**Decisions.** Alekseenko et al. flattens per-sample PCA components and compares the resulting
+vectors, which only works with equal client sizes; here each client is summarised by the mean of its
+compressed embeddings, which is defined for any sizes.  PCA is fitted once on the pooled embeddings
+of all clients (the basis is shared, so the clients' coordinates are comparable).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def euclidean_matrix(
     embeddings : sequence of array, each shape (n_k, d)
         One embedding matrix per client.
     n_components : int or None
-        PCA components (``000_*`` uses 2); None skips PCA (raw embeddings).
+        PCA components (Alekseenko et al. uses 2); None skips PCA (raw embeddings).
     random_seed : int
         Seed of the PCA solver.
 

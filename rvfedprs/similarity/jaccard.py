@@ -1,4 +1,4 @@
-"""Jaccard similarity of clients' influential-variant sets from their Bloom filters (SPEC §6)."""
+"""Jaccard similarity of clients' influential-variant sets from their Bloom filters (design §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Optimal-transport dataset dissimilarity between clients (``003_*`` Alg. 1–3).
+"""Optimal-transport dataset dissimilarity between clients (Elhussein & Gürsoy Alg. 1–3).
 
 For each class shared by two clients, the samples' penultimate activations (of the federated
 model after one round, the *probe*) are matched by entropic optimal transport (POT Sinkhorn,
@@ -11,17 +11,18 @@ the class's activations; per-class costs are averaged with weights |H_A^c|·|H_B
 are in [0, 1], so the result is in [0, 1].
 
 **Deviations, documented.**
-- Normalisation: the SPEC's ``(w_f·cos/2 + w_l·H)/(w_f + w_l)`` is the default; ``003_*``
+- Normalisation: the design's ``(w_f·cos/2 + w_l·H)/(w_f + w_l)`` is the default; Elhussein & Gürsoy
   Alg. 2 divides ``w_f·(1 − cos) + w_l·H`` by ``2w_f + w_l``, which is ``normalisation="paper"``.
   Both are bounded in [0, 1] and equal 0 for identical data up to the entropic blur.
 - H is the Hellinger distance itself (√ of 1 − Bhattacharyya coefficient), not its square.
-- Class statistics are computed on L2-normalised activations (bounded rows, as ``003_*`` §IV
+- Class statistics are computed on L2-normalised activations (bounded rows, as Elhussein & Gürsoy
+§IV
   assumes for its DP analysis) with a ridge ``1e-3·I`` on the covariances (activations after a
   ReLU are often rank-deficient).
 - Optional DP (``dp_rho``): Gaussian mechanism under ρ-zCDP on each class's mean and covariance
   (ρ/2 each; L2 sensitivity 2/n for both with unit-norm rows), covariance projected back to PSD.
-  This follows the spirit of Biswas et al. (``003_*`` ref. 23), not their exact algorithm; the
-  secure dot product of the feature cost is simulated in the clear.
+  This follows the spirit of Biswas et al. (Elhussein & Gürsoy ref. 23), not their exact algorithm;
+  the secure dot product of the feature cost is simulated in the clear.
 - Two clients with no class in common get cost 1.  Classes larger than ``max_per_class`` are
   subsampled (seeded) to bound the n_A × n_B cost matrix.
 """
@@ -124,7 +125,7 @@ def pairwise_ot_cost(
     dp_rho: float | None = None,
     random_seed: int = 0,
 ) -> float:
-    """The OT dissimilarity of two clients (``003_*`` Alg. 2–3), in [0, 1].
+    """The OT dissimilarity of two clients (Elhussein & Gürsoy Alg. 2–3), in [0, 1].
 
     Parameters
     ----------
@@ -189,7 +190,7 @@ def ot_matrix(
     labels: Sequence[np.ndarray],
     **options,
 ) -> np.ndarray:
-    """Client×client OT dissimilarity matrix (``003_*`` Alg. 1, phase 2).
+    """Client×client OT dissimilarity matrix (Elhussein & Gürsoy Alg. 1, phase 2).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Cohort and phenotype simulation (SPEC §2).
+"""Cohort and phenotype simulation (design §2).
 
 msprime coalescent or Balding–Nichols genotypes, a liability-threshold phenotype with an
 α-model architecture (shared and private rare variants, cross-group effect correlation, founder

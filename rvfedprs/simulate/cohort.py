@@ -1,4 +1,4 @@
-"""Simulate a federated cohort in the CINECA layout (SPEC §2).
+"""Simulate a federated cohort in the CINECA layout (design §2).
 
 The stages of :func:`run_simulation`, each streaming genotypes in chunks so memory never grows
 with the number of variants:
@@ -68,7 +68,7 @@ class SimulatedCohort:
     Attributes
     ----------
     out : Path
-        The output folder (layout in SPEC §2).
+        The output folder (layout in design §2).
     samples : DataFrame
         ``sample_id, population, cluster, client, architecture``.
     phenotypes : DataFrame

@@ -1,4 +1,4 @@
-"""Named genetic architectures for the scenario map (issue #17, SPEC §12).
+"""Named genetic architectures for the scenario map (issue #17, design §12).
 
 ``scenarios.yaml`` beside this module holds a ``base`` simulate section and, per scenario, a
 description (the biology), the expectation (where FedCE should or should not help) and the

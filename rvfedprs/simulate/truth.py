@@ -1,6 +1,6 @@
 """The simulator's ground truth as tables, and the realised architecture as numbers.
 
-Written under the output folder (SPEC §2, docs/ARCHITECTURE.md):
+Written under the output folder (design §2, docs/ARCHITECTURE.md):
 
 - ``samples.tsv``: ``sample_id, population, cluster, client, architecture``;
 - ``phenotypes.tsv``: ``eid, Subject id, <name>, <name>_liability``;

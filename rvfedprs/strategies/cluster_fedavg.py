@@ -1,4 +1,4 @@
-"""Distance-based cluster FedAvg (``000_*`` §2.3, Algorithm 1): FedAvg inside each cluster."""
+"""Distance-based cluster FedAvg (Alekseenko et al. §2.3, Algorithm 1): FedAvg per cluster."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["ClusterFedAvg", "assign_two_clusters"]
 
 
 def assign_two_clusters(distance: np.ndarray) -> np.ndarray:
-    """``000_*`` Algorithm 1: the most distant client and its nearest neighbours form C2.
+    """Alekseenko et al. Algorithm 1: the most distant client and its nearest neighbours form C2.
 
     i_max = argmax_i Σ_j D_ij starts C2; the client of C1 closest to i_max moves to C2 until
     two clients remain in C1.  For K = 4 this moves one client, for K = 5 two, as in the paper.
@@ -51,7 +51,7 @@ class ClusterFedAvg(Strategy):
     """Cluster FedAvg: one FedAvg model per cluster of a client distance matrix.
 
     Clients are grouped once and each cluster trains its own FedAvg model
-    (``000_*`` "FedAvg_EMD / FedAvg_EUC" personalisation).
+    (Alekseenko et al. "FedAvg_EMD / FedAvg_EUC" personalisation).
 
     Parameters
     ----------
@@ -60,7 +60,7 @@ class ClusterFedAvg(Strategy):
     distance_clients : sequence of str, optional
         Row order of an array ``distance`` (default: sorted client ids).
     method : {"algorithm1", "agglomerative"}
-        ``000_*`` Algorithm 1 (two clusters), or average-linkage agglomerative clustering
+        Alekseenko et al. Algorithm 1 (two clusters), or average-linkage agglomerative clustering
         (:class:`rvfedprs.clustering.ClientClusterer`) on the matrix.
     n_clusters : int or "auto"
         For ``agglomerative`` only.

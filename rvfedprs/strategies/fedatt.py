@@ -1,4 +1,4 @@
-"""Attentive aggregation: FedAtt (layer-wise, Ji et al. 2019) and ``002_*``'s cosine variant."""
+"""Attentive aggregation: FedAtt (layer-wise, Ji et al. 2019) and Riyadi et al.'s cosine variant."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def fedatt_update(server: Parameters, clients: Sequence[Parameters], step: float
 
 
 def cosine_attention_weights(server: Parameters, clients: Sequence[Parameters]) -> np.ndarray:
-    """``002_*`` eq. 5–6: s_k = Σ_l cos(w_l^t, w_{k,l}^{t+1}); α = softmax(s).
+    """Riyadi et al. eq. 5–6: s_k = Σ_l cos(w_l^t, w_{k,l}^{t+1}); α = softmax(s).
 
     Returns
     -------
@@ -90,7 +90,7 @@ class FedAtt(FedAvg):
 
 
 class FedAttCosine(FedAvg):
-    """The simplified global attention of ``002_*`` eq. 5–7 (labelled separately from FedAtt).
+    """The simplified global attention of Riyadi et al. eq. 5–7 (labelled separately from FedAtt).
 
     s_k = Σ_l cos(w_l^t, w_{k,l}^{t+1});  α = softmax(s);  w^{t+1} = Σ_k α_k w_k^{t+1}.
     """

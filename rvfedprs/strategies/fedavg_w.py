@@ -1,4 +1,4 @@
-"""FedAvg-w: FedAvg with the most distant client down-weighted (``000_*`` §2.3, eq. 2–3)."""
+"""FedAvg-w: FedAvg with the most distant client down-weighted (Alekseenko et al. §2.3, eq. 2–3)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ __all__ = ["FedAvgW", "most_distant_client", "read_distance_tsv", "aligned_dista
 
 
 def most_distant_client(distance: np.ndarray) -> int:
-    """i_max = argmax_i Σ_j D_ij, the client with the largest column sum (``000_*`` eq. 3).
+    """i_max = argmax_i Σ_j D_ij, the client with the largest column sum (Alekseenko et al. eq. 3).
 
     Parameters
     ----------
@@ -90,14 +90,14 @@ def aligned_distance(
 
 
 class FedAvgW(FedAvg):
-    """FedAvg-w (``000_*`` eq. 2–3): the most distant client is down-weighted.
+    """FedAvg-w (Alekseenko et al. eq. 2–3): the most distant client is down-weighted.
 
     The client with the largest column sum of a distance matrix (EMD,
     Euclidean, OT, 1 − Jaccard) gets weight ω, every other client 1.
 
-    w^{t+1} = Σ_k (ω_k n_k / Σ_j ω_j n_j) w_k^{t+1}.  ``000_*`` writes eq. 2 as a gradient step
-    with weights ω_i and balanced clients; with ``sample_weighted=False`` the weights are
-    ω_k alone (Σ_k ω_k w_k / Σ ω).
+    w^{t+1} = Σ_k (ω_k n_k / Σ_j ω_j n_j) w_k^{t+1}.  Alekseenko et al. writes eq. 2 as a gradient
+    step with weights ω_i and balanced clients; with ``sample_weighted=False`` the weights are ω_k
+    alone (Σ_k ω_k w_k / Σ ω).
 
     Parameters
     ----------

@@ -31,7 +31,7 @@ _DEFAULTS = section_defaults("fedce")
 
 
 class FedCE(Strategy):
-    """FedCE (RV-FedPRS paper §II-B, eq. 3–6; SPEC §6).
+    """FedCE (RV-FedPRS paper §II-B, eq. 3–6; design §6).
 
     Each round every client trains its personalised model and reports, besides its parameters, a
     Bloom filter of its most influential rare variants (``influence``/``bloom`` in the round
@@ -49,7 +49,7 @@ class FedCE(Strategy):
     3. keeps the ensemble {w_c, {w_r,m, w_out,m}} (eq. 6) and sends each client its cluster's
        personalised model.
 
-    Decision (paper silent, SPEC §4): the integration head is aggregated per cluster with the
+    Decision (paper silent, design §4): the integration head is aggregated per cluster with the
     specialist (``head_aggregation="cluster"``) because it weights h_r, whose meaning differs
     between clusters; ``"global"`` aggregates it with the backbone. With one cluster and a global
     head FedCE is FedAvg.

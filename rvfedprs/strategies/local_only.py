@@ -14,7 +14,7 @@ class LocalOnly(Strategy):
     """Local-only baseline: each client trains and keeps its own model, w_k^{t+1} = w_k(local).
 
     All clients start from the same w^0; nothing is ever averaged (the lower bound for
-    collaboration, paper §III baselines, SPEC §7).
+    collaboration, paper §III baselines, design §7).
     """
 
     name = "local"

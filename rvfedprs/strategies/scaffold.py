@@ -1,4 +1,4 @@
-"""SCAFFOLD (``002_*``'s "FedSVRG"): control variates against client drift."""
+"""SCAFFOLD (Riyadi et al.'s "FedSVRG"): control variates against client drift."""
 
 from __future__ import annotations
 
@@ -86,13 +86,13 @@ class Scaffold(FedAvg):
     c_k (the simulation holds them for the clients) and updates
     c_k⁺ = c_k − c + (x − y_k)/(K η_l),  x ← x + η_g · mean_k(y_k − x),
     c ← c + (|S|/N) · mean_k(c_k⁺ − c_k).
-    ``002_*`` calls this FedSVRG (its eq. 4, with the simplified update c_k ← c that is *not*
+    Riyadi et al. calls this FedSVRG (its eq. 4, with the simplified update c_k ← c that is *not*
     used here). Option II assumes plain SGD locally (no momentum).
 
     Parameters
     ----------
     server_lr : float
-        η_g (1 in ``002_*``).
+        η_g (1 in Riyadi et al.).
     """
 
     name = "scaffold"

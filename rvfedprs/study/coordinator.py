@@ -12,7 +12,7 @@ under the study's ``out`` folder::
     score_match.tsv       the scoring file matched to the variant set (pgsc_calc vocabulary)
     score_weights.txt     the usable scoring rows the sites score with
     clients.tsv           per site: samples, cases, train/test sizes, carriers
-    train/{strategy}/     metrics.json (SPEC §11 keys), checkpoints, provenance.json
+    train/{strategy}/     metrics.json (design §11 keys), checkpoints, provenance.json
 
 A site that fails a step (missing or malformed files: the error names the site and the file) is
 named in ``study.json`` and left out when at least ``study.min_replies`` sites remain; otherwise

@@ -1,4 +1,4 @@
-"""Local training on one client (SPEC §5): the data, sparse SGD, DP-SGD and rare-variant influence.
+"""Local training on one client (design §5): data, sparse SGD, DP-SGD, rare-variant influence.
 
 - :mod:`~rvfedprs.training.data` — :class:`ClientData` (one client's samples) and batches;
 - :mod:`~rvfedprs.training.config` — :class:`LocalTrainingConfig`, :class:`LocalResult`;

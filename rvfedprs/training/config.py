@@ -11,7 +11,7 @@ __all__ = ["LocalTrainingConfig", "LocalResult"]
 
 @dataclass(frozen=True)
 class LocalTrainingConfig:
-    """Client optimiser settings (SPEC §5).
+    """Client optimiser settings (design §5).
 
     Attributes
     ----------

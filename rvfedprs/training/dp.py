@@ -1,4 +1,4 @@
-"""DP-SGD for local training with sparse per-sample clipping, one accountant per client (SPEC §5).
+"""DP-SGD for local training with sparse per-sample clipping, one accountant per client (design §5).
 
 Each client keeps one :class:`DPState` for the whole federation (the engine stores it in the
 client's persistent state).  Its opacus ``RDPAccountant`` is extended every round, so

@@ -1,4 +1,4 @@
-"""Rare-variant influence (SPEC §5 step 3): per-column gradient norms and the top variants.
+"""Rare-variant influence (design §5 step 3): per-column gradient norms and the top variants.
 
 The influence of variant ``j`` is the norm of the loss gradient with respect to column ``j`` of
 the first specialist layer, accumulated over the local steps: ``∝ Σ_i |a_ij|·|δ_i|``, zero for a

@@ -1,4 +1,4 @@
-"""Local training on one client: SGD, optional FedProx and SCAFFOLD terms, influence (SPEC §5).
+"""Local training on one client: SGD, optional FedProx and SCAFFOLD terms, influence (design §5).
 
 Sparse-aware training
 ---------------------

@@ -1,4 +1,4 @@
-"""Privacy attacks on what a federation releases (SPEC §10, paper Table V).
+"""Privacy attacks on what a federation releases (design §10, paper Table V).
 
 - :mod:`.mia` — membership-inference scores (LOSS, LiRA offline/online, RMIA) and their metrics
   (advantage ≥ 0, held-out accuracy − 0.5, AUC, resolvable TPR at low FPR, pooling);

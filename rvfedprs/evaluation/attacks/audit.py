@@ -1,4 +1,4 @@
-"""Membership-inference audit of the models clients end with (SPEC §10, paper Table V).
+"""Membership-inference audit of the models clients end with (design §10, paper Table V).
 
 Members are a client's training split, non-members its test split (same ancestry mix),
 subsampled to balanced sets (:func:`balanced_audit_set`); carriers of their cluster's causal rare
@@ -356,7 +356,7 @@ def audit_federation(
         Client id → the parameters that client uses (``strategy.parameters_for``).
     train, test : mapping of client id to ClientData
     targets : sequence of str
-        Audited clients (every client, for the SPEC's audit).
+        Audited clients (every client, for the design's audit).
     model_config : mapping
     attacks : sequence of str
         Names of :data:`ATTACKS` (or aliases).

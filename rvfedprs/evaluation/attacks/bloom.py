@@ -1,4 +1,4 @@
-"""A curious server testing candidate variants against a client's Bloom filter (SPEC §5 step 4).
+"""A curious server testing candidate variants against a client's Bloom filter (design §5 step 4).
 
 The server knows the federation's filter parameters (capacity, error rate, hence the hash
 functions) and a list of candidate variant keys (e.g. ``rare_variants.tsv``, which is public

@@ -1,4 +1,4 @@
-"""Audit of what the server can infer of each client's carried rare variants (SPEC §6, §10).
+"""Audit of what the server can infer of each client's carried rare variants (design §6, §10).
 
 Three channels leave a site in a FedCE round: the model update, the Bloom filter of influential
 variants, and both together. For every client the server's inference is scored against the

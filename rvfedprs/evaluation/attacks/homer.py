@@ -1,4 +1,4 @@
-"""Homer-style membership test on summed allele counts (SPEC §3 "where the data lives", §10).
+"""Homer-style membership test on summed allele counts (design §3 "where the data lives", §10).
 
 A coordinator that receives a pool's summed allele counts knows its allele frequencies ``M_j``.
 Homer et al. (2008), "Resolving individuals contributing trace amounts of DNA to highly complex

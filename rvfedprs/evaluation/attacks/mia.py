@@ -1,4 +1,4 @@
-"""Membership-inference scores and the metrics that judge them (SPEC §10, paper Table V).
+"""Membership-inference scores and the metrics that judge them (design §10, paper Table V).
 
 Every attack here is a pure function from model outputs to one score per example (higher =
 more likely a member). The model output is the logit-scaled confidence in the true label,

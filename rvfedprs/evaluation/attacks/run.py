@@ -1,4 +1,4 @@
-"""The privacy audit of one trained run (``rvfedprs mia``; SPEC §10, paper Table V).
+"""The privacy audit of one trained run (``rvfedprs mia``; design §10, paper Table V).
 
 :func:`audit_run` does everything the ``mia`` configuration section asks for a trained
 federation and writes it beside the run's other outputs:

@@ -1,4 +1,4 @@
-"""What the server reads off a model update: the rare variants a client carries (SPEC §6, §10).
+"""What the server reads off a model update: the rare variants a client carries (design §6, §10).
 
 Column ``j`` of the first specialist layer ``rare.input.weight`` (shape h × P) gets the loss
 gradient ``Σ_i a_ij δ_i``: exactly zero unless some local sample carries variant ``j``. A column

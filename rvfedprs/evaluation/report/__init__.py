@@ -1,4 +1,4 @@
-"""The paper's tables and figures from run folders (SPEC §10): :func:`build_report`.
+"""The paper's tables and figures from run folders (design §10): :func:`build_report`.
 
 - :mod:`.runs` — reading run folders (metrics, MIA rows and scores, channel audits, ...);
 - :mod:`.tables` — Tables II–V and the headline: mean ± CI over seeds, Markdown and CSV;

@@ -1,4 +1,4 @@
-"""Figures of the evaluation (SPEC §10).
+"""Figures of the evaluation (design §10).
 
 ROC curves, per-client AUC, Jaccard heat map, MIA ROC, privacy–utility curve. Each function
 writes one PNG and returns its path (matplotlib, Agg).

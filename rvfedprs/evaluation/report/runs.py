@@ -1,6 +1,6 @@
 """Reading run folders: what ``rvfedprs train`` / ``mia`` and the paper driver leave behind.
 
-A run folder holds ``metrics.json`` (SPEC §11 keys; the protocol driver adds ``experiment`` and
+A run folder holds ``metrics.json`` (design §11 keys; the protocol driver adds ``experiment`` and
 ``label``), and optionally ``mia.json`` (per-client rows of
 :func:`rvfedprs.evaluation.attacks.audit_federation`), ``mia_scores.npz`` (the scores behind them,
 keys ``<client>__<attack or mask>``), ``channels.json`` (rows of

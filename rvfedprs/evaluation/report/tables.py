@@ -147,7 +147,7 @@ def headline(
     ``experiment`` picks the runs (``"selected"``: every model at its validation-chosen round).
     The share is *undefined* (NaN, with ``reason``) unless the ``confidence`` interval of its
     denominator, AUC_Central − AUC_FedAvg over seeds, lies above 0: a denominator that may be 0
-    (or is negative: a centralised reference below FedAvg is a bug in the reference, SPEC §12)
+    (or is negative: a centralised reference below FedAvg is a bug in the reference, design §12)
     turns any ratio into noise.
 
     Returns
@@ -176,7 +176,7 @@ def headline(
         return {**out, "reason": "fewer than 2 seeds: no interval for the denominator"}
     if gain_mean + gain_ci < 0:
         return {**out, "reason": "the centralised reference is below FedAvg over the whole "
-                "interval (a bug in the reference, SPEC §12)"}  # fmt: skip
+                "interval (a bug in the reference, design §12)"}  # fmt: skip
     if gain_mean - gain_ci <= 0:
         return {**out, "reason": "the denominator's confidence interval reaches 0"}
     mean, half, _ = mean_ci(list(shares.values()), confidence)
