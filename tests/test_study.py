@@ -240,3 +240,21 @@ def test_deployment_over_tls_with_one_folder_per_node_equals_inprocess(runs, tmp
         pd.read_csv(tmp_path / "deploy" / "rare_variants.tsv", sep="\t")["variant_key"],
         pd.read_csv(tmp_path / "ref" / "rare_variants.tsv", sep="\t")["variant_key"],
     )
+
+
+@pytest.mark.slow
+def test_flower_simulation_equals_inprocess(runs, tmp_path):
+    sheet = _copy_sites(runs, tmp_path / "in")
+    reference, scores = _study_config(runs, tmp_path / "ref-sites", tmp_path / "ref")
+    reference["train"] = {**reference["train"], "compare": ["fedce"]}
+    run_study_config(reference, scoring_file=scores, samplesheet=sheet)
+    config, scores = _study_config(runs, tmp_path / "sites", tmp_path / "sim", engine="flower-sim")
+    config["train"] = {**config["train"], "compare": ["fedce"]}
+    run_study_config(config, scoring_file=scores, samplesheet=sheet)
+    want = _metrics(tmp_path / "ref" / "train", "fedce")
+    got = _metrics(tmp_path / "sim" / "train", "fedce")
+    assert got["client_auc"] == pytest.approx(want["client_auc"], abs=1e-9)
+    assert got["clusters"] == want["clusters"]
+    assert [h["loss"] for h in got["history"]] == pytest.approx(
+        [h["loss"] for h in want["history"]], abs=1e-9
+    )
