@@ -151,7 +151,7 @@ def main() -> None:
     result["study"] = study(args.config, args.cohort, args.out / "study", strategies)
     if not args.skip_pooled:
         result["pooled"] = pooled(args.config, args.cohort, args.out / "pooled", strategies)
-    out = ROOT / "benchmarks" / "results" / f"study_{args.cohort.resolve().parent.name}.json"
+    out = ROOT / "benchmarks" / "results" / f"study_{args.cohort.resolve().name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
