@@ -25,6 +25,7 @@ from rvfedprs.genomic.data import Federation, load_federation
 from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import initial_parameters, training_config
 from rvfedprs.model import set_parameters
+from rvfedprs.similarity.ot import section_options
 from rvfedprs.strategies import DISTANCE_METHODS, DISTANCE_STRATEGIES
 from rvfedprs.strategies.base import FitInstruction
 from rvfedprs.strategies.fedavg import FedAvg
@@ -100,18 +101,8 @@ def genomic_distance(
         return similarity.compute(
             "euclidean", embs, n_components=opts["n_components"], random_seed=seed
         ), ids
-    return similarity.compute(
-        "ot",
-        embs,
-        labels,
-        w_feature=opts["ot_w_feature"],
-        w_label=opts["ot_w_label"],
-        reg=opts["ot_reg"],
-        normalisation=opts["ot_normalisation"],
-        max_per_class=opts["ot_max_per_class"],
-        dp_rho=opts["ot_dp_rho"],
-        random_seed=seed,
-    ), ids
+    options = section_options(opts)
+    return similarity.compute("ot", embs, labels, **options, random_seed=seed), ids
 
 
 def _genomic_jaccard(config, federation, seed) -> np.ndarray:

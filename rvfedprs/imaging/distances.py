@@ -72,6 +72,7 @@ def imaging_distance(
     from rvfedprs.config import section_defaults
     from rvfedprs.exceptions import ConfigError
     from rvfedprs.imaging.engine import client_embeddings, probe_parameters
+    from rvfedprs.similarity.ot import section_options
 
     opts = {**section_defaults("distance"), **dict(options or {})}
     ids = sorted(clients)
@@ -96,18 +97,7 @@ def imaging_distance(
     if method == "ot":
         params = probe_parameters(clients, random_seed)
         embs, labels = client_embeddings(clients, params, ids=ids)
-        d = similarity.compute(
-            "ot",
-            embs,
-            labels,
-            w_feature=opts["ot_w_feature"],
-            w_label=opts["ot_w_label"],
-            reg=opts["ot_reg"],
-            normalisation=opts["ot_normalisation"],
-            max_per_class=opts["ot_max_per_class"],
-            dp_rho=opts["ot_dp_rho"],
-            random_seed=random_seed,
-        )
+        d = similarity.compute("ot", embs, labels, **section_options(opts), random_seed=random_seed)
         return d, ids
     raise ConfigError(
         f"distance method {method!r} is not available on imaging federations; "

@@ -29,13 +29,20 @@ are in [0, 1], so the result is in [0, 1].
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from rvfedprs.similarity import register
 
-__all__ = ["gaussian_hellinger", "class_statistics", "pairwise_ot_cost", "ot_matrix"]
+__all__ = [
+    "gaussian_hellinger",
+    "class_statistics",
+    "pairwise_ot_cost",
+    "ot_matrix",
+    "section_options",
+]
 
 _RIDGE = 1e-3
 
@@ -222,3 +229,15 @@ def ot_matrix(
                 **options,
             )
     return d
+
+
+def section_options(section: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword options of the ``ot`` method from a ``distance`` configuration section."""
+    return {
+        "w_feature": section["ot_w_feature"],
+        "w_label": section["ot_w_label"],
+        "reg": section["ot_reg"],
+        "normalisation": section["ot_normalisation"],
+        "max_per_class": section["ot_max_per_class"],
+        "dp_rho": section["ot_dp_rho"],
+    }
