@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
+from test_secagg import _arrays  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.exceptions import ConfigError, InputDataError  # noqa: E402
@@ -101,7 +102,9 @@ class Recording(InProcessTransport):
         return replies, failures
 
 
-def _run(fed, strategy, config, *, task=None, min_replies=None, rounds=None, out=None):
+def _run(
+    fed, strategy, config, *, task=None, min_replies=None, rounds=None, out=None, resume=False
+):
     task = task or GenomicTask()
     transport = Recording(task, sites_of(fed))
     settings = genomic_settings(
@@ -112,6 +115,7 @@ def _run(fed, strategy, config, *, task=None, min_replies=None, rounds=None, out
         "rounds": rounds or config["train"]["rounds"],
         "config": config,
         "min_replies": min_replies,
+        "resume": resume,
     }
     result = serve(task, transport, [RunSpec(strategy, out=out)], job, settings)[0]
     result.transport = transport
@@ -269,16 +273,6 @@ def test_the_server_holds_sums_of_three_or_more_and_bloom_filters_only(fed):
     # the sites' held updates are gone once the sums are unmasked
     for state in result.transport.step_state.values():
         assert state["secagg"]["held"] == {} and state["secagg"]["sessions"] == {}
-
-
-def _arrays(value):
-    if isinstance(value, np.ndarray):
-        return [value]
-    if isinstance(value, dict):
-        return [a for v in value.values() for a in _arrays(v)]
-    if isinstance(value, (list, tuple)):
-        return [a for v in value for a in _arrays(v)]
-    return []
 
 
 # --- dropout --------------------------------------------------------------------------------
@@ -442,3 +436,47 @@ def test_a_flower_node_lost_mid_round_is_named_and_the_rest_aggregated(fed, tmp_
         np.testing.assert_allclose(
             value, reference.strategy.parameters[key], rtol=1e-6, atol=1e-7, err_msg=key
         )
+
+
+# --- the command line and resume ------------------------------------------------------------
+def test_rvfedprs_train_runs_secure_fedce_and_refuses_ditto(fed, tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from rvfedprs.cli import main
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"common_hidden": [4], "rare_hidden": [8]},
+                "train": {"data": str(fed.data_dir), "rounds": 2, "progress": False},
+                "fedce": {"n_clusters": 2},
+                "secagg": {"enabled": True},
+            }
+        )
+    )
+    argv = ["train", "--config", str(config), "--seed", str(SEED), "--engine", "inprocess"]
+    assert main([*argv, "--strategy", "fedce", "--out", str(tmp_path / "fedce")]) == 0
+    metrics = json.loads((tmp_path / "fedce" / "metrics.json").read_text())
+    assert [sorted(e["secagg"]) for e in metrics["history"]] == [
+        ["backbone", "cluster-0", "cluster-1"]
+    ] * 2
+    assert main([*argv, "--strategy", "ditto", "--out", str(tmp_path / "ditto")]) == 2
+    err = capsys.readouterr().err
+    assert "strategy 'ditto' cannot run with secure aggregation (secagg.enabled: true)" in err
+    assert not (tmp_path / "ditto" / "metrics.json").exists()
+
+
+def test_a_resumed_secure_run_gives_the_uninterrupted_model(fed, tmp_path):
+    config = _config(fed, "fedce", rounds=2)
+    whole = _run(fed, from_config("fedce", config), config, out=tmp_path / "a")
+    _run(fed, from_config("fedce", config), config, out=tmp_path / "b", rounds=1)
+    resumed = _run(fed, from_config("fedce", config), config, out=tmp_path / "b", resume=True)
+    assert [e["round"] for e in resumed.history] == [1, 2]
+    assert resumed.strategy.clusters() == whole.strategy.clusters()
+    for client in fed.client_ids:
+        want = whole.strategy.parameters_for(client)
+        for key, value in resumed.strategy.parameters_for(client).items():
+            np.testing.assert_array_equal(value, want[key], err_msg=key)
