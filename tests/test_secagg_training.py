@@ -323,6 +323,29 @@ def test_too_many_dropouts_stop_the_round_with_a_clear_error(fed):
         _run(fed, from_config("fedavg", config), config, task=task, min_replies=3)
 
 
+class FitFailing(GenomicTask):
+    """Genomic sites of which some fail their fit."""
+
+    victims: tuple[str, ...] = ()
+
+    def fit(self, instruction, site, settings, state, *, random_seed):  # noqa: D102
+        if site.client_id in self.victims:
+            raise InputDataError("disk full")
+        return super().fit(instruction, site, settings, state, random_seed=random_seed)
+
+
+def test_fewer_fit_replies_than_the_minimum_stop_before_any_sum(fed):
+    task = FitFailing()
+    task.victims = tuple(fed.client_ids[:4])
+    config = _config(fed)
+    with pytest.raises(
+        SecureAggregationError,
+        match=r"round 1: only 2 clients replied, fewer than secagg.min_clients = 3: no sum may "
+        r"be taken; failures: \{'client00': 'disk full'",
+    ):
+        _run(fed, from_config("fedavg", config), config, task=task, min_replies=1)
+
+
 # --- refusals -------------------------------------------------------------------------------
 def test_every_strategy_is_compatible_or_says_why_not():
     for name in STRATEGY_NAMES:

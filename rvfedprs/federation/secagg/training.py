@@ -19,7 +19,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY, SecAggParams
+from rvfedprs.federation.secagg.protocol import (
+    SECURE_FIT_KEY,
+    SecAggParams,
+    SecureAggregationError,
+)
 from rvfedprs.federation.secagg.server import secure_sum
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Replies, Transport
@@ -85,6 +89,13 @@ class SecureAggregation:
         notes : dict
             For the round's history: ``secagg`` (group → included clients) and, if any,
             ``secagg_faults`` (client → a fault that did not cost its update).
+
+        Raises
+        ------
+        SecureAggregationError
+            When fewer than ``min_clients`` clients replied to the fit, or a sum fails.
+        ConfigError
+            From the strategy (a small FedCE cluster with ``small_clusters: refuse``).
         """
         marked = {
             c: FitInstruction(i.parameters, {**i.config, SECURE_FIT_KEY: {"hold": HELD_UPDATE}})
@@ -94,6 +105,12 @@ class SecureAggregation:
         results, failures = dict(fitted[0]), dict(fitted[1])
         if not results:
             return results, failures, None, {}
+        if len(results) < self.params.min_clients:
+            raise SecureAggregationError(
+                f"round {server_round}: only {len(results)} clients replied, fewer than "
+                f"secagg.min_clients = {self.params.min_clients}: no sum may be taken; "
+                f"failures: {dict(sorted(failures.items()))}"
+            )
         groups = strategy.secure_groups(
             server_round,
             [results[c] for c in sorted(results)],
