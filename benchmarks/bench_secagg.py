@@ -11,10 +11,10 @@ every run trains ``--rounds`` rounds and the per-round wall time is the median o
 four SecAgg exchanges (key agreement, shares, masking, unmasking) per round: the secure round's
 extra work besides holding the update, since its training is the plain round's.
 
-Bytes on the wire: every message a round exchanges is encoded as the Flower engines encode it
-(:mod:`rvfedprs.federation.flower.records`) and measured as its protobuf ``RecordDict`` size
-(message metadata and TLS framing not counted); per client and round, server → client (down)
-and client → server (up).
+Bytes on the wire: :class:`~rvfedprs.federation.metering.MeteredTransport` encodes every message
+a round exchanges as the Flower engines do and measures its protobuf ``RecordDict`` (message
+metadata and TLS framing not counted); per client and round, server → client (down) and client →
+server (up).
 
 Usage: python benchmarks/bench_secagg.py [--clients 10] [--samples 10000] [--variants 5000]
        [--rounds 3] [--repeat 1] [--strategies fedavg fedce] [--clusters 3] [--threads 1]
@@ -26,20 +26,13 @@ import argparse
 import dataclasses
 import statistics
 import time
-from collections import defaultdict
 
 import numpy as np
 import torch
-from flwr.common.serde import recorddict_to_proto
 
 from rvfedprs.config import validate_config
-from rvfedprs.federation.flower.records import (
-    fit_result_to_content,
-    instruction_to_content,
-    payload_to_content,
-    request_to_content,
-)
 from rvfedprs.federation.inprocess import InProcessTransport
+from rvfedprs.federation.metering import MeteredTransport
 from rvfedprs.federation.rounds import RunSpec, serve
 from rvfedprs.genomic.task import GenomicSite, GenomicTask
 from rvfedprs.strategies import get_strategy
@@ -72,42 +65,6 @@ def synthetic_clients(n_clients, n_samples, n_variants, seed, populations=3):
     return clients
 
 
-def wire_bytes(content) -> int:
-    """Bytes of a Flower message content as protobuf."""
-    return recorddict_to_proto(content).ByteSize()
-
-
-class Metered(InProcessTransport):
-    """The in-process engine, adding up every message's Flower encoding per client and round."""
-
-    def __init__(self, task, sites):
-        super().__init__(task, sites)
-        self.down: dict[str, int] = defaultdict(int)
-        self.up: dict[str, int] = defaultdict(int)
-        self.protocol_s = 0.0
-
-    def query(self, requests, settings):  # noqa: D102
-        start = time.perf_counter()
-        replies, failures = super().query(requests, settings)
-        self.protocol_s += time.perf_counter() - start
-        for c, request in requests.items():
-            self.down[c] += wire_bytes(request_to_content(request, settings))
-            if c in replies:
-                self.up[c] += wire_bytes(payload_to_content(c, replies[c]))
-        return replies, failures
-
-    def fit(self, server_round, instructions, seeds, settings, client_state):  # noqa: D102
-        results, failures = super().fit(server_round, instructions, seeds, settings, client_state)
-        for c, instruction in instructions.items():
-            content = instruction_to_content(
-                instruction, server_round=server_round, seed=int(seeds[c]), run=settings
-            )
-            self.down[c] += wire_bytes(content)
-            if c in results:
-                self.up[c] += wire_bytes(fit_result_to_content(results[c]))
-        return results, failures
-
-
 def run(sites, strategy_name, secure, args, model_config, training):
     """One run of ``args.rounds`` rounds; per-round times, bytes per client and round."""
     config = validate_config(
@@ -118,7 +75,7 @@ def run(sites, strategy_name, secure, args, model_config, training):
         }
     )
     task = GenomicTask()
-    transport = Metered(task, sites)
+    transport = MeteredTransport(InProcessTransport(task, sites), task)
     settings = {
         "task": task.name,
         "training": dataclasses.asdict(training),
@@ -138,14 +95,16 @@ def run(sites, strategy_name, secure, args, model_config, training):
     job = {"seed": args.seed, "rounds": args.rounds, "config": config}
     serve(task, transport, [RunSpec(strategy)], job, settings, on_round=tick)
     rounds, cpu_rounds = np.diff(ends), np.diff(cpu)
+    traffic = transport.traffic.by_step()
     n = len(sites) * args.rounds
     later = slice(1, None) if len(rounds) > 1 else slice(None)
+    protocol = traffic[traffic["step"].str.startswith("secagg.")]
     return {
         "round_s": float(np.median(rounds[later])),
         "cpu_s": float(np.median(cpu_rounds[later])),
-        "down": sum(transport.down.values()) / n,
-        "up": sum(transport.up.values()) / n,
-        "protocol_s": transport.protocol_s / args.rounds,
+        "down": float(traffic["bytes_sent"].sum()) / n,
+        "up": float(traffic["bytes_received"].sum()) / n,
+        "protocol_s": float(protocol["seconds"].sum()) / args.rounds,
         "clusters": strategy.clusters(),
     }
 
