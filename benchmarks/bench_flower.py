@@ -72,6 +72,7 @@ def run_engine(engine, federation, config, rounds, out):
             ),
             random_seed=SEED,
             out=out,
+            config=config,  # its secagg section applies in-process too
         )
     else:
         result = run_flower(

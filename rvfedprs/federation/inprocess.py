@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.federation.secagg.site import held_fit_result
 from rvfedprs.federation.task import Replies, Request, Task, Transport
 from rvfedprs.strategies.base import FitInstruction
 
@@ -78,16 +79,23 @@ class InProcessTransport(Transport):
         settings: Mapping[str, Any],
         client_state: dict[str, dict[str, Any]],
     ) -> Replies:
-        """Train every site in turn; its state dict is the server's copy itself."""
+        """Train every site in turn; its state dict is the server's copy itself.
+
+        In a securely aggregated round the site holds its update in its step state and the
+        result carries no parameters (:func:`~rvfedprs.federation.secagg.site.held_fit_result`).
+        """
         results, failures = {}, {}
         for client in sorted(instructions):
             try:
-                results[client] = self.task.fit(
+                result = self.task.fit(
                     instructions[client],
                     self.sites[client],
                     settings,
                     client_state.setdefault(client, {}),
                     random_seed=int(seeds[client]),
+                )
+                results[client] = held_fit_result(
+                    result, instructions[client], self.step_state.setdefault(client, {})
                 )
             except InputDataError as exc:
                 failures[client] = str(exc)

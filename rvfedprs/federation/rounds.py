@@ -10,7 +10,10 @@ same seed:
 - :func:`begin_run` — initialise a strategy with w^0 (``initial_seed(seed)``) or restore it,
   with the sites' persistent state, from the latest checkpoint;
 - :func:`run_rounds` — configure, send, collect, check ``min_replies``, aggregate
-  (:func:`finish_round`: the history entry and the checkpoint);
+  (:func:`finish_round`: the history entry and the checkpoint); with ``secagg.enabled`` in the
+  job's configuration a round goes through
+  :meth:`~rvfedprs.federation.secagg.training.SecureAggregation.fit_round` and the strategy
+  aggregates secure sums, never individual updates;
 - :func:`serve` — one or more runs of a job (one strategy each) over one set of sites.
 """
 
@@ -35,9 +38,11 @@ from rvfedprs.federation.checkpoints import (
     save_checkpoint,
 )
 from rvfedprs.federation.result import RunResult
+from rvfedprs.federation.secagg.training import SecureAggregation
 from rvfedprs.federation.seeds import SEED_SCHEME, client_seed, initial_seed
 from rvfedprs.federation.task import Task, Transport
 from rvfedprs.strategies.base import FitResult, Strategy
+from rvfedprs.strategies.secure import GroupSum
 
 __all__ = [
     "FederationError",
@@ -231,6 +236,8 @@ def finish_round(
     failures: Mapping[str, str] | None = None,
     evaluate_round: RoundCallback | None = None,
     client_state: Mapping[str, Mapping[str, Any]] | None = None,
+    sums: Mapping[str, GroupSum] | None = None,
+    notes: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Path | None]:
     """Aggregate ``results``, append the round's entry to ``history``, write the checkpoint.
 
@@ -252,6 +259,12 @@ def finish_round(
     client_state : mapping, optional
         Client id → persistent state after this round, saved in the checkpoint
         (:func:`~rvfedprs.federation.checkpoints.encode_client_state`).
+    sums : mapping of str to GroupSum, optional
+        A securely aggregated round's sums: the strategy aggregates them
+        (:meth:`~rvfedprs.strategies.base.Strategy.aggregate_sums`); ``results`` then carry
+        no parameters.
+    notes : mapping, optional
+        Merged into the entry (a secure round's groups and faults).
 
     Returns
     -------
@@ -260,12 +273,16 @@ def finish_round(
         evaluation's keys.
     checkpoint : Path or None
     """
-    strategy.aggregate_fit(server_round, results)
+    if sums is None:
+        strategy.aggregate_fit(server_round, results)
+    else:
+        strategy.aggregate_sums(server_round, results, sums)
     n = np.array([r.n_samples for r in results], dtype=np.float64)
     loss = float(np.average([r.metrics["loss"] for r in results], weights=n))
     entry: dict[str, Any] = {"round": server_round, "loss": loss}
     if failures:
         entry["failed"] = dict(sorted(failures.items()))
+    entry.update(notes or {})
     if evaluate_round is not None:
         entry.update(evaluate_round(strategy, server_round))
     history.append(entry)
@@ -303,8 +320,13 @@ def run_rounds(
     min_replies: int,
     evaluate_round: RoundCallback | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
+    secure: SecureAggregation | None = None,
 ) -> list[Path]:
     """Rounds ``start + 1 .. rounds``: configure, send, collect, check, aggregate, checkpoint.
+
+    ``secure`` (secure aggregation) replaces the plain fit and aggregation of every round by
+    :meth:`~rvfedprs.federation.secagg.training.SecureAggregation.fit_round` and the strategy's
+    :meth:`~rvfedprs.strategies.base.Strategy.aggregate_sums`.
 
     Returns
     -------
@@ -315,13 +337,23 @@ def run_rounds(
     ------
     FederationError
         When fewer than ``min_replies`` sites replied in a round.
+    SecureAggregationError
+        When a secure sum cannot be completed (too few members left, tampered shares).
     """
     client_ids = transport.client_ids
     written: list[Path] = []
     for server_round in range(start + 1, rounds + 1):
         instructions = strategy.configure_fit(server_round, client_ids)
         seeds = {c: client_seed(setup.random_seed, server_round, c) for c in client_ids}
-        results, failures = transport.fit(server_round, instructions, seeds, settings, client_state)
+        sums = notes = None
+        if secure is None:
+            results, failures = transport.fit(
+                server_round, instructions, seeds, settings, client_state
+            )
+        else:
+            results, failures, sums, notes = secure.fit_round(
+                strategy, transport, server_round, instructions, seeds, settings, client_state
+            )
         step = f"round {server_round}"
         count = f"{step}: {len(results)} of {len(client_ids)} clients replied"
         _enough(step, count, len(results), min_replies, failures)
@@ -334,6 +366,8 @@ def run_rounds(
             failures=failures,
             evaluate_round=evaluate_round,
             client_state=client_state,
+            sums=sums,
+            notes=notes,
         )
         if path is not None:
             written.append(path)
@@ -371,8 +405,9 @@ def serve(
     runs : sequence of RunSpec
         One strategy each, run one after another.
     job : mapping
-        ``seed``, ``rounds``, ``resume``, ``min_replies`` (default: every site) and what the
-        task's :meth:`~Task.checkpoint_extra` reads.
+        ``seed``, ``rounds``, ``resume``, ``min_replies`` (default: every site), ``config``
+        (its ``secagg`` section turns secure aggregation on) and what the task's
+        :meth:`~Task.checkpoint_extra` reads.
     settings : mapping
         From :func:`negotiate` (or given directly).
     client_state : dict, optional
@@ -387,10 +422,19 @@ def serve(
     -------
     list of RunResult
         One per run, in order.
+
+    Raises
+    ------
+    ConfigError
+        With secure aggregation on, for a strategy that cannot run with it (named, with why).
     """
     seed, rounds = int(job["seed"]), int(job["rounds"])
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
+    secure = SecureAggregation.from_job(job)
+    if secure is not None:
+        for run in runs:
+            secure.check(run.strategy)
     results = []
     for index, run in enumerate(runs):
         link = transport.pooled(task) if run.strategy.pooled else transport
@@ -438,6 +482,7 @@ def serve(
                             len(link.client_ids)),
             evaluate_round=run.evaluate_round,
             on_round=after,
+            secure=secure,
         )  # fmt: skip
         if bar is not None:
             bar.close()

@@ -8,7 +8,8 @@ starts from. Two kinds of exchange cross the seam:
   payload of JSON-like values and numpy arrays), the site answers with a payload
   (:meth:`Task.handle`). Every task answers ``setup`` (the summary the server needs to fix the
   run's settings, e.g. the PRS moments and case counts of the genomic task); an analytics task
-  adds its own steps (allele counts, feature building, evaluation summaries);
+  adds its own steps (allele counts, feature building, evaluation summaries); the steps of a
+  secure sum (``secagg.*``, :mod:`rvfedprs.federation.secagg`) are answered for every task;
 - **fit** (training rounds): the strategy's :class:`~rvfedprs.strategies.base.FitInstruction`
   goes to each site, which trains and returns a :class:`~rvfedprs.strategies.base.FitResult`
   (:meth:`Task.fit`), driven by the one server loop of :mod:`rvfedprs.federation.rounds`.
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.federation.secagg.protocol import STEPS as SECAGG_STEPS
+from rvfedprs.federation.secagg.site import answer as answer_secagg
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
 
 __all__ = ["Request", "Task", "Transport", "Replies"]
@@ -95,11 +98,17 @@ class Task(ABC):
     def handle(self, request: Request, site: Any, state: dict) -> dict[str, Any]:
         """Answer ``request`` on ``site``; dispatches by :attr:`steps`.
 
+        The secure-aggregation steps (``secagg.*``,
+        :mod:`rvfedprs.federation.secagg.site`) are answered for every task, from the vectors
+        the site holds in ``state``.
+
         Raises
         ------
         ConfigError
             For a step this task does not know, naming the ones it does.
         """
+        if request.step in SECAGG_STEPS:
+            return answer_secagg(request.step, request.payload, state)
         method = self.steps.get(request.step)
         if method is None:
             raise ConfigError(

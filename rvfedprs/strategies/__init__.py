@@ -15,6 +15,7 @@ from typing import Any
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.similarity import METHODS as DISTANCE_METHODS
 from rvfedprs.strategies.base import FitInstruction, FitResult, GlobalModelStrategy, Strategy
+from rvfedprs.strategies.secure import check_secure_aggregation
 
 __all__ = [
     "DISTANCE_METHODS",
@@ -113,8 +114,9 @@ def strategy_from_config(
     Raises
     ------
     ConfigError
-        For an unknown strategy or option, a distance method with no matrix given, or SCAFFOLD
-        with client momentum.
+        For an unknown strategy or option, a distance method with no matrix given, SCAFFOLD
+        with client momentum, or (``secagg.enabled``) a strategy that cannot run with secure
+        aggregation.
     """
     train = config.get("train", {})
     fedce = config.get("fedce", {})
@@ -176,7 +178,10 @@ def strategy_from_config(
         options = {"step": section["fedatt_step"]}
     elif name == "ditto":
         options = {"lam": section["ditto_lambda"]}
-    return get_strategy(name, **options)
+    strategy = get_strategy(name, **options)
+    if (config.get("secagg") or {}).get("enabled", False):
+        check_secure_aggregation(strategy)
+    return strategy
 
 
 def _strategies_section(config: Mapping[str, Any]) -> dict[str, Any]:

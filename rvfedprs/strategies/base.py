@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters, weighted_average
+from rvfedprs.strategies.secure import GroupSum, SumGroup, normalised_weights
 
 __all__ = ["FitInstruction", "FitResult", "Strategy", "GlobalModelStrategy"]
 
@@ -89,6 +90,11 @@ class Strategy(ABC):
     name: ClassVar[str] = ""
     pooled: ClassVar[bool] = False
     forms_clusters: ClassVar[bool] = False
+    #: Why this strategy cannot run with secure aggregation, or None when it can (it then
+    #: implements :meth:`secure_groups` and :meth:`aggregate_sums`).
+    secagg_refusal: ClassVar[str | None] = (
+        "it does not say which sums its aggregation needs (secure_groups / aggregate_sums)"
+    )
 
     @abstractmethod
     def initialize(self, global_parameters: Mapping[str, np.ndarray], client_ids: Sequence[str]):
@@ -107,6 +113,32 @@ class Strategy(ABC):
     @abstractmethod
     def parameters_for(self, client_id: str) -> Parameters:
         """The model ``client_id`` evaluates with (its personalised model, or the global one)."""
+
+    def secure_groups(
+        self,
+        server_round: int,
+        results: Sequence[FitResult],
+        *,
+        min_clients: int,
+        small_clusters: str,
+    ) -> dict[str, SumGroup]:
+        """The sums round ``server_round`` needs, by name (secure aggregation).
+
+        ``results`` carry n_k, metrics and (FedCE) Bloom filters but no parameters: each
+        client holds its update Δw_k = w_k − w_sent. ``min_clients`` is the smallest group the
+        server may learn a sum of; ``small_clusters`` (``merge`` | ``refuse``) what a clustering
+        strategy does with a smaller cluster.
+        """
+        raise NotImplementedError(f"strategy {self.name!r}: {self.secagg_refusal}")
+
+    def aggregate_sums(
+        self, server_round: int, results: Sequence[FitResult], sums: Mapping[str, GroupSum]
+    ) -> None:
+        """Update the server state from the groups' secure sums of Δw_k (secure aggregation).
+
+        ``results`` are the clients whose updates are in the sums (dropped ones removed).
+        """
+        raise NotImplementedError(f"strategy {self.name!r}: {self.secagg_refusal}")
 
     def clusters(self) -> dict[str, int]:
         """Client → cluster assignment (one cluster, 0, for strategies without clusters)."""
@@ -129,8 +161,12 @@ class GlobalModelStrategy(Strategy):
     """Base of strategies that keep one global model w and send it to every client.
 
     Subclasses override :meth:`server_update`, which receives the current model and the
-    client-weighted average of the clients' models.
+    client-weighted average of the clients' models, and :meth:`client_weights` (n_k by
+    default). With secure aggregation the average is w + Σ_k ω_k Δw_k / Σ_k ω_k from one secure
+    sum over every replying client.
     """
+
+    secagg_refusal = None
 
     def __init__(self) -> None:
         self.parameters: Parameters = {}
@@ -157,6 +193,25 @@ class GlobalModelStrategy(Strategy):
             [r.n_samples for r in ordered],
             names=self.parameters.keys(),
         )
+        self.parameters = self.server_update(server_round, average)
+
+    def client_weights(self, results: Sequence[FitResult]) -> dict[str, float]:
+        """The aggregation weight of each client of ``results`` (n_k)."""
+        return {r.client_id: float(r.n_samples) for r in results}
+
+    def secure_groups(self, server_round, results, *, min_clients, small_clusters):
+        """One sum, ``model``: every tensor over every replying client, ω_k = weight_k / Σ."""
+        ordered = _sorted_results(results)
+        weights = normalised_weights(self.client_weights(ordered))
+        return {"model": SumGroup(tuple(weights), tuple(sorted(self.parameters)), weights)}
+
+    def aggregate_sums(self, server_round, results, sums):
+        """Set w ← server_update(w, w + Σ ω_k Δw_k / Σ ω_k) from the ``model`` sum."""
+        mean = sums["model"].mean()
+        average = {
+            name: (np.asarray(w, dtype=np.float64) + mean[name]).astype(np.asarray(w).dtype)
+            for name, w in self.parameters.items()
+        }
         self.parameters = self.server_update(server_round, average)
 
     def server_update(self, server_round: int, average: Parameters) -> Parameters:

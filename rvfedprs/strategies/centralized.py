@@ -17,3 +17,7 @@ class Centralized(FedAvg):
 
     name = "centralized"
     pooled = True
+    secagg_refusal = (
+        "it pools every client's training data in one place, so there is no aggregation to "
+        "protect; train the centralised reference in a run without secure aggregation"
+    )

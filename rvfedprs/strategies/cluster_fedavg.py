@@ -67,6 +67,12 @@ class ClusterFedAvg(Strategy):
     """
 
     name = "cluster_fedavg"
+    secagg_refusal = (
+        "its clusters are fixed before training from a client distance matrix and are not "
+        "checked against secagg.min_clients (Algorithm 1 always leaves a cluster of 2 clients, "
+        "or of 1 with 3 clients), so a cluster model would be the sum of fewer clients than "
+        "the minimum; use fedce, whose small clusters are merged"
+    )
     forms_clusters = True
 
     def __init__(

@@ -67,6 +67,10 @@ class ClusteredFL(Strategy):
     """
 
     name = "clustered"
+    secagg_refusal = (
+        "it splits a cluster by the cosine similarity of its members' individual updates and "
+        "checks each member's update norm (eq. 30-31): it needs every client's update"
+    )
     forms_clusters = True
 
     def __init__(self, *, eps1: float = 0.4, eps2: float = 1.6, min_cluster_size: int = 3) -> None:

@@ -65,6 +65,10 @@ class Ditto(FedAvg):
     """
 
     name = "ditto"
+    secagg_refusal = (
+        "it keeps every client's personal model v_k on the server, and each client returns v_k "
+        "beside its update: per-client server-side state"
+    )
 
     def __init__(self, *, lam: float = 0.1) -> None:
         super().__init__()

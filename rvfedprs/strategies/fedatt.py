@@ -76,6 +76,10 @@ class FedAtt(FedAvg):
     """
 
     name = "fedatt"
+    secagg_refusal = (
+        "its layer-wise attention weights come from the distance between each client's own "
+        "model and the server's: it needs every client's model"
+    )
 
     def __init__(self, *, step: float = 1.0) -> None:
         super().__init__()
@@ -96,6 +100,10 @@ class FedAttCosine(FedAvg):
     """
 
     name = "fedatt_cosine"
+    secagg_refusal = (
+        "its attention weights come from the cosine similarity of each client's own model with "
+        "the server's: it needs every client's model"
+    )
 
     def aggregate_fit(self, server_round, results: Sequence[FitResult]) -> None:
         """Set w ← Σ α_k w_k with cosine-softmax α."""

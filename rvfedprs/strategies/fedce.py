@@ -10,6 +10,7 @@ import numpy as np
 from rvfedprs.bloom import BloomSpec
 from rvfedprs.clustering import ClientClusterer, match_labels, nearest_cluster
 from rvfedprs.config import section_defaults
+from rvfedprs.exceptions import ConfigError
 from rvfedprs.similarity.jaccard import jaccard_matrix
 from rvfedprs.strategies.aggregation import (
     Parameters,
@@ -20,10 +21,19 @@ from rvfedprs.strategies.aggregation import (
     weighted_average,
 )
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy, _sorted_results
+from rvfedprs.strategies.secure import SMALL_CLUSTERS, SumGroup, normalised_weights
 
 __all__ = ["FedCE"]
 
 HEAD_AGGREGATION = ("cluster", "global")
+
+
+def _plus(base: Parameters, step: Parameters) -> Parameters:
+    """Base + step per tensor of ``base``, in float64, cast back to base's dtype."""
+    return {
+        name: (np.asarray(value, dtype=np.float64) + step[name]).astype(np.asarray(value).dtype)
+        for name, value in sorted(base.items())
+    }
 
 
 #: The ``fedce`` section's schema defaults: the keyword defaults below (one default per option).
@@ -71,6 +81,7 @@ class FedCE(Strategy):
 
     name = "fedce"
     forms_clusters = True
+    secagg_refusal = None
 
     def __init__(
         self,
@@ -113,6 +124,7 @@ class FedCE(Strategy):
         self.client_ids: list[str] = []
         self.similarity_: np.ndarray | None = None
         self.similarity_clients_: list[str] = []
+        self._pending: dict[str, Any] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def _split(self, parameters: Mapping[str, np.ndarray]) -> tuple[Parameters, Parameters]:
@@ -185,20 +197,39 @@ class FedCE(Strategy):
         previous = {c: self.assignment[c] for c in ids if c in self.assignment}
         return match_labels(previous, current)
 
-    def aggregate_fit(self, server_round, results):
-        """Cluster (when due), then aggregate the backbone globally and specialists per cluster."""
-        ordered: list[FitResult] = _sorted_results(results)
+    def _assign(self, server_round: int, ordered: Sequence[FitResult]) -> dict[str, int]:
+        """Store the round's filters; the clients' clusters this round (re-clustered when due)."""
         missing = [r.client_id for r in ordered if r.bloom_bits is None]
         if missing:
             raise ValueError(f"FedCE needs a Bloom filter from every client; none from {missing}")
-        received = {r.client_id: self.parameters_for(r.client_id) for r in ordered}
         for r in ordered:
             self.filters[r.client_id] = np.asarray(r.bloom_bits, dtype=np.uint8)
         ids = [r.client_id for r in ordered]
         if self._reclusters(server_round):
-            new = self.recluster(ids)
-        else:
-            new = {c: self.cluster_of(c) for c in ids}
+            return self.recluster(ids)
+        return {c: self.cluster_of(c) for c in ids}
+
+    def _specialist_base(
+        self, label: int, members: Sequence[str], weights: Sequence[float], received
+    ) -> Parameters:
+        """Where cluster ``label``'s specialist starts: its own, or the members' mean (new)."""
+        if label in self.specialists:
+            return self.specialists[label]
+        return weighted_average([self._split(received[c])[1] for c in members], list(weights))
+
+    def _finish(self, ids: Sequence[str], new: Mapping[str, int], specialists) -> None:
+        self.assignment.update(new)
+        for label in set(self.assignment.values()) - set(specialists):
+            specialists[label] = self.specialists[label]  # clients that sat this round out
+        self.specialists = specialists
+        self.client_ids = sorted(set(self.client_ids) | set(ids))
+
+    def aggregate_fit(self, server_round, results):
+        """Cluster (when due), then aggregate the backbone globally and specialists per cluster."""
+        ordered: list[FitResult] = _sorted_results(results)
+        received = {r.client_id: self.parameters_for(r.client_id) for r in ordered}
+        new = self._assign(server_round, ordered)
+        ids = [r.client_id for r in ordered]
         weights = [r.n_samples for r in ordered]
         # eq. 4: every client received the same backbone
         deltas = [parameter_delta(r.parameters, received[r.client_id]) for r in ordered]
@@ -208,16 +239,101 @@ class FedCE(Strategy):
         for label in sorted(set(new.values())):
             index = [i for i, c in enumerate(ids) if new[c] == label]
             w = [weights[i] for i in index]
-            if label in self.specialists:
-                base = self.specialists[label]
-            else:
-                base = weighted_average([self._split(received[ids[i]])[1] for i in index], w)
+            base = self._specialist_base(label, [ids[i] for i in index], w, received)
             specialists[label] = apply_weighted_delta(base, [deltas[i] for i in index], w)
-        self.assignment.update(new)
-        for label in set(self.assignment.values()) - set(specialists):
-            specialists[label] = self.specialists[label]  # clients that sat this round out
-        self.specialists = specialists
-        self.client_ids = sorted(set(self.client_ids) | set(ids))
+        self._finish(ids, new, specialists)
+
+    # -- secure aggregation ------------------------------------------------------------------
+    def merge_small_clusters(self, labels: Mapping[str, int], min_clients: int) -> dict[str, int]:
+        """Merge every cluster of fewer than ``min_clients`` clients into its nearest one.
+
+        The smallest cluster (lowest label on ties) goes first, into the cluster of highest
+        mean estimated Jaccard similarity between their members' filters (average linkage, as
+        the clustering; lowest label on ties); repeated until every cluster is large enough
+        or one is left.
+        """
+        labels = dict(sorted(labels.items()))
+        ids = list(labels)
+        if ids == self.similarity_clients_ and self.similarity_ is not None:
+            similarity = self.similarity_
+        else:
+            similarity = jaccard_matrix([self.filters[c] for c in ids], self.spec)
+        while True:
+            sizes: dict[int, int] = {}
+            for label in labels.values():
+                sizes[label] = sizes.get(label, 0) + 1
+            small = sorted((n, label) for label, n in sizes.items() if n < min_clients)
+            if not small or len(sizes) == 1:
+                return labels
+            source = small[0][1]
+            rows = [i for i, c in enumerate(ids) if labels[c] == source]
+
+            def closeness(label: int, rows=rows) -> tuple[float, int]:
+                cols = [j for j, c in enumerate(ids) if labels[c] == label]
+                return float(similarity[np.ix_(rows, cols)].mean()), -label
+
+            target = max((label for label in sizes if label != source), key=closeness)
+            for c in ids:
+                if labels[c] == source:
+                    labels[c] = target
+
+    def secure_groups(self, server_round, results, *, min_clients, small_clusters):
+        """``backbone`` over every client; ``cluster-<m>`` per cluster, with ω = n_k / N (N_m).
+
+        Clusters come from the filters as in :meth:`aggregate_fit`; a cluster of fewer than
+        ``min_clients`` clients is merged into its nearest (:meth:`merge_small_clusters`) or,
+        with ``small_clusters="refuse"``, refused.
+
+        Raises
+        ------
+        ConfigError
+            With ``refuse``, naming the small cluster, its members and the minimum.
+        """
+        ordered = _sorted_results(results)
+        received = {r.client_id: self.parameters_for(r.client_id) for r in ordered}
+        new = self._assign(server_round, ordered)
+        if small_clusters == "merge":
+            new = self.merge_small_clusters(new, min_clients)
+        elif small_clusters == "refuse":
+            for label in sorted(set(new.values())):
+                members = sorted(c for c, m in new.items() if m == label)
+                if len(members) < min_clients and len(set(new.values())) > 1:
+                    raise ConfigError(
+                        f"round {server_round}: FedCE cluster {label} has {len(members)} "
+                        f"client(s) {members}, fewer than secagg.min_clients = {min_clients}, "
+                        "and secagg.small_clusters is 'refuse': its specialist would be the sum "
+                        "of too few updates; set secagg.small_clusters: merge, or fewer clusters"
+                    )
+        else:
+            raise ValueError(f"small_clusters must be one of {list(SMALL_CLUSTERS)}")
+        self._pending = {"assignment": dict(new), "received": received}
+        n = {r.client_id: float(r.n_samples) for r in ordered}
+        shared = tuple(sorted(self.backbone))
+        cluster = tuple(sorted(next(iter(self.specialists.values()))))
+        groups = {"backbone": SumGroup(tuple(n), shared, normalised_weights(n))}
+        for label in sorted(set(new.values())):
+            members = {c: n[c] for c in n if new[c] == label}
+            groups[f"cluster-{label}"] = SumGroup(
+                tuple(members), cluster, normalised_weights(members)
+            )
+        return groups
+
+    def aggregate_sums(self, server_round, results, sums):
+        """Eq. 4–5 from the secure sums: w_c += Σ ω_k Δw_c,k / Σ ω_k; per cluster likewise."""
+        ordered = _sorted_results(results)
+        new, received = self._pending["assignment"], self._pending["received"]
+        ids = [r.client_id for r in ordered]
+        n = {r.client_id: float(r.n_samples) for r in ordered}
+        self.backbone = _plus(self.backbone, sums["backbone"].mean())
+        specialists: dict[int, Parameters] = {}
+        for label in sorted(set(new.values())):
+            members = [c for c in ids if new[c] == label]
+            if not members:
+                continue
+            base = self._specialist_base(label, members, [n[c] for c in members], received)
+            specialists[label] = _plus(base, sums[f"cluster-{label}"].mean())
+        self._finish(list(new), new, specialists)
+        self._pending = {}
 
     def parameters_for(self, client_id):
         """The client's personalised model: backbone ⊕ its cluster's specialist (and head)."""

@@ -18,6 +18,10 @@ class LocalOnly(Strategy):
     """
 
     name = "local"
+    secagg_refusal = (
+        "it keeps each client's own model on the server; there is no sum to take (every model "
+        "the server holds is one client's)"
+    )
 
     def __init__(self) -> None:
         self.models: dict[str, Parameters] = {}

@@ -96,6 +96,10 @@ class Scaffold(FedAvg):
     """
 
     name = "scaffold"
+    secagg_refusal = (
+        "it keeps a control variate c_k per client on the server and updates it from that "
+        "client's own Δc_k: per-client server-side state that needs each client's update"
+    )
 
     def __init__(self, *, server_lr: float = 1.0) -> None:
         super().__init__()

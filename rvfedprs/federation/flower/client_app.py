@@ -10,7 +10,8 @@ names its task (``settings["task"]``, :mod:`rvfedprs.tasks`):
   :meth:`~rvfedprs.federation.task.Task.handle` — ``setup`` first (the site's id and its report),
   then whatever steps the task defines;
 - ``train``: :meth:`~rvfedprs.federation.task.Task.fit` — the same call the in-process engine
-  makes — on the instruction decoded from the message.
+  makes — on the instruction decoded from the message. In a securely aggregated round the
+  update is held in the node's step state and the reply carries no parameters.
 
 A site's persistent state (its DP accountant, say) lives in ``context.state`` between rounds,
 one record per run of the job; what the task exports of it goes back with every reply, and a
@@ -33,6 +34,8 @@ from rvfedprs.federation.flower.records import (
     fit_result_to_content,
     payload_to_content,
 )
+from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY
+from rvfedprs.federation.secagg.site import held_fit_result
 from rvfedprs.federation.task import Task
 from rvfedprs.tasks import get_task
 
@@ -93,6 +96,10 @@ def train(msg: Message, context: Context) -> Message:
         state = task.restore_state(saved)
     result = task.fit(instruction, site, settings, state, random_seed=seed)
     _save_state(context, state, record or _STATE_RECORD)
+    if instruction.config.get(SECURE_FIT_KEY):  # the update stays here, in the step state
+        steps = _load_state(context, _STEP_RECORD)
+        result = held_fit_result(result, instruction, steps)
+        _save_state(context, steps, _STEP_RECORD)
     return Message(fit_result_to_content(result, task.export_state(state)), reply_to=msg)
 
 

@@ -7,7 +7,8 @@ round one ``train`` message per site, carrying that site's instruction (for FedC
 personalised model), its seed, the run settings and, when the server holds it, the site's saved
 state (a fresh node on a resumed run). Replies are checked before anything is aggregated
 (:func:`~rvfedprs.federation.flower.records.reply_to_fit_result`): a site whose reply is
-missing, an error, or malformed is recorded as a failure with its reason.
+missing, an error, or malformed is recorded as a failure with its reason. A securely aggregated
+round's replies must carry no parameters at all.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rvfedprs.federation.flower.records import (
     reply_to_fit_result,
     request_to_content,
 )
+from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY
 from rvfedprs.federation.task import Replies, Request, Task, Transport
 from rvfedprs.strategies.base import FitInstruction
 
@@ -199,10 +201,11 @@ class FlowerTransport(Transport):
                 failures[client] = _error_reason(reply)
                 continue
             try:
+                secure = instructions[client].config.get(SECURE_FIT_KEY)
                 results[client] = reply_to_fit_result(
                     reply.content,
                     client_id=client,
-                    expected=instructions[client].parameters,
+                    expected={} if secure else instructions[client].parameters,
                     bloom=instructions[client].config.get("bloom"),
                 )
                 saved = self._client_state(reply, client, settings)
