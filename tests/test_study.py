@@ -28,7 +28,7 @@ from _flower_processes import make_certificates  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
-from rvfedprs.exceptions import InputDataError  # noqa: E402
+from rvfedprs.exceptions import ConfigError, InputDataError  # noqa: E402
 from rvfedprs.federation.rounds import FederationError  # noqa: E402
 from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
@@ -178,6 +178,83 @@ def test_min_cell_count_excludes_suppressed_variants_everywhere(runs, tmp_path):
     assert not set(rare["variant_key"]) & set(variants.loc[suppressed, "variant_key"])
     excluded = pd.read_csv(tmp_path / "out" / "exclusions.tsv", sep="\t")
     assert (excluded["step"] == "site_counts").sum() == int(suppressed.sum())
+
+
+def test_secure_counts_give_the_plain_tables_without_any_site_table(runs, tmp_path):
+    """The secure sum equals the plain per-site sums; HWE flags equal the per-site p-values."""
+    sheet = _copy_sites(runs, tmp_path / "in")
+    tables = {}
+    for mode in ("plain", "secure"):
+        config, scores = _study_config(
+            runs, tmp_path / f"sites-{mode}", tmp_path / mode, count_aggregation=mode
+        )
+        config["train"] = {**config["train"], "compare": ["fedavg"], "rounds": 1}
+        config["pipeline"] = {
+            **config["pipeline"],
+            "qc": {**config["pipeline"]["qc"], "hwe_p_min": 0.05},
+        }
+        run_study_config(config, scoring_file=scores, samplesheet=sheet)
+        tables[mode] = pd.read_csv(tmp_path / mode / "variants.tsv", sep="\t")
+    plain, secure = tables["plain"], tables["secure"]
+    assert secure["hwe_p"].isna().all() and plain["hwe_p"].notna().all()
+    hwe = plain["reason"].fillna("").str.contains("HWE")
+    assert hwe.any() and (plain.loc[hwe, "class"] == "excluded").all()
+    columns = [c for c in plain.columns if c not in ("hwe_p", "reason")]
+    pd.testing.assert_frame_equal(plain[columns], secure[columns])
+    # the same variants fail HWE at the same sites (plain also names the p-values)
+    strip = lambda r: r.str.replace(r" p=[0-9.e+-]+", "", regex=True)  # noqa: E731
+    assert strip(plain["reason"].fillna("")).equals(secure["reason"].fillna(""))
+    for site in (tmp_path / "sites-plain").iterdir():
+        a = sp.load_npz(site / "prepared" / "clients" / site.name / "rare_dosages.npz")
+        b = sp.load_npz(
+            tmp_path
+            / "sites-secure"
+            / site.name
+            / "prepared"
+            / "clients"
+            / site.name
+            / "rare_dosages.npz"
+        )
+        assert (a != b).nnz == 0
+
+
+def test_a_site_answering_secure_counts_sends_no_count(runs, tmp_path):
+    from rvfedprs.genotypes.sitecounts import site_hwe_p
+    from rvfedprs.study.counts import HELD, SUMMED_COLUMNS
+    from rvfedprs.study.site import StudySite
+
+    inputs = next(
+        iter(read_samplesheet(runs / "study" / "results" / "sites" / "samplesheet.tsv").values())
+    )
+    config, _ = _study_config(runs, tmp_path / "sites", tmp_path / "out")
+    from rvfedprs.study.task import StudyTask
+
+    task, state = StudyTask(), {}
+    site = StudySite(inputs, tmp_path / "site")
+    payload = {"pipeline": config["pipeline"], "min_cell_count": 0, "secure": True}
+    reply = task.step_counts(site, payload, state)
+    plain = site.counts(config["pipeline"])
+    assert "counts" not in reply and reply["n_variants"] == len(plain["suppressed"])
+    held = state["secagg"]["held"][HELD]
+    for column in SUMMED_COLUMNS:
+        scale = 1 << 14 if column == "alt_count" else 1
+        np.testing.assert_array_equal(
+            held[column], np.rint(np.asarray(plain["counts"][column]) * scale)
+        )
+    table = pd.DataFrame({c: plain["counts"][c] for c in ("n_hom_ref", "n_het", "n_hom_alt")})
+    threshold = config["pipeline"]["qc"]["hwe_p_min"]
+    np.testing.assert_array_equal(reply["hwe_failing"], site_hwe_p(table) < threshold)
+
+
+def test_secure_counts_of_too_few_sites_are_refused(runs, tmp_path):
+    sheet = _copy_sites(runs, tmp_path / "in")
+    table = pd.read_csv(sheet, sep="\t")
+    table[table["site"].isin(sorted(set(table["site"]))[:2])].to_csv(sheet, sep="\t", index=False)
+    config, scores = _study_config(runs, tmp_path / "sites", tmp_path / "out")
+    with pytest.raises(
+        ConfigError, match=r"secagg.min_clients=3 sites, got 2.*count_aggregation: plain"
+    ):
+        run_study_config(config, scoring_file=scores, samplesheet=sheet)
 
 
 def test_bad_site_sheets_are_named(tmp_path):

@@ -11,6 +11,9 @@ run **within each site** on that site's control genotype counts, never on the po
 sites with different allele frequencies creates a heterozygote deficit, the Wahlund effect, that
 is not a genotyping error). A variant failing HWE in any site is excluded with a reason naming
 the site(s) and p-value(s). Then the common/rare split on the global minor-allele frequency.
+:func:`combine_summed_counts` is the same step when the coordinator holds only the sum over the
+sites (a secure sum): each site runs its HWE test itself (:func:`site_hwe_p`) and releases only
+which variants fail.
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ __all__ = [
     "GENOTYPE_COUNT_COLUMNS",
     "SITE_COUNT_COLUMNS",
     "combine_site_counts",
+    "combine_summed_counts",
     "multiallelic_sites",
     "site_counts",
+    "site_hwe_p",
 ]
 
 #: Hard-call genotype counts among a site's controls (for the HWE test).
@@ -137,20 +142,32 @@ def multiallelic_sites(variants: pd.DataFrame) -> pd.Series:
     return reasons
 
 
+def site_hwe_p(table: pd.DataFrame) -> np.ndarray:
+    """One site's HWE exact-test p-value per variant, from its controls' genotype counts."""
+    return hwe_exact_many(table["n_het"], table["n_hom_ref"], table["n_hom_alt"])
+
+
+def _hwe_reasons(failing: Mapping[str, np.ndarray], hwe_p_min: float, p=None) -> np.ndarray:
+    """Per variant, the reason naming the sites whose controls fail HWE (with their p-values)."""
+    names = list(failing)
+    flags = np.column_stack([np.asarray(failing[n], dtype=bool) for n in names])
+    reason = np.full(len(flags), "", dtype=object)
+    for j in np.flatnonzero(flags.any(axis=1)):
+        sites = ", ".join(
+            names[k] if p is None else f"{names[k]} p={p[j, k]:.3g}"
+            for k in np.flatnonzero(flags[j])
+        )
+        reason[j] = f"HWE in controls within site ({sites}) < qc.hwe_p_min {hwe_p_min:g}"
+    return reason
+
+
 def _within_site_hwe(
     tables: Mapping[str, pd.DataFrame], hwe_p_min: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per variant: the smallest per-site HWE p-value, and the reason naming failing sites."""
-    names = list(tables)
-    p = np.column_stack(
-        [hwe_exact_many(t["n_het"], t["n_hom_ref"], t["n_hom_alt"]) for t in tables.values()]
-    )
-    failing = p < hwe_p_min
-    reason = np.full(len(p), "", dtype=object)
-    for j in np.flatnonzero(failing.any(axis=1)):
-        sites = ", ".join(f"{names[k]} p={p[j, k]:.3g}" for k in np.flatnonzero(failing[j]))
-        reason[j] = f"HWE in controls within site ({sites}) < qc.hwe_p_min {hwe_p_min:g}"
-    return p.min(axis=1), reason
+    p = np.column_stack([site_hwe_p(t) for t in tables.values()])
+    failing = {name: p[:, k] < hwe_p_min for k, name in enumerate(tables)}
+    return p.min(axis=1), _hwe_reasons(failing, hwe_p_min, p)
 
 
 def combine_site_counts(
@@ -204,7 +221,85 @@ def combine_site_counts(
     for column in GENOTYPE_COUNT_COLUMNS:
         combined[column] = np.sum([t[column].to_numpy(dtype=np.int64) for t in frames], axis=0)
     n_samples = int(sum(int(t["n_samples"].iloc[0]) for t in frames if len(t)))
+    hwe_p, hwe_reason = _within_site_hwe(tables, hwe_p_min)
+    return _qc_and_split(
+        combined,
+        n_samples,
+        hwe_p,
+        hwe_reason,
+        variant_call_rate_min=variant_call_rate_min,
+        rare_maf_max=rare_maf_max,
+        on_multiallelic=on_multiallelic,
+        frequencies=frequencies,
+        frequency_source=frequency_source,
+    )
 
+
+def combine_summed_counts(
+    summed: pd.DataFrame,
+    *,
+    n_samples: int,
+    hwe_failing: Mapping[str, np.ndarray],
+    variant_call_rate_min: float = 0.95,
+    hwe_p_min: float = 1e-6,
+    rare_maf_max: float = 0.01,
+    on_multiallelic: str = "exclude",
+    frequencies: pd.DataFrame | None = None,
+    frequency_source: str = "the frequency file",
+) -> pd.DataFrame:
+    """:func:`combine_site_counts` from counts already summed over the sites (a secure sum).
+
+    The coordinator never sees one site's genotype counts here, so each site tests HWE in its
+    own controls and releases only which variants fail (``hwe_failing``); ``hwe_p`` is NaN.
+
+    Parameters
+    ----------
+    summed : DataFrame
+        The variant columns and the summed :data:`SITE_COUNT_COLUMNS` (less ``n_samples``).
+    n_samples : int
+        Σ over the sites of their QC-passing samples.
+    hwe_failing : mapping of str to array of bool
+        Site → per variant, whether its controls fail HWE (p < ``hwe_p_min``).
+    variant_call_rate_min, hwe_p_min, rare_maf_max, on_multiallelic, frequencies,
+    frequency_source
+        As :func:`combine_site_counts`.
+
+    Returns
+    -------
+    DataFrame
+        As :func:`combine_site_counts`.
+    """
+    if not hwe_failing:
+        raise InputDataError("no site HWE flags to combine")
+    wrong = {s: len(f) for s, f in hwe_failing.items() if len(f) != len(summed)}
+    if wrong:
+        raise InputDataError(f"HWE flags of {len(summed)} variants expected, got {wrong}")
+    return _qc_and_split(
+        summed.reset_index(drop=True),
+        int(n_samples),
+        np.full(len(summed), np.nan),
+        _hwe_reasons(hwe_failing, hwe_p_min),
+        variant_call_rate_min=variant_call_rate_min,
+        rare_maf_max=rare_maf_max,
+        on_multiallelic=on_multiallelic,
+        frequencies=frequencies,
+        frequency_source=frequency_source,
+    )
+
+
+def _qc_and_split(
+    combined: pd.DataFrame,
+    n_samples: int,
+    hwe_p: np.ndarray,
+    hwe_reason: np.ndarray,
+    *,
+    variant_call_rate_min: float,
+    rare_maf_max: float,
+    on_multiallelic: str,
+    frequencies: pd.DataFrame | None,
+    frequency_source: str,
+) -> pd.DataFrame:
+    """Call rate, HWE, multi-allelic and frequency QC, then the common/rare split."""
     reasons: list[np.ndarray] = []
     combined["call_rate"] = combined["allele_number"] / (2.0 * max(n_samples, 1))
     low_call = combined["call_rate"].to_numpy() < variant_call_rate_min
@@ -218,7 +313,7 @@ def combine_site_counts(
             "",
         ).astype(object)
     )
-    combined["hwe_p"], hwe_reason = _within_site_hwe(tables, hwe_p_min)
+    combined["hwe_p"] = hwe_p
     reasons.append(hwe_reason)
     multi = multiallelic_sites(combined)
     if (multi != "").any() and on_multiallelic == "error":

@@ -2,7 +2,9 @@
 
 :func:`combine_counts` turns the sites' summary counts into the global variant table (call
 rates and frequencies from the summed counts, Hardy–Weinberg tests within each site, the
-common/rare split) and the rare-variant columns every site uses; :func:`match_scores` matches the
+common/rare split) and the rare-variant columns every site uses; :func:`combine_secure_counts`
+does the same from counts the sites summed securely (each site then tests HWE itself and releases
+only which variants fail); :func:`match_scores` matches the
 scoring file to the QC-passing variants (plink2 ``--score`` rules) and keeps the usable rows,
 which every site then scores with. No genotype and no sample ID is read here.
 """
@@ -20,9 +22,15 @@ from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes.matching import USABLE_STATUSES, match_scorefile
 from rvfedprs.genotypes.scorefile import read_scorefile, scorefile_rows, write_scorefile
 from rvfedprs.genotypes.scoring import check_build
-from rvfedprs.genotypes.sitecounts import combine_site_counts
+from rvfedprs.genotypes.sitecounts import combine_site_counts, combine_summed_counts
 
-__all__ = ["RARE_COLUMNS", "combine_counts", "match_scores", "write_weights"]
+__all__ = [
+    "RARE_COLUMNS",
+    "combine_counts",
+    "combine_secure_counts",
+    "match_scores",
+    "write_weights",
+]
 
 #: Columns of ``rare_variants.tsv`` (their order is the dosage columns' order).
 RARE_COLUMNS = ("variant_key", "chrom", "pos", "id", "ref", "alt", "minor_allele", "maf")
@@ -74,6 +82,55 @@ def combine_counts(
         frequencies=frequencies,
         frequency_source=frequency_source,
     )
+    return _split_tables(variants, skipped, step)
+
+
+def combine_secure_counts(
+    summed: pd.DataFrame,
+    pipeline: Mapping[str, Any],
+    *,
+    n_samples: int,
+    hwe_failing: Mapping[str, Any],
+    skipped: list[pd.DataFrame] = (),
+    step: str = "combine_counts",
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """:func:`combine_counts` from counts summed securely over the sites.
+
+    Parameters
+    ----------
+    summed : DataFrame
+        The variant columns and the summed count columns.
+    pipeline : mapping
+        As :func:`combine_counts`.
+    n_samples : int
+        The sites' QC-passing samples, summed.
+    hwe_failing : mapping of str to array of bool
+        Site → which variants fail HWE in its controls (each site tests its own).
+    skipped : list of DataFrame
+        As :func:`combine_counts`.
+
+    Returns
+    -------
+    variants, rare, excluded : DataFrame
+        As :func:`combine_counts` (``hwe_p`` NaN: no site's p-values are released).
+    """
+    qc = pipeline["qc"]
+    variants = combine_summed_counts(
+        summed,
+        n_samples=n_samples,
+        hwe_failing=hwe_failing,
+        variant_call_rate_min=qc["variant_call_rate_min"],
+        hwe_p_min=qc["hwe_p_min"],
+        rare_maf_max=pipeline["rare_maf_max"],
+        on_multiallelic=pipeline["on_multiallelic"],
+    )
+    return _split_tables(variants, skipped, step)
+
+
+def _split_tables(
+    variants: pd.DataFrame, skipped: list[pd.DataFrame], step: str
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(variants, the rare columns, the exclusions incl. the readers' skipped records)."""
     rare = variants.loc[variants["class"] == "rare", list(RARE_COLUMNS)]
     out = variants.loc[variants["class"] == "excluded"]
     parts = [exclusions("variant", out["variant_key"], out["reason"], step)]

@@ -4,7 +4,9 @@
 under the study's ``out`` folder::
 
     study.json            sites, who failed and why, variant and sample counts
-    variants.tsv          the global variant table (summed counts, QC, frequencies, class)
+    variants.tsv          the global variant table (summed counts, QC, frequencies, class; with
+                          study.count_aggregation: secure the sums come from a secure sum and
+                          hwe_p is empty: each site reports only which variants fail HWE)
     rare_variants.tsv     the rare-dosage columns every site builds
     exclusions.tsv        every excluded variant with its reason (incl. suppressed counts and the
                           site that suppressed them), and per site the number of samples
@@ -34,10 +36,18 @@ from rvfedprs.cohort import exclusions
 from rvfedprs.evaluation.metrics import cluster_ari
 from rvfedprs.evaluation.summaries import pooled_metrics
 from rvfedprs.federation.rounds import FederationError, RunSpec, serve
+from rvfedprs.federation.secagg.protocol import SecAggParams
+from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Task, Transport
-from rvfedprs.prepare.coordinator import combine_counts, match_scores, write_weights
+from rvfedprs.prepare.coordinator import (
+    combine_counts,
+    combine_secure_counts,
+    match_scores,
+    write_weights,
+)
 from rvfedprs.provenance import jsonable, write_provenance
 from rvfedprs.strategies.base import Strategy
+from rvfedprs.study.counts import check_secure_counts, sum_counts
 from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
 
 __all__ = ["run_study", "federated_evaluation", "counts_table"]
@@ -75,6 +85,54 @@ def _suppressed(replies: Mapping[str, Mapping[str, Any]], keys: pd.Series) -> pd
         {k: f"count below min_cell_count at site(s) {', '.join(v)}" for k, v in reasons.items()},
         dtype=object,
     )
+
+
+def _secure_counts(
+    transport: Transport,
+    settings: Mapping[str, Any],
+    counted: Mapping[str, Mapping[str, Any]],
+    pipeline: Mapping[str, Any],
+    skipped: list[pd.DataFrame],
+    *,
+    params: SecAggParams,
+    seed: int,
+) -> tuple[list[str], dict[str, str], tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+    """The global tables from a secure sum of the sites' held counts.
+
+    Returns
+    -------
+    included : list of str
+        The sites whose counts are in the sum.
+    dropped : dict of str to str
+        Site → why its counts are in no sum (it is left out of the study).
+    tables : (variants, rare, excluded)
+        :func:`~rvfedprs.prepare.coordinator.combine_secure_counts`.
+    """
+    sizes = {c: int(r["n_variants"]) for c, r in counted.items()}
+    if len(set(sizes.values())) != 1:
+        raise FederationError(f"sites count different numbers of variants: {sizes}")
+    totals, outcome = sum_counts(
+        transport,
+        settings,
+        sorted(counted),
+        next(iter(sizes.values())),
+        params,
+        random_seed=derive_seed(seed, "study-counts"),
+    )
+    included = sorted(outcome.sums["all"].included)
+    first = counted[included[0]]
+    summed = pd.DataFrame({c: first["variants"][c] for c in VARIANT_COLUMNS})
+    summed["pos"] = summed["pos"].astype(np.int64)
+    for column, values in totals.items():
+        summed[column] = values
+    tables = combine_secure_counts(
+        summed,
+        pipeline,
+        n_samples=sum(int(counted[c]["n_samples"]) for c in included),
+        hwe_failing={c: np.asarray(counted[c]["hwe_failing"], dtype=bool) for c in included},
+        skipped=skipped,
+    )
+    return included, dict(outcome.dropped), tables
 
 
 def federated_evaluation(
@@ -164,14 +222,35 @@ def run_study(
     every = lambda payload: {c: payload for c in transport.client_ids}  # noqa: E731
 
     # 1. counts → global variant table, rare columns, exclusions
+    secure = study.get("count_aggregation", "plain") == "secure"
+    params = SecAggParams.from_config(config["secagg"]) if secure else None
+    if secure:
+        check_secure_counts(len(transport.client_ids), params)
     counted = ask(
-        "counts", every({"pipeline": pipeline, "min_cell_count": study["min_cell_count"]})
+        "counts",
+        every(
+            {
+                "pipeline": pipeline,
+                "min_cell_count": study["min_cell_count"],
+                "secure": secure,
+            }
+        ),
     )
-    tables = {site: counts_table(reply) for site, reply in counted.items()}
-    variants, rare, excluded = combine_counts(
-        tables, pipeline, skipped=[pd.DataFrame(r["skipped"]) for r in counted.values()]
-    )
-    suppressed = _suppressed(counted, next(iter(tables.values()))["variant_key"])
+    skipped = [pd.DataFrame(r["skipped"]) for r in counted.values()]
+    first = next(iter(counted.values()))
+    keys = pd.Series(first["variants"]["variant_key"], dtype=object)
+    if secure:
+        included, dropped, (variants, rare, excluded) = _secure_counts(
+            transport, base, counted, pipeline, skipped, params=params, seed=int(job["seed"])
+        )
+        left_out.update({c: f"secure sum of counts: {why}" for c, why in dropped.items()})
+        _checked("secure sum of counts", dict.fromkeys(included), dropped, total, min_replies)
+        counted = {c: counted[c] for c in included}
+        transport = transport.subset(included)
+    else:
+        tables = {site: counts_table(reply) for site, reply in counted.items()}
+        variants, rare, excluded = combine_counts(tables, pipeline, skipped=skipped)
+    suppressed = _suppressed(counted, keys)
     if len(suppressed):
         hit = variants["variant_key"].isin(suppressed.index)
         variants.loc[hit, "qc_pass"] = False

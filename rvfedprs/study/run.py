@@ -75,6 +75,7 @@ def study_job(
             "out": str(out),
             "scoring_file": str(Path(scoring_file).resolve()),
             "min_cell_count": int(study["min_cell_count"]),
+            "count_aggregation": study["count_aggregation"],
             "bins": int(study["histogram_bins"]),
         },
     }

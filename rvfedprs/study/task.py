@@ -7,9 +7,12 @@ on the site's own files:
 step     the site computes                                     it sends
 ======== ===================================================== ================================
 setup    which site it is                                      its id
-counts   validation, sample QC, allele and genotype counts     summary counts per variant, the
-                                                               variants it suppresses, excluded
-                                                               sample counts per reason
+counts   validation, sample QC, allele and genotype counts     summary counts per variant (or,
+         (held for a secure sum by default)                    secure: only its HWE failures),
+                                                               the variants it suppresses,
+                                                               excluded sample counts per reason
+secagg.* the secure sum of its counts (four exchanges)         keys, encrypted shares, masked
+                                                               counts, shares to unmask the sum
 features its PRS, rare dosages, covariates, train/test split   sizes (samples, cases, splits)
 moments  the training PRS and covariate moments                (n, Σx, Σx²), cases, width
 fit      a round of local training (genomic task)              its update, Bloom filter, n, loss
@@ -38,6 +41,7 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.task import Task
 from rvfedprs.genomic.task import GenomicTask
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
+from rvfedprs.study.counts import hold_counts, hwe_failing
 from rvfedprs.study.samplesheet import SiteInputs
 from rvfedprs.study.site import StudySite
 
@@ -136,8 +140,19 @@ class StudyTask(Task):
         return {"site": site.site}
 
     def step_counts(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
-        """Validation, sample QC and the released counts (:meth:`StudySite.counts`)."""
-        return site.counts(payload["pipeline"], min_cell_count=int(payload["min_cell_count"]))
+        """Validation, sample QC and the released counts (:meth:`StudySite.counts`).
+
+        With ``secure`` in the payload the counts are held for a secure sum
+        (:mod:`rvfedprs.study.counts`) and the reply carries, per variant, only whether the
+        site's controls fail HWE and whether it suppressed the variant.
+        """
+        reply = site.counts(payload["pipeline"], min_cell_count=int(payload["min_cell_count"]))
+        if not payload.get("secure"):
+            return reply
+        counts = reply.pop("counts")
+        reply["n_variants"] = hold_counts(state, counts)
+        reply["hwe_failing"] = hwe_failing(counts, payload["pipeline"]["qc"]["hwe_p_min"])
+        return reply
 
     def step_features(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
         """The site's feature set (:meth:`StudySite.features`)."""
