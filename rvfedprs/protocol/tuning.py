@@ -160,6 +160,8 @@ class Trial:
         Client → cluster of the strategy at the end of training.
     wall_s : float
     random_seed : int
+    cpu_s : float
+        CPU seconds of this process (the cost without other jobs' load; NaN in old records).
     """
 
     method: str
@@ -172,6 +174,7 @@ class Trial:
     clusters: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
     random_seed: int = 0
+    cpu_s: float = float("nan")
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable record."""
@@ -183,6 +186,7 @@ class Trial:
         data = dict(record)
         data["validation_auc"] = _number(data["validation_auc"])
         data["validation_aucs"] = [_number(v) for v in data.get("validation_aucs", [])]
+        data["cpu_s"] = _number(data.get("cpu_s"))
         return cls(**data)
 
 
@@ -256,12 +260,13 @@ def run_trial(
     -------
     Trial, Fitted
     """
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if method == LOGISTIC:
         model = fit_logistic(data.fit.train, float(configuration["logistic.C"]))
         auc = _pooled_auc(logistic_scores(model, data.validation), data.validation)
         trial = Trial(method, dict(configuration), key, auc, None, 0, [auc], {},
-                      time.perf_counter() - t0, int(random_seed))  # fmt: skip
+                      time.perf_counter() - t0, int(random_seed),
+                      time.process_time() - c0)  # fmt: skip
         return trial, Fitted(lambda datasets: logistic_scores(model, datasets))
     if method in DISTANCE_STRATEGIES:
         raise ConfigError(f"the protocol does not run {method!r} (it needs a distance matrix)")
@@ -294,6 +299,7 @@ def run_trial(
         clusters,
         time.perf_counter() - t0,
         int(random_seed),
+        time.process_time() - c0,
     )
     model = model_from_config(data.n_rare, model_config, initialise=False)
 
@@ -411,6 +417,7 @@ def _write_table(path: Path, trials: Sequence[Trial], chosen: Trial) -> None:
             "best_round": t.best_round,
             "rounds_run": t.rounds_run,
             "wall_s": round(t.wall_s, 2),
+            "cpu_s": round(t.cpu_s, 2),
             **{k: json.dumps(jsonable(v)) for k, v in sorted(t.configuration.items())},
         }
         for t in trials
