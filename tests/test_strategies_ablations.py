@@ -315,3 +315,29 @@ def test_carried_fedce_clients_encode_every_carried_variant(tmp_path):
     resumed = get_strategy("fedce_carried", bloom_capacity=10, top_k=5)
     resumed.load_state_dict(s.state_dict())
     assert resumed.spec == s.spec
+
+
+# --- every ablation through rvfedprs.run.train ----------------------------------------------
+@pytest.mark.parametrize(
+    "name",
+    ["fedavg_masked", "fedavgm", "fedce_oracle", "fedce_random", "fedce_global_head",
+     "fedce_carried"],
+)  # fmt: skip
+def test_ablations_train_end_to_end(tmp_path, name):
+    import json
+
+    from rvfedprs.run import train
+
+    info = write_federation(tmp_path, n_clients=4, n_clusters=2, samples_per_client=80)
+    config = {
+        "train": {"data": str(info["data"]), "strategy": name, "rounds": 2, "seed": 3,
+                  "progress": False, "batch_size": 32},
+        "model": {"rare_hidden": [8], "common_hidden": [4]},
+        "fedce": {"n_clusters": 2, "top_k": 20},
+        "evaluate": {"truth": str(info["truth"]), "samples": str(info["samples"])},
+    }  # fmt: skip
+    train(config, tmp_path / "run")
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["strategy"] == name and 0 <= metrics["auc"] <= 1
+    if name == "fedce_oracle":  # the true clusters, read from evaluate.samples
+        assert metrics["ari"] == 1.0
