@@ -67,7 +67,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Tune the compared strategies, derive one default per option; returns 0."""
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", force=True)
     args.out.mkdir(parents=True, exist_ok=True)
     base = validate_config({"train": {"progress": False}})
     strategies = list(base["train"]["compare"])
