@@ -209,7 +209,7 @@ class Tuned:
     method: str
     trials: list[Trial]
     chosen: Trial
-    fitted: Fitted
+    fitted: Fitted | None
 
 
 def trial_key(payload: Mapping[str, Any]) -> str:
@@ -327,6 +327,7 @@ def tune(
     grid_seed: int = 0,
     candidates: Sequence[Mapping[str, Any]] | None = None,
     groups: Mapping[str, Any] | None = None,
+    refit: bool = True,
 ) -> Tuned:
     """Run ``method``'s configurations and choose the best on validation AUC.
 
@@ -349,11 +350,15 @@ def tune(
         Explicit configurations instead of the grid (e.g. one chosen elsewhere).
     groups : mapping, optional
         ``fedce_oracle``'s true groups.
+    refit : bool
+        Re-run the chosen trial for its models when it was read from its record (False:
+        ``fitted`` is then None, e.g. when its test predictions are on disk already).
 
     Returns
     -------
     Tuned
-        The chosen trial has the highest validation AUC (the earliest on a tie).
+        The chosen trial has the highest validation AUC (the earliest on a tie); its folder
+        ``out/<method>/<chosen.key>/`` is the place for whatever depends on it.
     """
     if (budget is None) == (candidates is None):
         raise ConfigError("give tune() either a budget (the grid) or explicit candidates")
@@ -365,7 +370,6 @@ def tune(
     folder = Path(out) / method
     trials: list[Trial] = []
     fitted: dict[str, Fitted] = {}
-    settings = {"max_rounds": int(max_rounds), "patience": patience, "seed": int(random_seed)}
     for configuration in configs:
         key = trial_key(
             {
@@ -373,7 +377,9 @@ def tune(
                 "configuration": configuration,
                 "base": base_config,
                 "data": data_key,
-                **settings,
+                "max_rounds": int(max_rounds),
+                "patience": patience,
+                "seed": int(random_seed),
             }  # fmt: skip
         )
         path = folder / key / "trial.json"
@@ -394,6 +400,9 @@ def tune(
         trials.append(trial)
         fitted[key] = fit
     chosen = max(trials, key=_score)  # max keeps the first of equal scores
+    if chosen.key not in fitted and not refit:
+        _write_table(folder / "tuning.tsv", trials, chosen)
+        return Tuned(method, trials, chosen, None)
     if chosen.key not in fitted:
         trial, fit = run_trial(
             data, method, chosen.configuration, base_config=base_config, max_rounds=max_rounds,

@@ -20,7 +20,9 @@ cost). Layout of ``--out``::
 
     work/cohorts/<scenario>/<role><i>-<key>/    simulated cohort + prepared inputs
     work/tuning/<scenario>/<method>/<key>/      tuning trials (trial.json), tuning.tsv
-    work/runs/<scenario>/<cohort>/<method>/...  inference trials, predictions.parquet
+    work/runs/<scenario>/<cohort>/<method>/<key>/  the cohort's trial (trial.json) and its test
+                                                predictions (predictions.parquet)
+    work/runs/<scenario>/<cohort>/outcomes.tsv  the cohort's AUCs (rebuilt on every call)
     summary/                                    tables (TSV + Markdown) and forest.png
     provenance.json, progress.log
 
@@ -305,58 +307,59 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
     """Every method on one inference cohort: early stopping on validation, test once."""
     from rvfedprs.protocol import TUNED_AS, tune
     from rvfedprs.protocol.outcomes import outcome_table, predictions_frame
-    from rvfedprs.protocol.references import genetic_values, oracle_scores, prs_only_scores
+    from rvfedprs.protocol.references import prs_only_scores
 
     cohort = cohort_of(args, spec, scenario, "c", index)
     build_cohort(cohort, spec, args.simulator_path)
     out = args.out / "work" / "runs" / scenario / cohort.name
-    summary = out / "outcomes.tsv"
-    methods = _methods(args)
-    if summary.is_file():
-        return summary
     loaded = Loaded(cohort, args.validation_fraction, args.seed)
     data = loaded.data
     frames, validation = [], []
 
-    def record(method: str, scores, extra: dict[str, Any]) -> None:
-        folder = out / method
+    def record(folder: Path, method: str, scores, extra: dict[str, Any]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         frame = predictions_frame(scores, data.test, sample_clusters=loaded.sample_groups,
                                   carriers=loaded.carriers)  # fmt: skip
         (folder / "validation.json").write_text(json.dumps({"method": method, **extra}) + "\n")
         frame.to_parquet(folder / "predictions.parquet", index=False)  # last: marks it done
-        collect(method)
 
-    def collect(method: str) -> None:
-        folder = out / method
+    def collect(folder: Path, method: str) -> None:
         frame = pd.read_parquet(folder / "predictions.parquet")
         frames.append(outcome_table(frame).assign(method=method))
         validation.append(json.loads((folder / "validation.json").read_text()))
 
-    for method in methods:
-        if (out / method / "predictions.parquet").is_file():
-            collect(method)
-            continue
+    picked: dict[str, dict] = {}  # each method's configuration in this cohort
+    for method in _methods(args):
         source = TUNED_AS.get(method, method)
-        if args.tune_per_cohort and method not in TUNED_AS:
-            options = {"budget": args.budget, "grid_seed": args.seed}
+        if args.tune_per_cohort:
+            options = ({"candidates": [picked[source]]} if method in TUNED_AS
+                       else {"budget": args.budget, "grid_seed": args.seed})  # fmt: skip
         else:
             options = {"candidates": [chosen[source]]}
-        tuned = tune(
-            data, method, out=out, base_config=_base_config(), data_key=loaded.data_key,
-            max_rounds=args.max_rounds, patience=args.patience, random_seed=loaded.train_seed,
-            groups=loaded.client_groups if method == "fedce_oracle" else None, **options,
-        )  # fmt: skip
+        common = {
+            "out": out, "base_config": _base_config(), "data_key": loaded.data_key,
+            "max_rounds": args.max_rounds, "patience": args.patience,
+            "random_seed": loaded.train_seed,
+            "groups": loaded.client_groups if method == "fedce_oracle" else None, **options,
+        }  # fmt: skip
+        tuned = tune(data, method, refit=False, **common)
         trial = tuned.chosen
-        record(method, tuned.fitted.predict(data.test), {
-            "validation_auc": trial.validation_auc, "best_round": trial.best_round,
-            "rounds_run": trial.rounds_run, "wall_s": trial.wall_s, "cpu_s": trial.cpu_s,
-            "configuration": trial.configuration, "clusters": trial.clusters})  # fmt: skip
-    record(FLOOR, prs_only_scores(data.fit.train, data.test), {})
-    ids = [s for c in sorted(data.test) for s in data.test[c].sample_ids]
-    values = genetic_values(cohort.sim / "truth", ids,
-                            genotypes=cohort.sim / "genotypes" / "cohort")  # fmt: skip
-    record(ORACLE, oracle_scores(data.test, dict(zip(ids, values, strict=True))), {})
+        picked[method] = trial.configuration
+        # the test predictions live in the chosen trial's folder: a changed choice has its own
+        folder = out / method / trial.key
+        if not (folder / "predictions.parquet").is_file():
+            if tuned.fitted is None:
+                tuned = tune(data, method, **common)
+            record(folder, method, tuned.fitted.predict(data.test), {
+                "validation_auc": trial.validation_auc, "best_round": trial.best_round,
+                "rounds_run": trial.rounds_run, "wall_s": trial.wall_s, "cpu_s": trial.cpu_s,
+                "configuration": trial.configuration, "clusters": trial.clusters})  # fmt: skip
+        collect(folder, method)
+    for name, scores in ((FLOOR, lambda: prs_only_scores(data.fit.train, data.test)),
+                         (ORACLE, lambda: _oracle(cohort, data))):  # fmt: skip
+        if not (out / name / "predictions.parquet").is_file():
+            record(out / name, name, scores(), {})
+        collect(out / name, name)
     table = pd.DataFrame(validation)
     for column in ("configuration", "clusters"):
         table[column] = table.get(column, "")
@@ -364,11 +367,21 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
     table.assign(scenario=scenario, cohort=cohort.name).to_csv(
         out / "validation.tsv", sep="\t", index=False
     )
+    summary = out / "outcomes.tsv"
     table = pd.concat(frames, ignore_index=True).assign(scenario=scenario, cohort=cohort.name)
-    table.to_csv(summary, sep="\t", index=False)  # written last: marks the cohort done
+    table.to_csv(summary, sep="\t", index=False)
     if not args.keep_genotypes:
         drop_genotypes(cohort)
     return summary
+
+
+def _oracle(cohort: Cohort, data) -> dict:
+    from rvfedprs.protocol.references import genetic_values, oracle_scores
+
+    ids = [s for c in sorted(data.test) for s in data.test[c].sample_ids]
+    values = genetic_values(cohort.sim / "truth", ids,
+                            genotypes=cohort.sim / "genotypes" / "cohort")  # fmt: skip
+    return oracle_scores(data.test, dict(zip(ids, values, strict=True)))
 
 
 def _methods(args) -> list[str]:
@@ -379,6 +392,8 @@ def _methods(args) -> list[str]:
     unknown = sorted(set(chosen) - set(every))
     if unknown:
         raise SystemExit(f"methods {unknown} unknown; choose from {every}")
+    if set(chosen) & set(ABLATIONS):
+        chosen.append("fedce")  # the ablations take FedCE's configuration
     return [m for m in every if m in chosen]
 
 
@@ -536,8 +551,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             list(pool.map(build_cohort, tuning, [spec] * len(tuning),
                           [args.simulator_path] * len(tuning)))  # fmt: skip
             tunable = [m for m in _methods(args) if m in TUNED]
-            if "fedce" not in tunable and any(m in ABLATIONS for m in _methods(args)):
-                tunable.append("fedce")
             jobs = [(s, m) for s in scenarios for m in tunable]
             for result in pool.map(tune_task, [args] * len(jobs), [spec] * len(jobs),
                                    *zip(*jobs, strict=True)):  # fmt: skip
