@@ -83,6 +83,12 @@ def test_grids_are_balanced_and_prefix_consistent():
         assert configurations(method, 4) == configurations(method, 6)[:4], method
 
 
+def test_clustered_fl_thresholds_keep_eps2_above_eps1():
+    for configuration in configurations("clustered", 12):
+        ratio = configuration["train.cfl_eps2"] / configuration["train.cfl_eps1"]
+        assert ratio == pytest.approx(1.5) or ratio == pytest.approx(2) or ratio == pytest.approx(3)
+
+
 def test_every_configuration_builds_its_strategy():
     for method in METHOD_AXES:
         if method == LOGISTIC:
@@ -146,6 +152,8 @@ def test_tune_chooses_the_best_validation_auc_and_resumes(data, tmp_path):
     assert again.chosen.key == tuned.chosen.key
     for c, p in first.items():
         np.testing.assert_array_equal(again.fitted.predict(data.validation)[c], p)
+    light = _tune(data, tmp_path, refit=False)  # the choice alone, from the records
+    assert light.fitted is None and light.chosen.key == tuned.chosen.key
     larger = _tune(data, tmp_path, budget=4)  # one more configuration: one more trial
     after = _trial_files(tmp_path)
     assert len(after) == 4 and all(after[p] == t for p, t in files.items())
