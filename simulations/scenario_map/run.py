@@ -296,7 +296,7 @@ def tune_task(args, spec, scenario: str, method: str) -> dict[str, Any]:
         loaded.data, method, out=args.out / "work" / "tuning" / scenario,
         base_config=_base_config(), data_key=loaded.data_key, max_rounds=args.max_rounds,
         patience=args.patience, random_seed=loaded.train_seed, budget=args.budget,
-        grid_seed=args.seed,
+        grid_seed=args.seed, refit=False,
     )  # fmt: skip
     return {"scenario": scenario, "method": method, "configuration": tuned.chosen.configuration,
             "validation_auc": tuned.chosen.validation_auc}  # fmt: skip
