@@ -420,6 +420,12 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
     summary.mkdir(parents=True, exist_ok=True)
     outcomes.to_csv(summary / "outcomes.tsv", sep="\t", index=False)
     validation.to_csv(summary / "validation.tsv", sep="\t", index=False)
+    tuning = [pd.read_csv(p, sep="\t").assign(scenario=p.parts[-3])
+              for p in sorted((args.out / "work" / "tuning").glob("*/*/tuning.tsv"))]  # fmt: skip
+    if tuning:  # every configuration's validation score, on each scenario's tuning cohort
+        tuning = pd.concat(tuning, ignore_index=True)
+        tuning[tuning["scenario"].isin(scenarios)].to_csv(summary / "tuning.tsv", sep="\t",
+                                                          index=False)  # fmt: skip
     methods = set(outcomes["method"])
     best = best_baselines(validation, [m for m in BASELINES if m in methods])
     best.to_csv(summary / "best_baseline.tsv", sep="\t", index=False)
@@ -445,6 +451,15 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
     return paths
 
 
+def _mean_cell(values: list[float], digits: int = 3) -> str:
+    from rvfedprs.evaluation.tables import mean_ci
+
+    mean, half, k = mean_ci(values)
+    if k == 0:
+        return "–"
+    return f"{mean:.{digits}f}" if k == 1 else f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
 def _fmt(mean: float, low: float, high: float) -> str:
     if pd.isna(mean):
         return "–"
@@ -455,8 +470,6 @@ def _fmt(mean: float, low: float, high: float) -> str:
 
 def write_markdown(summary, outcomes, deltas, best, scenarios, args) -> list[Path]:
     """``summary.md``: the primary endpoint, per-cluster deltas, ablations, absolute AUCs."""
-    from rvfedprs.evaluation.tables import mean_ci
-
     lines = [f"# Scenario map{' — ' + args.label if args.label else ''}", ""]
     n = outcomes.groupby("scenario")["cohort"].nunique()
     where = "every inference cohort" if args.tune_per_cohort else "one tuning cohort per scenario"
@@ -513,18 +526,26 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args) -> list[Pat
         lines.append(f"| {s} | {subset.split('=', 1)[1]} | {cells[0]} | {cells[1]} |")
     lines.append("")
 
-    lines += ["## Absolute test AUCs (mean over cohorts ± 95% t half-width), pooled", "",
-              "| scenario | method | carrier AUC | AUC |", "|---|---|---|---|"]  # fmt: skip
+    lines += ["## Absolute test AUCs, pooled (mean over cohorts ± 95% t half-width)", "",
+              "Share of the learnable signal: (AUC − PRS-only floor)/(oracle − floor), per "
+              "cohort, then averaged.", "",
+              "| scenario | method | carrier AUC | AUC | share of the learnable signal "
+              "(carrier AUC / AUC) |", "|---|---|---|---|---|"]  # fmt: skip
     pooled_outcomes = outcomes[outcomes["subset"] == "pooled"]
+    wide = pooled_outcomes.pivot_table(index=["scenario", "cohort", "metric"], columns="method",
+                                       values="value")  # fmt: skip
     for s in scenarios:
         for method, part in pooled_outcomes[pooled_outcomes["scenario"] == s].groupby("method"):
             cells = []
             for metric in ("carrier_auc", "auc"):
-                mean, half, k = mean_ci(part.loc[part["metric"] == metric, "value"].tolist())
-                cells.append(
-                    "–" if k == 0 else (f"{mean:.3f}" if k == 1 else f"{mean:.3f} ± {half:.3f}")
-                )
-            lines.append(f"| {s} | {method} | {cells[0]} | {cells[1]} |")
+                cells.append(_mean_cell(part.loc[part["metric"] == metric, "value"].tolist()))
+            for metric in ("carrier_auc", "auc"):
+                share = []
+                if s in wide.index.get_level_values(0) and {FLOOR, ORACLE} <= set(wide.columns):
+                    w = wide.xs((s, metric), level=["scenario", "metric"])
+                    share = ((w[method] - w[FLOOR]) / (w[ORACLE] - w[FLOOR])).tolist()
+                cells.append(_mean_cell(share, 2))
+            lines.append(f"| {s} | {method} | {cells[0]} | {cells[1]} | {cells[2]} / {cells[3]} |")
     lines.append("")
     path = summary / "summary.md"
     path.write_text("\n".join(lines) + "\n")
