@@ -1,4 +1,11 @@
-"""Rule ``compare_strategies``: one table and one figure comparing the trained strategies."""
+"""Rule ``compare_strategies``: one table and one figure comparing the trained strategies.
+
+With each strategy's test predictions (``rvfedprs evaluate``'s ``predictions.parquet``) the
+table also gives DeLong 95% intervals of every AUC, the PRS-only floor (the score every site
+already has) and, on a simulated cohort, the oracle ceiling (the AUC of the true genetic values
+on the same test samples), the share of the learnable signal each strategy captures, and the
+carrier AUC per true cluster, so that a reader can tell signal from sampling noise.
+"""
 
 import json
 import logging
@@ -14,7 +21,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rvfedprs.exceptions import InputDataError  # noqa: E402
-from rvfedprs.rulelog import logged_rule
+from rvfedprs.rulelog import logged_rule  # noqa: E402
 
 logger = logging.getLogger("compare_strategies")
 
@@ -30,6 +37,16 @@ COLUMNS = (
     "n_clusters",
     "wall_s",
 )
+#: Added with predictions: DeLong 95% intervals and the share of the learnable signal.
+INTERVAL_COLUMNS = (
+    "auc_ci_low",
+    "auc_ci_high",
+    "carrier_auc_ci_low",
+    "carrier_auc_ci_high",
+    "signal_share",
+    "carrier_signal_share",
+)
+FLOOR, ORACLE = "prs_only (floor)", "oracle (ceiling)"
 REQUIRED = ("strategy", "auc", "auprc", "carrier_auc", "client_auc", "clusters", "ari")
 
 
@@ -100,7 +117,7 @@ def comparison_table(
 
 
 def _fmt(value: object, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
@@ -147,12 +164,191 @@ def client_auc_figure(metrics: Sequence[dict], out: str | Path) -> Path:
     return out
 
 
+def strategy_outcomes(
+    strategies: Sequence[str],
+    predictions: Sequence[str | Path],
+    data: str | Path,
+    *,
+    truth: str | Path | None = None,
+    samples: str | Path | None = None,
+    genotypes: Sequence[str | Path] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Each strategy's test outcomes, and the PRS-only floor's and the oracle's.
+
+    Parameters
+    ----------
+    strategies : sequence of str
+    predictions : sequence of paths
+        Each strategy's ``predictions.parquet`` (``client, sample_id, y, p``), same order.
+    data : path
+        The per-client inputs the strategies were evaluated on.
+    truth, samples : paths, optional
+        ``truth/causal_variants.tsv`` and ``samples.tsv`` of a simulated cohort: carrier AUCs,
+        true clusters and the oracle (``genetic_values.tsv`` beside the truth, or the
+        ``genotypes``).
+    genotypes : sequence of paths, optional
+
+    Returns
+    -------
+    dict of str to DataFrame
+        Name → :func:`rvfedprs.protocol.outcomes.outcome_table` (the floor and the oracle under
+        :data:`FLOOR` and :data:`ORACLE`).
+    """
+    from rvfedprs.evaluation import carrier_masks, load_truth
+    from rvfedprs.genomic.data import load_federation
+    from rvfedprs.protocol.outcomes import outcome_table, predictions_frame
+    from rvfedprs.protocol.references import genetic_values, oracle_scores, prs_only_scores
+
+    federation = load_federation(data)
+    test = federation.test
+    loaded = load_truth(truth, samples) if samples is not None else None
+    carriers, groups = None, None
+    if loaded is not None:
+        groups = dict(zip(loaded.samples["sample_id"].astype(str),
+                          loaded.samples["cluster"].astype(str), strict=True))  # fmt: skip
+        if loaded.causal is not None:
+            carriers = carrier_masks(test, federation.variant_keys, loaded)
+
+    def outcomes(scores: dict[str, np.ndarray]) -> pd.DataFrame:
+        frame = predictions_frame(scores, test, sample_clusters=groups, carriers=carriers)
+        return outcome_table(frame)
+
+    out = {}
+    for name, path in zip(strategies, predictions, strict=True):
+        table = pd.read_parquet(path)
+        score = dict(zip(table["sample_id"].astype(str), table["p"], strict=True))
+        missing = [s for d in test.values() for s in d.sample_ids if s not in score]
+        if missing:
+            raise InputDataError(
+                f"{path}: no prediction for {len(missing)} test samples of {data}: "
+                f"{', '.join(missing[:5])}"
+            )
+        scores = {c: np.array([score[s] for s in d.sample_ids]) for c, d in test.items()}
+        out[name] = outcomes(scores)
+    out[FLOOR] = outcomes(prs_only_scores(federation.train, test))
+    if truth is not None:
+        ids = [s for c in sorted(test) for s in test[c].sample_ids]
+        values = genetic_values(Path(truth).parent, ids, genotypes=genotypes or None)
+        out[ORACLE] = outcomes(oracle_scores(test, dict(zip(ids, values, strict=True))))
+    return out
+
+
+def _value(outcomes: pd.DataFrame, subset: str, metric: str) -> pd.Series:
+    rows = outcomes[(outcomes["subset"] == subset) & (outcomes["metric"] == metric)]
+    if rows.empty:
+        return pd.Series({"value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0})
+    return rows.iloc[0]
+
+
+def with_intervals(table: pd.DataFrame, outcomes: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The comparison table with intervals, floor and oracle rows, per-cluster carrier AUCs.
+
+    Adds DeLong 95% intervals, the share of the learnable signal and ``carrier_auc_<cluster>``
+    columns, and rows for the PRS-only floor and the oracle ceiling. The share is
+    (AUC − AUC_floor)/(AUC_oracle − AUC_floor) (SPEC §10), NaN without an oracle.
+    """
+    rows = []
+    extra = [n for n in (FLOOR, ORACLE) if n in outcomes]
+    clusters = sorted(
+        {s.split("=", 1)[1] for t in outcomes.values() for s in t["subset"] if s != "pooled"}
+    )
+    base = table.set_index("strategy")
+    for name in [*table["strategy"], *extra]:
+        row = base.loc[name].to_dict() if name in base.index else {}
+        row["strategy"] = name
+        o = outcomes.get(name)
+        if o is not None:
+            for metric in ("auc", "carrier_auc"):
+                value = _value(o, "pooled", metric)
+                row[metric] = float(value["value"])
+                row[f"{metric}_ci_low"] = value["ci_low"]
+                row[f"{metric}_ci_high"] = value["ci_high"]
+            row["n_carriers"] = int(_value(o, "pooled", "carrier_auc")["n"])
+            for cluster in clusters:
+                row[f"carrier_auc_{cluster}"] = float(
+                    _value(o, f"cluster={cluster}", "carrier_auc")["value"]
+                )
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    for metric, share in (("auc", "signal_share"), ("carrier_auc", "carrier_signal_share")):
+        floor = out.loc[out["strategy"] == FLOOR, metric]
+        ceiling = out.loc[out["strategy"] == ORACLE, metric]
+        if len(floor) and len(ceiling) and float(ceiling.iloc[0]) != float(floor.iloc[0]):
+            gap = float(ceiling.iloc[0]) - float(floor.iloc[0])
+            out[share] = (out[metric] - float(floor.iloc[0])) / gap
+        else:
+            out[share] = np.nan
+    columns = list(COLUMNS) + list(INTERVAL_COLUMNS)
+    columns += [f"carrier_auc_{c}" for c in clusters]
+    out = out.reindex(columns=columns)
+    for column in ("n_carriers", "n_clusters"):
+        out[column] = out[column].astype("Int64")
+    return out
+
+
+def _ci(row, metric: str) -> str:
+    value = getattr(row, metric)
+    low, high = getattr(row, f"{metric}_ci_low"), getattr(row, f"{metric}_ci_high")
+    if not math.isfinite(_number(value)):
+        return "–"
+    if not math.isfinite(_number(low)):
+        return _fmt(value)
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def markdown_report(table: pd.DataFrame) -> str:
+    """The comparison with intervals, floor and ceiling, and carrier AUC per true cluster."""
+    header = (
+        "| strategy | AUC [95% CI] | carrier AUC [95% CI] (n carriers) | share of the learnable "
+        "signal: AUC / carrier AUC | client AUC mean ± std | ARI | clusters | wall time (s) |"
+    )
+    lines = [header, "|" + "---|" * 8]
+    for row in table.itertuples(index=False):
+        reference = row.strategy in (FLOOR, ORACLE)
+        lines.append(
+            f"| {row.strategy} | {_ci(row, 'auc')} "
+            f"| {_ci(row, 'carrier_auc')} ({_fmt(row.n_carriers)}) "
+            f"| {_fmt(row.signal_share, 2)} / {_fmt(row.carrier_signal_share, 2)} "
+            + ("| – | – | – | – |" if reference else
+               f"| {_fmt(row.client_auc_mean)} ± {_fmt(row.client_auc_std)} "
+               f"| {_fmt(row.ari, 2)} | {_fmt(row.n_clusters)} | {_fmt(row.wall_s, 0)} |")
+        )  # fmt: skip
+    clusters = [c[len("carrier_auc_"):] for c in table.columns
+                if c.startswith("carrier_auc_") and not c.startswith("carrier_auc_ci")]  # fmt: skip
+    if clusters:
+        lines += ["", "Carrier AUC per true cluster:", "", "| strategy | " + " | ".join(clusters)
+                  + " |", "|---|" + "---|" * len(clusters)]  # fmt: skip
+        for row in table.to_dict("records"):
+            cells = [_fmt(_number(row[f"carrier_auc_{c}"])) for c in clusters]
+            lines.append(f"| {row['strategy']} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "How to read this: intervals are DeLong 95% intervals of each AUC on this one test "
+        "split (sampling noise of the test samples only; training randomness and the cohort "
+        "itself vary too: `simulations/scenario_map/` repeats the comparison over "
+        "independently simulated cohorts). Two strategies whose intervals overlap may still "
+        "differ (paired tests: `rvfedprs.evaluation.paired`). A single site's AUC on ~200 "
+        "test samples with ~20 cases has a standard error of about 0.06. The PRS-only floor "
+        "is the score every site already has; the oracle ceiling is the AUC of the true "
+        "genetic values (simulated cohorts only); the share of the learnable signal is "
+        "(AUC − floor)/(oracle − floor). Carriers: test samples carrying a causal rare "
+        "variant of their own cluster.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(
     metrics: Sequence[str | Path],
     benchmarks: Sequence[str | Path] | None,
     out_csv: str | Path,
     out_md: str | Path,
     out_png: str | Path,
+    *,
+    predictions: Sequence[str | Path] | None = None,
+    data: str | Path | None = None,
+    truth: str | Path | None = None,
+    samples: str | Path | None = None,
+    genotypes: Sequence[str | Path] | None = None,
 ) -> pd.DataFrame:
     """Write the comparison table (CSV, Markdown) and the per-client AUC figure.
 
@@ -164,6 +360,12 @@ def main(
         Each strategy's training benchmark TSV (same order), for the wall time.
     out_csv, out_md, out_png : paths
         Outputs.
+    predictions : sequence of paths, optional
+        Each strategy's ``predictions.parquet`` (same order), with ``data``: intervals, the
+        PRS-only floor, and (with ``truth``/``samples``) the oracle ceiling and per-cluster
+        carrier AUCs (:func:`with_intervals`).
+    data, truth, samples, genotypes : paths, optional
+        See :func:`strategy_outcomes`.
 
     Returns
     -------
@@ -175,18 +377,42 @@ def main(
     if benchmarks:
         wall = [read_wall_time(p) for p in benchmarks]
     table = comparison_table(records, wall)
+    if predictions:
+        if data is None:
+            raise InputDataError("predictions need the per-client inputs (data) they score")
+        outcomes = strategy_outcomes([r["strategy"] for r in records], predictions, data,
+                                 truth=truth, samples=samples, genotypes=genotypes)  # fmt: skip
+        table = with_intervals(table, outcomes)
+        text = markdown_report(table)
+    else:
+        text = markdown_table(table)
     table.to_csv(out_csv, index=False)
-    Path(out_md).write_text(markdown_table(table))
+    Path(out_md).write_text(text)
     client_auc_figure(records, out_png)
     for row in table.itertuples(index=False):
-        logger.info(
-            "%s: auc=%.4f carrier_auc=%.4f ari=%.2f",
-            row.strategy,
-            row.auc,
-            row.carrier_auc,
-            row.ari,
-        )
+        logger.info("%s: auc=%.4f carrier_auc=%.4f", row.strategy, row.auc, row.carrier_auc)
     return table
+
+
+def genotype_sources(files: Sequence[str] | str) -> list[str]:
+    """Genotype files as readers open them: a PLINK ``.bed/.bim/.fam`` trio by its prefix."""
+    out: list[str] = []
+    for name in [files] if isinstance(files, str) else files:
+        path = str(name)
+        if path.endswith((".bed", ".bim", ".fam")):
+            path = path[:-4]
+        elif path.endswith((".pvar", ".psam")):
+            path = path[:-5] + ".pgen"
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def _one(files) -> str | None:
+    """A named input holding one file (a string) or none (an empty list)."""
+    if isinstance(files, str | Path):
+        return str(files)
+    return str(files[0]) if len(files) else None
 
 
 if "snakemake" in globals():
@@ -198,4 +424,9 @@ if "snakemake" in globals():
             snakemake.output.csv,
             snakemake.output.md,
             snakemake.output.png,
+            predictions=snakemake.input.predictions,
+            data=Path(snakemake.input.clients).parent,
+            truth=_one(snakemake.input.causal),
+            samples=_one(snakemake.input.samples),
+            genotypes=genotype_sources(snakemake.input.genotypes),
         )

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from rvfedprs.exceptions import ConfigError, InputDataError
 from rvfedprs.federation import ENGINES
 from rvfedprs.federation.result import RunResult
@@ -35,6 +37,7 @@ __all__ = [
     "client_clusters",
     "jsonable",
     "write_metrics",
+    "write_predictions",
     "input_files",
 ]
 
@@ -260,7 +263,7 @@ def evaluate_checkpoint(
     Returns
     -------
     dict
-        The record written.
+        The record written (``metrics.json``; ``predictions.parquet`` beside it).
 
     Raises
     ------
@@ -299,12 +302,40 @@ def evaluate_checkpoint(
         "history": record.get("history", []),
     }
     path = write_metrics(out, result)
+    predictions = write_predictions(out, strategy, federation, config)
     write_provenance(
         out,
         command="rvfedprs evaluate",
         parameters=config,
         seed=int(record["seed"]),
         inputs=[checkpoint],
-        extra={"metrics": str(path)},
+        extra={"metrics": str(path), "predictions": str(predictions)},
     )
     return result
+
+
+def write_predictions(
+    out: str | Path, strategy: Strategy, federation: Federation, config: Mapping[str, Any]
+) -> Path:
+    """Write ``out/predictions.parquet``: each test sample's probability under its model.
+
+    Columns ``client, sample_id, y, p``: what intervals and per-cluster metrics downstream
+    need (``pipelines/compare_strategies.py``).
+    """
+    from rvfedprs.evaluation import predict_clients
+    from rvfedprs.model import model_from_config
+
+    model_config = federation.model_config(config["model"])
+    model = model_from_config(federation.n_rare, model_config, initialise=False)
+    scores = predict_clients(strategy.parameters_for, federation.test, model)
+    frame = pd.concat(
+        [
+            pd.DataFrame({"client": c, "sample_id": federation.test[c].sample_ids,
+                          "y": federation.test[c].y.astype("int8"), "p": scores[c]})
+            for c in sorted(scores)
+        ],
+        ignore_index=True,
+    )  # fmt: skip
+    path = Path(out) / "predictions.parquet"
+    frame.to_parquet(path, index=False)
+    return path

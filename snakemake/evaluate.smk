@@ -1,5 +1,7 @@
-# Stage 5: re-evaluate every trained strategy from its final checkpoint (`rvfedprs evaluate`)
-# and compare them: results/train/comparison.{csv,md} and the per-client AUC figure.
+# Stage 5: re-evaluate every trained strategy from its final checkpoint (`rvfedprs evaluate`:
+# metrics and test predictions) and compare them: results/train/comparison.{csv,md} (AUCs with
+# DeLong intervals, the PRS-only floor, on a simulated cohort the oracle ceiling and the carrier
+# AUC per true cluster) and the per-client AUC figure.
 
 POOLED_TARGETS += multiext(f"{TRAIN}/comparison", ".csv", ".md") + [f"{TRAIN}/client_auc.png"]
 
@@ -10,6 +12,7 @@ rule evaluate_strategy:
         trained=f"{TRAIN}/{{strategy}}/metrics.json",
     output:
         metrics="results/evaluate/{strategy}/metrics.json",
+        predictions="results/evaluate/{strategy}/predictions.parquet",
     params:
         out=lambda wildcards: f"results/evaluate/{wildcards.strategy}",
     log:
@@ -23,7 +26,13 @@ rule evaluate_strategy:
 rule compare_strategies:
     input:
         metrics=expand("results/evaluate/{strategy}/metrics.json", strategy=COMPARE),
+        predictions=expand("results/evaluate/{strategy}/predictions.parquet", strategy=COMPARE),
         benchmarks=expand(f"{TRAIN}/{{strategy}}/benchmark.tsv", strategy=COMPARE),
+        clients="results/clients.tsv",
+        causal=EVALUATE["truth"] or [],
+        samples=EVALUATE["samples"] or [],
+        # the oracle reads the genotypes when the truth has no genetic_values.tsv
+        genotypes=GENOTYPE_FILES if EVALUATE["truth"] else [],
     output:
         csv=f"{TRAIN}/comparison.csv",
         md=f"{TRAIN}/comparison.md",

@@ -28,6 +28,7 @@ from rvfedprs.exceptions import InputDataError
 __all__ = [
     "DeLongResult",
     "auc_standard_error",
+    "delong_ci",
     "delong_test",
     "paired_bootstrap",
     "paired_table",
@@ -166,6 +167,32 @@ def delong_test(y: np.ndarray, score_a: np.ndarray, score_b: np.ndarray) -> DeLo
         z = diff / se
         p = math.erfc(abs(z) / math.sqrt(2))
     return DeLongResult(float(auc[0]), float(auc[1]), diff, se, z, p)
+
+
+def delong_ci(
+    y: np.ndarray, score: np.ndarray, *, confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """One AUC with DeLong's standard error and a normal confidence interval.
+
+    Returns
+    -------
+    (auc, ci_low, ci_high)
+        The interval clipped to [0, 1].
+    """
+    y, (s,) = _checked(y, score)
+    auc, v10, v01 = _structural_components(s[None, y == 1], s[None, y == 0])
+    m, n = v10.shape[1], v01.shape[1]
+    var = (np.var(v10, ddof=1) / m if m > 1 else 0.0) + (np.var(v01, ddof=1) / n if n > 1 else 0.0)
+    z = math.sqrt(2) * _erfinv(confidence)
+    half = z * math.sqrt(max(float(var), 0.0))
+    value = float(auc[0])
+    return value, max(0.0, value - half), min(1.0, value + half)
+
+
+def _erfinv(p: float) -> float:
+    from scipy.special import erfinv
+
+    return float(erfinv(p))
 
 
 def paired_bootstrap(

@@ -20,6 +20,7 @@ from rvfedprs.strategies.secure import check_secure_aggregation
 __all__ = [
     "DISTANCE_METHODS",
     "DISTANCE_STRATEGIES",
+    "FEDCE_VARIANTS",
     "STRATEGY_NAMES",
     "FitInstruction",
     "FitResult",
@@ -45,6 +46,13 @@ _REGISTRY: dict[str, str] = {
     "fedatt": "rvfedprs.strategies.fedatt:FedAtt",
     "fedatt_cosine": "rvfedprs.strategies.fedatt:FedAttCosine",
     "ditto": "rvfedprs.strategies.ditto:Ditto",
+    # ablations isolating FedCE's mechanism (SPEC §12)
+    "fedavg_masked": "rvfedprs.strategies.fedavg_masked:MaskedFedAvg",
+    "fedavgm": "rvfedprs.strategies.fedavgm:FedAvgM",
+    "fedce_oracle": "rvfedprs.strategies.fedce_oracle:FedCEOracle",
+    "fedce_random": "rvfedprs.strategies.fedce_random:FedCERandom",
+    "fedce_global_head": "rvfedprs.strategies.fedce_global_head:FedCEGlobalHead",
+    "fedce_carried": "rvfedprs.strategies.fedce_carried:FedCECarried",
 }
 
 #: Names accepted by :func:`get_strategy` (and by the ``train.strategy`` schema enum).
@@ -52,6 +60,26 @@ STRATEGY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 
 #: Strategies that need a client×client distance matrix (``strategies.distance``).
 DISTANCE_STRATEGIES: tuple[str, ...] = ("fedavg_w", "cluster_fedavg")
+
+#: FedCE and its ablations: they all take the ``fedce`` section's options.
+FEDCE_VARIANTS: tuple[str, ...] = (
+    "fedce",
+    "fedce_oracle",
+    "fedce_random",
+    "fedce_global_head",
+    "fedce_carried",
+)
+
+_FEDCE_OPTIONS = (
+    "bloom_capacity",
+    "bloom_error_rate",
+    "top_k",
+    "relative_threshold",
+    "n_clusters",
+    "distance_threshold",
+    "recluster_every",
+    "head_aggregation",
+)
 
 # DISTANCE_METHODS: values of ``strategies.distance`` naming a method computed on the
 # federation (anything else is the path of a TSV matrix) — the similarity registry's names.
@@ -94,6 +122,7 @@ def strategy_from_config(
     *,
     distance: Any = None,
     distance_clients: Any = None,
+    clusters: Mapping[str, Any] | None = None,
 ) -> Strategy:
     """Build strategy ``name`` from a validated configuration.
 
@@ -110,6 +139,9 @@ def strategy_from_config(
         Not needed when ``strategies.distance`` is a TSV path.
     distance_clients : sequence of str, optional
         Row order of ``distance``.
+    clusters : mapping of client id to group, optional
+        The true groups of ``fedce_oracle`` (default: read from the samples sheet named by
+        ``strategies.oracle_groups``, else ``evaluate.samples``; none there leaves them unset).
 
     Raises
     ------
@@ -137,20 +169,28 @@ def strategy_from_config(
             "eps2": train["cfl_eps2"],
             "min_cluster_size": train["cfl_min_cluster_size"],
         }
-    elif name == "fedce":
+    elif name in FEDCE_VARIANTS:
+        options = {key: fedce[key] for key in _FEDCE_OPTIONS}
+        if name == "fedce_global_head":
+            del options["head_aggregation"]
+        elif name == "fedce_oracle":
+            options["groups"] = clusters if clusters is not None else _oracle_groups(config)
+        elif name == "fedce_random":
+            seed = section["random_clusters_seed"]
+            options["random_seed"] = seed if seed is not None else (train.get("seed") or 0)
+    elif name == "fedavgm":
         options = {
-            key: fedce[key]
-            for key in (
-                "bloom_capacity",
-                "bloom_error_rate",
-                "top_k",
-                "relative_threshold",
-                "n_clusters",
-                "distance_threshold",
-                "recluster_every",
-                "head_aggregation",
-            )
+            "momentum": section["fedavgm_momentum"],
+            "server_lr": section["fedavgm_server_lr"],
         }
+    elif name == "fedavg_masked":
+        dp_on = bool(config.get("dp", {}).get("enabled", False))
+        if train.get("weight_decay", 0.0) or dp_on:
+            raise ConfigError(
+                "strategy 'fedavg_masked' reads each client's carried columns off its update, "
+                "which needs local training that leaves uncarried columns untouched; got "
+                f"train.weight_decay = {train.get('weight_decay', 0.0)}, dp.enabled = {dp_on}"
+            )
     elif name in DISTANCE_STRATEGIES:
         if distance is None:
             source = section["distance"]
@@ -182,6 +222,15 @@ def strategy_from_config(
     if (config.get("secagg") or {}).get("enabled", False):
         check_secure_aggregation(strategy)
     return strategy
+
+
+def _oracle_groups(config: Mapping[str, Any]) -> dict[str, str] | None:
+    """``fedce_oracle``'s groups from the configured samples sheet, or None without one."""
+    from rvfedprs.strategies.fedce_oracle import client_groups
+
+    section = _strategies_section(config)
+    path = section["oracle_groups"] or config.get("evaluate", {}).get("samples")
+    return None if path is None else client_groups(path, section["oracle_column"])
 
 
 def _strategies_section(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -184,8 +184,13 @@ class FedCE(Strategy):
             self.assignment[client_id] = self.cluster_of(client_id)
         return self.assignment[client_id]
 
-    def recluster(self, client_ids: Sequence[str]) -> dict[str, int]:
-        """Cluster ``client_ids`` from their current filters; labels matched to the previous."""
+    def assign(self, client_ids: Sequence[str]) -> dict[str, int]:
+        """Partition ``client_ids`` for this round (the hook the ablations override).
+
+        FedCE: agglomerative clustering of 1 − Ŝ, the Jaccard similarities estimated from the
+        clients' current filters (eq. 3). Labels are arbitrary; :meth:`recluster` matches them
+        to the previous round's.
+        """
         ids = sorted(client_ids)
         similarity = jaccard_matrix([self.filters[c] for c in ids], self.spec)
         self.similarity_, self.similarity_clients_ = similarity, ids
@@ -193,7 +198,12 @@ class FedCE(Strategy):
             self.n_clusters if self.distance_threshold is None else None,
             distance_threshold=self.distance_threshold,
         ).fit(1.0 - similarity)
-        current = {c: int(label) for c, label in zip(ids, clusterer.labels_, strict=True)}
+        return {c: int(label) for c, label in zip(ids, clusterer.labels_, strict=True)}
+
+    def recluster(self, client_ids: Sequence[str]) -> dict[str, int]:
+        """Partition ``client_ids`` (:meth:`assign`); labels matched to the previous round's."""
+        ids = sorted(client_ids)
+        current = self.assign(ids)
         previous = {c: self.assignment[c] for c in ids if c in self.assignment}
         return match_labels(previous, current)
 

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rvfedprs.config import section_defaults
 from rvfedprs.strategies.fedavg import FedAvg
 
 __all__ = ["FedProx"]
+
+#: μ's default is the ``train`` section's (one default per option).
+_MU = section_defaults("train")["proximal_mu"]
 
 
 class FedProx(FedAvg):
@@ -23,7 +27,7 @@ class FedProx(FedAvg):
 
     name = "fedprox"
 
-    def __init__(self, *, proximal_mu: float = 0.01) -> None:
+    def __init__(self, *, proximal_mu: float = _MU) -> None:
         super().__init__()
         if proximal_mu < 0:
             raise ValueError(f"proximal_mu must be >= 0, got {proximal_mu}")

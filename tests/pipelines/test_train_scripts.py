@@ -14,7 +14,7 @@ from rvfedprs.evaluation import evaluate_models, load_truth
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.genomic.data import load_federation
 from rvfedprs.genomic.engine import run_inprocess
-from rvfedprs.run import client_clusters, training_config, write_metrics
+from rvfedprs.run import client_clusters, training_config, write_metrics, write_predictions
 from rvfedprs.strategies import strategy_from_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -44,7 +44,7 @@ def trained(tmp_path_factory):
     )
     federation = load_federation(paths["data"])
     truth = load_truth(paths["truth"], paths["samples"])
-    out = {"metrics": [], "benchmarks": [], "records": []}
+    out = {"metrics": [], "benchmarks": [], "records": [], "predictions": [], "paths": paths}
     for k, name in enumerate(("fedce", "fedavg")):
         strategy = strategy_from_config(name, config)
         run_inprocess(
@@ -71,6 +71,7 @@ def trained(tmp_path_factory):
         bench.write_text(f"s\th:m:s\tmax_rss\n{12.5 + k}\t0:00:12\t100\n")
         out["benchmarks"].append(bench)
         out["records"].append(json.loads((folder / "metrics.json").read_text()))
+        out["predictions"].append(write_predictions(folder, strategy, federation, config))
     return out
 
 
@@ -135,3 +136,41 @@ def test_compare_rejects_a_file_that_is_not_a_benchmark(trained, tmp_path):
             tmp_path / "c.md",
             tmp_path / "c.png",
         )
+
+
+def test_compare_with_predictions_adds_intervals_floor_oracle_and_clusters(trained, tmp_path):
+    from sklearn.metrics import roc_auc_score
+
+    compare = load("compare_strategies")
+    paths = trained["paths"]
+    federation = load_federation(paths["data"])
+    ids = [s for c in sorted(federation.test) for s in federation.test[c].sample_ids]
+    rng = np.random.default_rng(0)
+    genetic = pd.DataFrame({"sample_id": ids, "genetic_common": rng.normal(size=len(ids)),
+                            "genetic_rare": 0.0})  # fmt: skip
+    genetic.to_csv(paths["truth"].parent / "genetic_values.tsv", sep="\t", index=False)
+    table = compare.main(
+        trained["metrics"], trained["benchmarks"], tmp_path / "c.csv", tmp_path / "c.md",
+        tmp_path / "c.png", predictions=trained["predictions"], data=paths["data"],
+        truth=paths["truth"], samples=paths["samples"],
+    )  # fmt: skip
+    assert list(table["strategy"]) == ["fedce", "fedavg", compare.FLOOR, compare.ORACLE]
+    y = np.concatenate([federation.test[c].y for c in sorted(federation.test)])
+    prs = np.concatenate([federation.test[c].prs for c in sorted(federation.test)])
+    rows = table.set_index("strategy")
+    assert rows.loc[compare.FLOOR, "auc"] == pytest.approx(roc_auc_score(y, prs))
+    oracle = genetic.set_index("sample_id").loc[ids, "genetic_common"].to_numpy()
+    assert rows.loc[compare.ORACLE, "auc"] == pytest.approx(roc_auc_score(y, oracle))
+    for record in trained["records"]:  # the predictions reproduce rvfedprs evaluate's AUCs
+        row = rows.loc[record["strategy"]]
+        assert row["auc"] == pytest.approx(record["auc"])
+        assert row["carrier_auc"] == pytest.approx(record["carrier_auc"])
+        assert row["auc_ci_low"] < row["auc"] < row["auc_ci_high"]
+        share = (row["auc"] - rows.loc[compare.FLOOR, "auc"]) / (
+            rows.loc[compare.ORACLE, "auc"] - rows.loc[compare.FLOOR, "auc"]
+        )
+        assert row["signal_share"] == pytest.approx(share)
+    assert {"carrier_auc_0", "carrier_auc_1", "carrier_auc_2"} <= set(table.columns)
+    text = (tmp_path / "c.md").read_text()
+    assert "prs_only (floor)" in text and "oracle (ceiling)" in text
+    assert "Carrier AUC per true cluster" in text and "DeLong 95%" in text

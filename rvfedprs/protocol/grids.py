@@ -1,0 +1,217 @@
+"""Tuning grids: what every method may try, with the same budget for all (SPEC §12).
+
+A *configuration* is a flat mapping of dotted configuration keys to values
+(``{"train.lr": 0.05, "fedce.top_k": 300}``), merged over a base configuration by
+:func:`configuration_overrides`. :func:`configurations` gives every method the same number B of
+configurations:
+
+- the **shared axes** (client learning rate, batch size, local epochs) are drawn once — the
+  first B points of a seeded order of their product, balanced so that every value of every axis
+  comes up about equally often, with a seed that does not depend on the method — so every
+  method tries the same optimiser settings;
+- each of the method's **own knobs** (FedProx μ, FedAdam's server lr, FedAvgM's β, clustered
+  FL's ε's, Ditto's λ, FedCE's top_k and number of clusters, the centralised network's weight
+  decay) gets its values spread over the B configurations, each value about equally often
+  (shuffled blocks of the values, in a seeded order of the method's own).
+
+Both are prefix-consistent: raising B keeps the configurations already tried.
+
+A method with knobs therefore explores them at the cost of no extra runs: the same budget.
+The L2 logistic regression has no shared axes; its B configurations are B values of C, coarse
+to fine.
+
+The FedCE ablations (oracle / random clusters, global head, carried-set Jaccard) are not
+tuned: they take FedCE's chosen configuration (:data:`TUNED_AS`), so that they differ from it
+in one mechanism only. The oracle reads the simulator's truth: it is an analysis tool.
+
+The grids, with the reasons for their ranges:
+
+- ``train.lr`` 0.02–0.2 around the default 0.05 (SGD with momentum 0.9 on a BCE loss);
+- ``train.batch_size`` 32–128: on ~650-sample sites this is 5–20 local steps per epoch (the
+  issue #17 finding: too few steps per round starve FedAvg);
+- ``train.local_epochs`` 1–2;
+- FedProx μ 0.001–1 (μ = 0.01 barely differs from FedAvg); FedAdam η 0.003–0.1 (Reddi et al.
+  tune η on a log grid); FedAvgM β 0.5–0.9 with η = 1 (Hsu et al.); clustered FL ε1 0.02–0.2
+  and ε2 = r·ε1 with r ∈ {1.5, 2, 3}: on the scenario cohorts the norm of the mean update falls
+  to 0.02–0.2 within a few rounds while the largest client update is 2–5 times larger, so these
+  settings can split (the defaults ε1 0.4, ε2 1.6 never do: issue #17);
+  Ditto λ 0.01–1 (Li et al.); FedCE top_k 100–3000 and M ∈ {2, 3, 4, auto}; the centralised
+  network's weight decay 0–0.01; the logistic regression's C over 1e-3–10 (log grid).
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rvfedprs.exceptions import ConfigError
+
+__all__ = [
+    "SHARED_AXES",
+    "METHOD_AXES",
+    "TUNED_AS",
+    "LOGISTIC",
+    "tunable_methods",
+    "configurations",
+    "configuration_overrides",
+]
+
+#: The L2-penalised logistic regression on [PRS, covariates, rare dosages] (a centralised
+#: reference; not a strategy).
+LOGISTIC = "logistic"
+
+#: Optimiser settings every network-based method tries (the same B points for all).
+SHARED_AXES: dict[str, list[Any]] = {
+    "train.lr": [0.02, 0.05, 0.1, 0.2],
+    "train.batch_size": [32, 64, 128],
+    "train.local_epochs": [1, 2],
+}
+
+#: Each method's own knobs (values spread over its B configurations).
+METHOD_AXES: dict[str, dict[str, list[Any]]] = {
+    "fedavg": {},
+    "fedavg_masked": {},
+    "fedprox": {"train.proximal_mu": [0.001, 0.01, 0.1, 1.0]},
+    "fedadam": {"train.server_lr": [0.003, 0.01, 0.03, 0.1]},
+    "fedavgm": {"strategies.fedavgm_momentum": [0.5, 0.7, 0.9]},
+    # ε2 is drawn as a multiple of ε1 (see _MULTIPLES)
+    "clustered": {"train.cfl_eps1": [0.02, 0.05, 0.1, 0.2], "train.cfl_eps2": [1.5, 2.0, 3.0]},
+    "ditto": {"strategies.ditto_lambda": [0.01, 0.1, 1.0]},
+    "local": {},
+    "centralized": {"train.weight_decay": [0.0, 1e-4, 1e-3, 1e-2]},
+    "fedce": {"fedce.top_k": [100, 300, 1000, 3000], "fedce.n_clusters": [2, 3, 4, "auto"]},
+    LOGISTIC: {"logistic.C": [1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0]},
+}
+
+#: Methods run with another method's chosen configuration instead of a tuning of their own.
+TUNED_AS: dict[str, str] = {
+    "fedce_oracle": "fedce",
+    "fedce_random": "fedce",
+    "fedce_global_head": "fedce",
+    "fedce_carried": "fedce",
+}
+
+#: The order in which C values are tried: coarse to fine over the log grid (1, 1e-2, 1e-3, 10,
+#: 0.1, 3e-3, 3, 0.3, 3e-2), so that any budget spans the range.
+_LOGISTIC_ORDER = (6, 2, 0, 8, 4, 1, 7, 5, 3)
+
+#: Knobs drawn as multiples of another: the configuration holds multiple × the other's value.
+_MULTIPLES = {"train.cfl_eps2": "train.cfl_eps1"}
+
+
+def tunable_methods() -> tuple[str, ...]:
+    """Methods with a grid (strategies and the logistic regression)."""
+    return tuple(METHOD_AXES)
+
+
+def _stable_seed(random_seed: int, word: str) -> np.random.Generator:
+    return np.random.default_rng([int(random_seed), zlib.crc32(word.encode())])
+
+
+def _shared_points(budget: int, random_seed: int) -> list[dict[str, Any]]:
+    """The first ``budget`` points of a seeded, balanced order of the shared grid.
+
+    Learning rates (the axis that matters most) are dealt out in turn, in a shuffled order;
+    for each, the next point is the one of that rate whose other values (batch size, epochs)
+    have come up least so far, ties broken by a seeded shuffle. Any prefix therefore tries
+    every value of every axis about equally often.
+    """
+    names = list(SHARED_AXES)
+    product = list(itertools.product(*(SHARED_AXES[n] for n in names)))
+    if budget > len(product):
+        raise ConfigError(
+            f"tuning budget {budget} exceeds the {len(product)} points of the shared grid"
+        )
+    rng = _stable_seed(random_seed, "shared")
+    remaining = [product[int(i)] for i in rng.permutation(len(product))]
+    rates = [SHARED_AXES[names[0]][int(i)] for i in rng.permutation(len(SHARED_AXES[names[0]]))]
+    used: dict[tuple[int, Any], int] = {}
+    order = []
+    while len(order) < budget:
+        rate = rates[len(order) % len(rates)]
+        candidates = [p for p in remaining if p[0] == rate]
+        point = min(candidates, key=lambda p: _load(used, p))
+        remaining.remove(point)
+        for a in range(1, len(point)):
+            used[(a, point[a])] = used.get((a, point[a]), 0) + 1
+        order.append(point)
+    return [dict(zip(names, point, strict=True)) for point in order]
+
+
+def _load(used: Mapping[tuple[int, Any], int], point: tuple) -> tuple[int, list[int]]:
+    """How often ``point``'s non-rate values have come up: in total, then axis by axis."""
+    counts = [used.get((a, point[a]), 0) for a in range(1, len(point))]
+    return sum(counts), counts
+
+
+def _spread(values: Sequence[Any], budget: int, rng: np.random.Generator) -> list[Any]:
+    """Blocks of shuffled ``values`` laid end to end: each prefix is balanced to within one."""
+    blocks = [values[int(i)] for _ in range(-(-budget // len(values)))
+              for i in rng.permutation(len(values))]  # fmt: skip
+    return blocks[:budget]
+
+
+def configurations(method: str, budget: int, *, random_seed: int = 0) -> list[dict[str, Any]]:
+    """The first ``budget`` configurations ``method`` tries, in the order they are run.
+
+    Configurations are prefix-consistent: a larger budget keeps the smaller budget's
+    configurations and adds to them (so recorded trials stay valid).
+
+    Parameters
+    ----------
+    method : str
+        A key of :data:`METHOD_AXES`.
+    budget : int
+        B ≥ 1, the same for every method.
+    random_seed : int
+        Seeds the order of the shared points (common to all methods) and the spread of each
+        method's own values.
+
+    Returns
+    -------
+    list of dict
+        Flat dotted-key configurations, all distinct.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown method (an ablation tuned as another method included), or a budget the
+        grid cannot fill with distinct configurations.
+    """
+    if method not in METHOD_AXES:
+        hint = f" (it takes {TUNED_AS[method]!r}'s configuration)" if method in TUNED_AS else ""
+        raise ConfigError(f"no tuning grid for {method!r}{hint}; grids: {sorted(METHOD_AXES)}")
+    if budget < 1:
+        raise ConfigError(f"tuning budget must be >= 1, got {budget}")
+    if method == LOGISTIC:
+        values = METHOD_AXES[LOGISTIC]["logistic.C"]
+        if budget > len(values):
+            raise ConfigError(f"tuning budget {budget} exceeds the {len(values)} values of C")
+        return [{"logistic.C": values[i]} for i in _LOGISTIC_ORDER[:budget]]
+    out = _shared_points(budget, random_seed)
+    for key, values in METHOD_AXES[method].items():
+        rng = _stable_seed(random_seed, f"{method}:{key}")
+        for config, value in zip(out, _spread(values, budget, rng), strict=True):
+            config[key] = value
+    for config in out:
+        for key, source in _MULTIPLES.items():
+            if key in config:
+                config[key] = round(config[key] * config[source], 6)
+        if "fedce.top_k" in config:  # a filter must hold the reported set
+            config["fedce.bloom_capacity"] = max(2000, int(config["fedce.top_k"]))
+    return out
+
+
+def configuration_overrides(configuration: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"train.lr": 0.1}`` → ``{"train": {"lr": 0.1}}`` (configuration sections)."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in configuration.items():
+        section, _, name = key.partition(".")
+        if not name:
+            raise ConfigError(f"configuration key {key!r} is not 'section.option'")
+        out.setdefault(section, {})[name] = value
+    return out

@@ -1,0 +1,208 @@
+"""The references every comparison is read against (SPEC §10, §12).
+
+- :func:`fit_logistic` — an L2-penalised logistic regression on [PRS, covariates, rare dosages]
+  fitted on the pooled training data: a centralised reference that any federated network should
+  be compared with (C tuned on validation data like every other method's knobs);
+- :func:`prs_only_scores` — the PRS-only floor: the score a site already has without any rare
+  variant (with covariates, a logistic regression on [PRS, covariates] fitted on the training
+  data, unpenalised);
+- :func:`genetic_values` / :func:`oracle_scores` — the oracle ceiling: each test sample's true
+  genetic value from the simulator. Its AUC on the same test split bounds what any predictor
+  of genotype can reach. It reads the truth, so it is reported, never used for a choice.
+
+Floor and ceiling give the "share of the learnable signal" a method captures,
+(AUC − AUC_PRS-only)/(AUC_oracle − AUC_PRS-only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
+
+from rvfedprs.exceptions import InputDataError
+from rvfedprs.training import ClientData
+
+__all__ = [
+    "design_matrix",
+    "fit_logistic",
+    "logistic_scores",
+    "prs_only_scores",
+    "genetic_values",
+    "oracle_scores",
+]
+
+
+def design_matrix(data: ClientData, *, rare: bool = True) -> sp.csr_matrix:
+    """[PRS, covariates, rare dosages] of one client's samples, shape (n, 1 + n_cov (+ P))."""
+    dense = np.column_stack([data.prs.astype(np.float64), data.covariates.astype(np.float64)])
+    blocks = [sp.csr_matrix(dense)] + ([data.rare.astype(np.float64)] if rare else [])
+    return sp.hstack(blocks, format="csr")
+
+
+def _pooled(datasets: Mapping[str, ClientData], *, rare: bool) -> tuple[sp.csr_matrix, np.ndarray]:
+    clients = sorted(datasets)
+    x = sp.vstack([design_matrix(datasets[c], rare=rare) for c in clients], format="csr")
+    y = np.concatenate([datasets[c].y for c in clients]).astype(int)
+    if len(np.unique(y)) < 2:
+        raise InputDataError("the pooled training data hold a single phenotype class")
+    return x, y
+
+
+def fit_logistic(
+    train: Mapping[str, ClientData], c: float, *, rare: bool = True
+) -> LogisticRegression:
+    """L2-penalised logistic regression on the pooled training samples.
+
+    Parameters
+    ----------
+    train : dict of str to ClientData
+    c : float
+        Inverse penalty strength C > 0 (scikit-learn's convention: the loss is
+        C·Σ_i log-loss_i + ½‖β‖², intercept unpenalised).
+    rare : bool
+        Include the rare dosages (False: [PRS, covariates] only).
+
+    Returns
+    -------
+    sklearn.linear_model.LogisticRegression
+    """
+    if c <= 0:
+        raise ValueError(f"C must be > 0, got {c}")
+    x, y = _pooled(train, rare=rare)
+    model = LogisticRegression(C=float(c), solver="lbfgs", max_iter=5000, tol=1e-6)
+    return model.fit(x, y)
+
+
+def logistic_scores(
+    model: LogisticRegression, datasets: Mapping[str, ClientData], *, rare: bool = True
+) -> dict[str, np.ndarray]:
+    """Each client's case probabilities under a fitted :func:`fit_logistic` model."""
+    return {
+        c: model.predict_proba(design_matrix(datasets[c], rare=rare))[:, 1]
+        for c in sorted(datasets)
+    }
+
+
+def prs_only_scores(
+    train: Mapping[str, ClientData], datasets: Mapping[str, ClientData]
+) -> dict[str, np.ndarray]:
+    """The PRS-only floor's scores of ``datasets``.
+
+    Without covariates the score is the (standardised) PRS itself; with covariates, the
+    probabilities of an unpenalised logistic regression on [PRS, covariates] fitted on
+    ``train``.
+    """
+    first = datasets[sorted(datasets)[0]]
+    if first.n_covariates == 0:
+        return {c: datasets[c].prs.astype(np.float64) for c in sorted(datasets)}
+    x, y = _pooled(train, rare=False)
+    model = LogisticRegression(C=np.inf, solver="lbfgs", max_iter=5000).fit(x, y)
+    return logistic_scores(model, datasets, rare=False)
+
+
+def genetic_values(
+    truth_dir: str | Path,
+    sample_ids: Sequence[str],
+    *,
+    genotypes: str | Path | Sequence[str | Path] | None = None,
+) -> np.ndarray:
+    """Each sample's true genetic value (liability scale) from the simulator's truth.
+
+    Parameters
+    ----------
+    truth_dir : str or Path
+        The simulator's ``truth/`` folder. ``genetic_values.tsv`` (``sample_id``,
+        ``genetic_common``, ``genetic_rare``) is read when present; otherwise the value is
+        computed as Σ_j β_j x_ij over ``causal_variants.tsv`` (one row per causal variant,
+        ``effect`` per copy of ``effect_allele``) and the cohort's genotypes.
+    sample_ids : sequence of str, shape (n,)
+    genotypes : path or list of paths, optional
+        The cohort's genotypes, needed only without ``genetic_values.tsv``.
+
+    Returns
+    -------
+    array of float64, shape (n,)
+
+    Raises
+    ------
+    InputDataError
+        When samples are missing from the truth, or the value cannot be computed (a causal
+        table with several rows per variant and no ``genetic_values.tsv``; no genotypes; a
+        causal variant absent from them).
+    """
+    truth_dir = Path(truth_dir)
+    ids = [str(s) for s in sample_ids]
+    table_path = truth_dir / "genetic_values.tsv"
+    if table_path.is_file():
+        table = pd.read_csv(table_path, sep="\t", dtype={"sample_id": str})
+        parts = [c for c in table.columns if c.startswith("genetic_")]
+        if not parts:
+            raise InputDataError(f"{table_path} has no genetic_* column")
+        value = dict(zip(table["sample_id"], table[parts].sum(axis=1), strict=True))
+        missing = [s for s in ids if s not in value]
+        if missing:
+            raise InputDataError(
+                f"{len(missing)} samples absent from {table_path}: {', '.join(missing[:5])}"
+            )
+        return np.array([value[s] for s in ids], dtype=np.float64)
+    return _genetic_values_from_genotypes(truth_dir / "causal_variants.tsv", ids, genotypes)
+
+
+def _genetic_values_from_genotypes(causal_path: Path, ids: list[str], genotypes) -> np.ndarray:
+    from rvfedprs.genotypes import open_genotypes
+    from rvfedprs.genotypes.chunk import variant_keys
+
+    if not causal_path.is_file():
+        raise InputDataError(f"neither genetic_values.tsv nor {causal_path} found")
+    causal = pd.read_csv(causal_path, sep="\t", dtype={"variant_key": str})
+    missing = {"variant_key", "effect", "effect_allele", "alt"} - set(causal.columns)
+    if missing:
+        raise InputDataError(f"{causal_path} lacks columns {sorted(missing)}")
+    if causal["variant_key"].duplicated().any():
+        raise InputDataError(
+            f"{causal_path} has several rows per variant (group-specific effects) and no "
+            "genetic_values.tsv beside it: the genetic value cannot be recomputed"
+        )
+    if genotypes is None:
+        raise InputDataError(
+            f"no genetic_values.tsv beside {causal_path}: the oracle needs the genotypes"
+        )
+    source = open_genotypes(genotypes if isinstance(genotypes, str | Path) else list(genotypes))
+    effect = dict(zip(causal["variant_key"], causal["effect"].astype(float), strict=True))
+    flip = dict(zip(causal["variant_key"], causal["effect_allele"] != causal["alt"], strict=True))
+    position = {s: i for i, s in enumerate(source.samples.astype(str))}
+    absent = [s for s in ids if s not in position]
+    if absent:
+        raise InputDataError(f"{len(absent)} samples absent from the genotypes: {absent[:5]}")
+    rows = np.array([position[s] for s in ids])
+    value = np.zeros(len(ids), dtype=np.float64)
+    found: set[str] = set()
+    for chunk in source.iter_chunks(chunk_size=4096):
+        for j, key in enumerate(variant_keys(chunk.variants)):
+            if key not in effect:
+                continue
+            dosage = np.nan_to_num(chunk.dosages[rows, j].astype(np.float64))
+            value += effect[key] * ((2.0 - dosage) if flip[key] else dosage)
+            found.add(key)
+    lost = sorted(set(effect) - found)
+    if lost:
+        raise InputDataError(
+            f"{len(lost)} causal variants of {causal_path} are absent from the genotypes: "
+            f"{', '.join(lost[:5])}"
+        )
+    return value
+
+
+def oracle_scores(
+    datasets: Mapping[str, ClientData], values: Mapping[str, float]
+) -> dict[str, np.ndarray]:
+    """Each client's samples scored by their true genetic value (``values``: id → value)."""
+    return {
+        c: np.array([values[s] for s in datasets[c].sample_ids], dtype=np.float64)
+        for c in sorted(datasets)
+    }

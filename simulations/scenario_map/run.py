@@ -1,0 +1,603 @@
+"""The scenario map (issue #17 item 3, SPEC §12): where does RV-FedPRS help, and by how much?
+
+For every scenario of ``scenarios.yaml``: simulate a *tuning* cohort and ``--cohorts``
+independent *inference* cohorts, prepare each with the Snakemake workflow, then
+
+1. **tune** every method on the tuning cohort's validation split with the same budget
+   (``--budget`` configurations each, early stopping on validation AUC; grids in
+   :mod:`rvfedprs.protocol.grids`) — the inference cohorts' data take no part in any choice;
+2. on every inference cohort, train each method's chosen configuration with early stopping on
+   *that* cohort's validation split, and evaluate once on its test split (the FedCE ablations
+   take FedCE's configuration; the L2 logistic regression its chosen C); also score the
+   PRS-only floor and the oracle ceiling (true genetic values) on the same test split;
+3. **analyse** within cohort: Δ carrier AUC and Δ pooled AUC of FedCE vs tuned FedAvg (the
+   pre-stated primary endpoint: Δ carrier AUC vs FedAvg, pooled over clusters) and vs the best
+   baseline (per cohort, the federated baseline with the best validation AUC), per cluster and
+   pooled, mean and 95% t-interval over cohorts; the ablations against FedCE; one forest plot.
+
+``--tune-per-cohort`` tunes every method on every inference cohort instead (B times the
+cost). Layout of ``--out``::
+
+    work/cohorts/<scenario>/<role><i>-<key>/    simulated cohort + prepared inputs
+    work/tuning/<scenario>/<method>/<key>/      tuning trials (trial.json), tuning.tsv
+    work/runs/<scenario>/<cohort>/<method>/<key>/  the cohort's trial (trial.json) and its test
+                                                predictions (predictions.parquet)
+    work/runs/<scenario>/<cohort>/outcomes.tsv  the cohort's AUCs (rebuilt on every call)
+    summary/                                    tables (TSV + Markdown) and forest.png
+    provenance.json, progress.log
+
+Resumable: every cohort folder, trial and prediction file is keyed by a hash of what defines
+it and skipped when present; a changed setting invalidates only what depends on it. Runs in
+``--jobs`` processes with one torch thread each.
+
+Usage (from the repository root, PYTHONPATH=$PWD)::
+
+    python simulations/scenario_map/run.py --out simulations/scenario_map/results/map \\
+        --cohorts 10 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS_FILE = Path(__file__).with_name("scenarios.yaml")
+
+#: Tuned with the same budget each (``logistic``: the L2 logistic regression).
+TUNED = (
+    "fedavg",
+    "fedprox",
+    "fedadam",
+    "fedavgm",
+    "fedavg_masked",
+    "clustered",
+    "ditto",
+    "local",
+    "centralized",
+    "logistic",
+    "fedce",
+)
+#: Run with FedCE's chosen configuration (one mechanism changed each).
+ABLATIONS = ("fedce_oracle", "fedce_random", "fedce_global_head", "fedce_carried")
+#: Eligible as "the best baseline" (federated; chosen per cohort on validation AUC).
+BASELINES = (
+    "fedavg",
+    "fedprox",
+    "fedadam",
+    "fedavgm",
+    "fedavg_masked",
+    "clustered",
+    "ditto",
+    "local",
+)
+FLOOR, ORACLE = "prs_only", "oracle"
+
+log = logging.getLogger("scenario_map")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--scenarios", help="comma-separated subset of scenarios.yaml (default: all)")
+    p.add_argument("--cohorts", type=int, default=10, help="inference cohorts per scenario")
+    p.add_argument("--budget", type=int, default=6, help="configurations per tuned method")
+    p.add_argument("--max-rounds", type=int, default=30, help="round budget of every run")
+    p.add_argument("--patience", type=int, default=5, help="early-stopping patience (rounds)")
+    p.add_argument("--validation-fraction", type=float, default=0.2)
+    p.add_argument("--methods", help="comma-separated subset of the methods (default: all)")
+    p.add_argument("--tune-per-cohort", action="store_true",
+                   help="tune every method on every inference cohort (B× the cost)")  # fmt: skip
+    p.add_argument("--jobs", type=int, default=2, help="parallel processes (one thread each)")
+    p.add_argument("--seed", type=int, default=20261123, help="master seed of the map")
+    p.add_argument("--simulator-path", type=Path,
+                   help="PYTHONPATH entry for the simulate step only (a checkout of the "
+                        "`simulate` branch until it is merged)")  # fmt: skip
+    p.add_argument("--keep-genotypes", action="store_true",
+                   help="keep each cohort's genotypes after its runs (≈60 MB each)")  # fmt: skip
+    p.add_argument("--label", default="", help="title of the summary (e.g. 'PILOT')")
+    return p.parse_args(argv)
+
+
+# --- scenarios and cohorts ---------------------------------------------------------------------
+def load_scenarios(names: str | None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The scenarios to run (file order) and the file's settings."""
+    spec = yaml.safe_load(SCENARIOS_FILE.read_text())
+    scenarios = spec["scenarios"]
+    chosen = list(scenarios) if not names else [s for s in names.split(",") if s]
+    unknown = sorted(set(chosen) - set(scenarios))
+    if unknown:
+        raise SystemExit(f"scenarios {unknown} unknown; choose from {list(scenarios)}")
+    runnable = {}
+    for name in chosen:
+        if not spec["presets"] and "simulate" not in scenarios[name]:
+            log.warning("scenario %s needs the simulator's presets (presets: false): skipped", name)
+            continue
+        runnable[name] = scenarios[name]
+    return runnable, spec
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """One simulated cohort of a scenario."""
+
+    scenario: str
+    role: str  # "tune" or "c"
+    index: int
+    seed: int
+    folder: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}{self.index:02d}"
+
+    @property
+    def data(self) -> Path:
+        return self.folder / "results"
+
+    @property
+    def sim(self) -> Path:
+        return self.folder / "cohort"
+
+
+def cohort_of(args, spec: dict, scenario: str, role: str, index: int) -> Cohort:
+    from rvfedprs.federation.seeds import derive_seed
+    from rvfedprs.protocol.tuning import trial_key
+
+    seed = derive_seed(args.seed, "cohort", scenario, role, index)
+    definition = {
+        "scenario": scenario,
+        "presets": spec["presets"],
+        "simulate": spec["scenarios"][scenario].get("simulate"),
+        "base": spec.get("simulate_base") if not spec["presets"] else None,
+        "seed": seed,
+    }
+    key = trial_key(definition)[:10]
+    folder = args.out / "work" / "cohorts" / scenario / f"{role}{index:02d}-{key}"
+    return Cohort(scenario, role, index, seed, folder)
+
+
+def _env(first: Path | None = None) -> dict[str, str]:
+    """One thread per process; ``first`` (a simulator checkout) ahead of this repository."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    paths = ([str(first)] if first else []) + [str(REPO), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    return env
+
+
+def build_cohort(cohort: Cohort, spec: dict, simulator_path: Path | None) -> Cohort:
+    """Simulate and prepare one cohort (skipped when its prepared inputs exist)."""
+    done = cohort.data / "clients.tsv"
+    if done.is_file():
+        return cohort
+    t0 = time.time()
+    cohort.folder.mkdir(parents=True, exist_ok=True)
+    logs = cohort.folder / "logs"
+    logs.mkdir(exist_ok=True)
+    command = [sys.executable, "-m", "rvfedprs.cli", "simulate", "--out", str(cohort.sim),
+               "--seed", str(cohort.seed), "--no-progress"]  # fmt: skip
+    if spec["presets"]:
+        command += ["--scenario", cohort.scenario]
+    else:
+        from rvfedprs.config import deep_merge
+
+        section = deep_merge(spec["simulate_base"], spec["scenarios"][cohort.scenario]["simulate"])
+        path = cohort.folder / "simulate.yaml"
+        path.write_text(yaml.safe_dump({"simulate": section}, sort_keys=True))
+        command += ["--config", str(path)]
+    if not (cohort.sim / "provenance.json").is_file():
+        _call(command, logs / "simulate.log", _env(simulator_path))
+    prepare = {
+        "pipeline": {
+            "cohort": {
+                "simulate": False,
+                "genotypes": [str(cohort.sim / "genotypes" / "cohort")],
+                "samples": str(cohort.sim / "samples.tsv"),
+                "phenotypes": str(cohort.sim / "phenotypes.tsv"),
+                "scoring_file": str(cohort.sim / "scores" / "PGS_sim.txt.gz"),
+            },
+            "random_seed": cohort.seed,
+        }
+    }
+    config = cohort.folder / "prepare.yaml"
+    config.write_text(yaml.safe_dump(prepare, sort_keys=True))
+    _call(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--cores",
+         "1", "--configfile", str(config), "--directory", str(cohort.folder),
+         "results/clients.tsv", "results/rare_variants.tsv", "results/logs/exclusions.tsv"],
+        logs / "prepare.log",
+        _env(),
+    )  # fmt: skip
+    log.info("cohort %s/%s ready (%.0f s)", cohort.scenario, cohort.name, time.time() - t0)
+    return cohort
+
+
+def _call(command: list[str], log_path: Path, env: dict[str, str]) -> None:
+    # run from the log's folder: `python -m` puts the working directory first on sys.path
+    with open(log_path, "w") as handle:
+        code = subprocess.call(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
+                               cwd=log_path.parent)  # fmt: skip
+    if code != 0:
+        raise RuntimeError(f"{' '.join(command[:6])} ... failed ({code}); see {log_path}")
+
+
+def drop_genotypes(cohort: Cohort) -> None:
+    """Delete the bulky genotypes and intermediates once a cohort's runs are done."""
+    for path in (cohort.sim / "genotypes", cohort.data / "prepare"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# --- loading a cohort for the protocol ------------------------------------------------------------
+class Loaded:
+    """A prepared cohort split three ways, with its truth (for evaluation and the oracle only)."""
+
+    def __init__(
+        self, cohort: Cohort, validation_fraction: float, master_seed: int, *, truth: bool = True
+    ) -> None:
+        from rvfedprs.evaluation import carrier_masks, load_truth
+        from rvfedprs.evaluation.metrics import true_client_clusters
+        from rvfedprs.federation.seeds import derive_seed
+        from rvfedprs.genomic.data import load_federation
+        from rvfedprs.protocol import three_way_split
+
+        self.cohort = cohort
+        self.train_seed = derive_seed(master_seed, "train", cohort.scenario, cohort.name)
+        federation = load_federation(cohort.data)
+        self.data = three_way_split(federation, validation_fraction, random_seed=self.train_seed)
+        self.data_key = cohort.folder.name
+        if not truth:  # tuning: nothing here may read the truth
+            return
+        truth = load_truth(cohort.sim / "truth" / "causal_variants.tsv", cohort.sim / "samples.tsv")
+        samples = truth.samples
+        group_column = "architecture" if "architecture" in samples.columns else "cluster"
+        # carriers of a causal rare variant of their own (architecture) group
+        grouped = type(truth)(truth.causal, samples.assign(cluster=samples[group_column]))
+        self.carriers = carrier_masks(self.data.test, federation.variant_keys, grouped)
+        self.sample_groups = dict(zip(samples["sample_id"].astype(str),
+                                      samples[group_column].astype(str), strict=True))  # fmt: skip
+        self.client_groups = true_client_clusters(samples.assign(cluster=samples[group_column]))
+
+
+def _base_config() -> dict[str, Any]:
+    from rvfedprs.config import validate_config
+
+    return validate_config({"train": {"progress": False, "keep_checkpoints": 1}})
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
+
+
+# --- stage 2: tuning on the tuning cohort -------------------------------------------------------
+def tune_task(args, spec, scenario: str, method: str) -> dict[str, Any]:
+    """Tune ``method`` on the scenario's tuning cohort; returns its chosen configuration."""
+    from rvfedprs.protocol import tune
+
+    cohort = cohort_of(args, spec, scenario, "tune", 0)
+    loaded = Loaded(cohort, args.validation_fraction, args.seed, truth=False)
+    tuned = tune(
+        loaded.data, method, out=args.out / "work" / "tuning" / scenario,
+        base_config=_base_config(), data_key=loaded.data_key, max_rounds=args.max_rounds,
+        patience=args.patience, random_seed=loaded.train_seed, budget=args.budget,
+        grid_seed=args.seed, refit=False,
+    )  # fmt: skip
+    return {"scenario": scenario, "method": method, "configuration": tuned.chosen.configuration,
+            "validation_auc": tuned.chosen.validation_auc}  # fmt: skip
+
+
+# --- stage 3: inference cohorts -----------------------------------------------------------
+def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) -> Path:
+    """Every method on one inference cohort: early stopping on validation, test once."""
+    from rvfedprs.protocol import TUNED_AS, tune
+    from rvfedprs.protocol.outcomes import outcome_table, predictions_frame
+    from rvfedprs.protocol.references import prs_only_scores
+
+    cohort = cohort_of(args, spec, scenario, "c", index)
+    build_cohort(cohort, spec, args.simulator_path)
+    out = args.out / "work" / "runs" / scenario / cohort.name
+    loaded = Loaded(cohort, args.validation_fraction, args.seed)
+    data = loaded.data
+    frames, validation = [], []
+
+    def record(folder: Path, method: str, scores, extra: dict[str, Any]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        frame = predictions_frame(scores, data.test, sample_clusters=loaded.sample_groups,
+                                  carriers=loaded.carriers)  # fmt: skip
+        (folder / "validation.json").write_text(json.dumps({"method": method, **extra}) + "\n")
+        frame.to_parquet(folder / "predictions.parquet", index=False)  # last: marks it done
+
+    def collect(folder: Path, method: str) -> None:
+        frame = pd.read_parquet(folder / "predictions.parquet")
+        frames.append(outcome_table(frame).assign(method=method))
+        validation.append(json.loads((folder / "validation.json").read_text()))
+
+    picked: dict[str, dict] = {}  # each method's configuration in this cohort
+    for method in _methods(args):
+        source = TUNED_AS.get(method, method)
+        if args.tune_per_cohort:
+            options = ({"candidates": [picked[source]]} if method in TUNED_AS
+                       else {"budget": args.budget, "grid_seed": args.seed})  # fmt: skip
+        else:
+            options = {"candidates": [chosen[source]]}
+        common = {
+            "out": out, "base_config": _base_config(), "data_key": loaded.data_key,
+            "max_rounds": args.max_rounds, "patience": args.patience,
+            "random_seed": loaded.train_seed,
+            "groups": loaded.client_groups if method == "fedce_oracle" else None, **options,
+        }  # fmt: skip
+        tuned = tune(data, method, refit=False, **common)
+        trial = tuned.chosen
+        picked[method] = trial.configuration
+        # the test predictions live in the chosen trial's folder: a changed choice has its own
+        folder = out / method / trial.key
+        if not (folder / "predictions.parquet").is_file():
+            if tuned.fitted is None:
+                tuned = tune(data, method, **common)
+            record(folder, method, tuned.fitted.predict(data.test), {
+                "validation_auc": trial.validation_auc, "best_round": trial.best_round,
+                "rounds_run": trial.rounds_run, "wall_s": trial.wall_s, "cpu_s": trial.cpu_s,
+                "configuration": trial.configuration, "clusters": trial.clusters})  # fmt: skip
+        collect(folder, method)
+    for name, scores in ((FLOOR, lambda: prs_only_scores(data.fit.train, data.test)),
+                         (ORACLE, lambda: _oracle(cohort, data))):  # fmt: skip
+        if not (out / name / "predictions.parquet").is_file():
+            record(out / name, name, scores(), {})
+        collect(out / name, name)
+    table = pd.DataFrame(validation)
+    for column in ("configuration", "clusters"):
+        table[column] = table.get(column, "")
+        table[column] = [json.dumps(v) if isinstance(v, dict) else "" for v in table[column]]
+    table.assign(scenario=scenario, cohort=cohort.name).to_csv(
+        out / "validation.tsv", sep="\t", index=False
+    )
+    summary = out / "outcomes.tsv"
+    table = pd.concat(frames, ignore_index=True).assign(scenario=scenario, cohort=cohort.name)
+    table.to_csv(summary, sep="\t", index=False)
+    if not args.keep_genotypes:
+        drop_genotypes(cohort)
+    return summary
+
+
+def _oracle(cohort: Cohort, data) -> dict:
+    from rvfedprs.protocol.references import genetic_values, oracle_scores
+
+    ids = [s for c in sorted(data.test) for s in data.test[c].sample_ids]
+    values = genetic_values(cohort.sim / "truth", ids,
+                            genotypes=cohort.sim / "genotypes" / "cohort")  # fmt: skip
+    return oracle_scores(data.test, dict(zip(ids, values, strict=True)))
+
+
+def _methods(args) -> list[str]:
+    every = list(TUNED) + list(ABLATIONS)
+    if not args.methods:
+        return every
+    chosen = [m for m in args.methods.split(",") if m]
+    unknown = sorted(set(chosen) - set(every))
+    if unknown:
+        raise SystemExit(f"methods {unknown} unknown; choose from {every}")
+    if set(chosen) & set(ABLATIONS):
+        chosen.append("fedce")  # the ablations take FedCE's configuration
+    return [m for m in every if m in chosen]
+
+
+# --- stage 4: analysis ----------------------------------------------------------------------------
+def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
+    """Tables and the forest plot from every finished cohort."""
+    from rvfedprs.protocol.analysis import (
+        BEST_BASELINE,
+        best_baselines,
+        forest_plot,
+        paired_deltas,
+    )
+
+    runs = args.out / "work" / "runs"
+    outcomes = [pd.read_csv(p, sep="\t") for p in sorted(runs.glob("*/*/outcomes.tsv"))]
+    if not outcomes:
+        log.warning("no finished cohort to analyse")
+        return []
+    outcomes = pd.concat(outcomes, ignore_index=True)
+    outcomes = outcomes[outcomes["scenario"].isin(scenarios)]
+    tables = [pd.read_csv(p, sep="\t") for p in sorted(runs.glob("*/*/validation.tsv"))]
+    validation = pd.concat(tables, ignore_index=True)
+    summary = args.out / "summary"
+    summary.mkdir(parents=True, exist_ok=True)
+    outcomes.to_csv(summary / "outcomes.tsv", sep="\t", index=False)
+    validation.to_csv(summary / "validation.tsv", sep="\t", index=False)
+    tuning = [pd.read_csv(p, sep="\t").assign(scenario=p.parts[-3])
+              for p in sorted((args.out / "work" / "tuning").glob("*/*/tuning.tsv"))]  # fmt: skip
+    if tuning:  # every configuration's validation score, on each scenario's tuning cohort
+        tuning = pd.concat(tuning, ignore_index=True)
+        tuning[tuning["scenario"].isin(scenarios)].to_csv(summary / "tuning.tsv", sep="\t",
+                                                          index=False)  # fmt: skip
+    methods = set(outcomes["method"])
+    best = best_baselines(validation, [m for m in BASELINES if m in methods])
+    best.to_csv(summary / "best_baseline.tsv", sep="\t", index=False)
+    comparisons = [("fedce", "fedavg"), ("fedce", BEST_BASELINE), ("fedce", "centralized"),
+                   ("fedce", "logistic")] + [(a, "fedce") for a in ABLATIONS] + \
+                  [("fedavg_masked", "fedavg"), ("fedavgm", "fedavg")]  # fmt: skip
+    deltas = pd.concat(
+        [paired_deltas(outcomes, m, r, best=best) for m, r in comparisons
+         if m in methods and (r in methods or r == BEST_BASELINE)],
+        ignore_index=True,
+    )  # fmt: skip
+    deltas.to_csv(summary / "deltas.tsv", sep="\t", index=False)
+    order = list(scenarios)
+    labels = {s: f"{s}\n({scenarios[s]['expectation']})" for s in order}
+    title = "RV-FedPRS (FedCE) minus tuned baselines, paired within cohort, 95% CI over cohorts"
+    if args.label:
+        title = f"{args.label}: {title}"
+    primary = deltas[(deltas["method"] == "fedce")
+                     & deltas["reference"].isin(["fedavg", BEST_BASELINE])]  # fmt: skip
+    figure = forest_plot(primary, summary / "forest.png", scenarios=order, labels=labels,
+                         title=title)  # fmt: skip
+    paths = [figure, *write_markdown(summary, outcomes, deltas, best, scenarios, args)]
+    return paths
+
+
+def _mean_cell(values: list[float], digits: int = 3) -> str:
+    from rvfedprs.evaluation.report.tables import mean_ci
+
+    mean, half, k = mean_ci(values)
+    if k == 0:
+        return "–"
+    return f"{mean:.{digits}f}" if k == 1 else f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
+def _fmt(mean: float, low: float, high: float) -> str:
+    if pd.isna(mean):
+        return "–"
+    if pd.isna(low):
+        return f"{mean:+.3f}"
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def write_markdown(summary, outcomes, deltas, best, scenarios, args) -> list[Path]:
+    """``summary.md``: the primary endpoint, per-cluster deltas, ablations, absolute AUCs."""
+    lines = [f"# Scenario map{' — ' + args.label if args.label else ''}", ""]
+    n = outcomes.groupby("scenario")["cohort"].nunique()
+    where = "every inference cohort" if args.tune_per_cohort else "one tuning cohort per scenario"
+    lines += [f"Cohorts per scenario: {', '.join(f'{s} {n.get(s, 0)}' for s in scenarios)}. "
+              f"Budget {args.budget} configurations per tuned method, ≤ {args.max_rounds} rounds, "
+              f"patience {args.patience}, validation fraction {args.validation_fraction}, "
+              f"tuned on {where}.", ""]  # fmt: skip
+
+    def table(frame: pd.DataFrame, title: str, note: str = "") -> None:
+        lines.extend([f"## {title}", ""] + ([note, ""] if note else []))
+        lines.append("| scenario | expectation | Δ carrier AUC [95% CI] | cohorts > 0 "
+                     "| Δ AUC [95% CI] | cohorts > 0 |")  # fmt: skip
+        lines.append("|---|---|---|---|---|---|")
+        for s in scenarios:
+            row = []
+            for metric in ("carrier_auc", "auc"):
+                part = frame[(frame["scenario"] == s) & (frame["metric"] == metric)]
+                if part.empty:
+                    row += ["–", "–"]
+                    continue
+                r = part.iloc[0]
+                row += [_fmt(r.delta, r.ci_low, r.ci_high), f"{r.n_positive}/{r.n_cohorts}"]
+            lines.append(f"| {s} | {scenarios[s]['expectation']} | " + " | ".join(row) + " |")
+        lines.append("")
+
+    pooled = deltas[deltas["subset"] == "pooled"]
+    for method, reference, title, note in [
+        ("fedce", "fedavg", "Primary endpoint: FedCE − tuned FedAvg (pooled over clusters)", ""),
+        ("fedce", "best_baseline", "FedCE − best tuned federated baseline",
+         "The baseline is chosen per cohort by validation AUC among "
+         + ", ".join(BASELINES) + " (counts in deltas.tsv, column references)."),
+        ("fedce", "centralized", "FedCE − centralised network (weight decay tuned)", ""),
+        ("fedce", "logistic", "FedCE − L2 logistic regression on [PRS, covariates, rare "
+         "dosages]", ""),
+        ("fedavg_masked", "fedavg", "Ablation: count-normalised FedAvg − FedAvg",
+         "Positive: FedAvg's shrunken step on private columns costs accuracy."),
+        ("fedavgm", "fedavg", "Ablation: FedAvgM − FedAvg", ""),
+        *[(a, "fedce", f"Ablation: {a} − FedCE", "") for a in ABLATIONS],
+    ]:  # fmt: skip
+        part = pooled[(pooled["method"] == method) & (pooled["reference"] == reference)]
+        if not part.empty:
+            table(part, title, note)
+
+    lines += ["## Per cluster: FedCE − tuned FedAvg", "",
+              "| scenario | cluster | Δ carrier AUC [95% CI] | Δ AUC [95% CI] |",
+              "|---|---|---|---|"]  # fmt: skip
+    per = deltas[(deltas["method"] == "fedce") & (deltas["reference"] == "fedavg")
+                 & (deltas["subset"] != "pooled")]  # fmt: skip
+    for (s, subset), part in per.groupby(["scenario", "subset"], sort=False):
+        cells = []
+        for metric in ("carrier_auc", "auc"):
+            r = part[part["metric"] == metric]
+            cells.append(_fmt(*r[["delta", "ci_low", "ci_high"]].iloc[0]) if len(r) else "–")
+        lines.append(f"| {s} | {subset.split('=', 1)[1]} | {cells[0]} | {cells[1]} |")
+    lines.append("")
+
+    lines += ["## Absolute test AUCs, pooled (mean over cohorts ± 95% t half-width)", "",
+              "Share of the learnable signal: (AUC − PRS-only floor)/(oracle − floor), per "
+              "cohort, then averaged.", "",
+              "| scenario | method | carrier AUC | AUC | share of the learnable signal "
+              "(carrier AUC / AUC) |", "|---|---|---|---|---|"]  # fmt: skip
+    pooled_outcomes = outcomes[outcomes["subset"] == "pooled"]
+    wide = pooled_outcomes.pivot_table(index=["scenario", "cohort", "metric"], columns="method",
+                                       values="value")  # fmt: skip
+    for s in scenarios:
+        for method, part in pooled_outcomes[pooled_outcomes["scenario"] == s].groupby("method"):
+            cells = []
+            for metric in ("carrier_auc", "auc"):
+                cells.append(_mean_cell(part.loc[part["metric"] == metric, "value"].tolist()))
+            for metric in ("carrier_auc", "auc"):
+                share = []
+                if s in wide.index.get_level_values(0) and {FLOOR, ORACLE} <= set(wide.columns):
+                    w = wide.xs((s, metric), level=["scenario", "metric"])
+                    share = ((w[method] - w[FLOOR]) / (w[ORACLE] - w[FLOOR])).tolist()
+                cells.append(_mean_cell(share, 2))
+            lines.append(f"| {s} | {method} | {cells[0]} | {cells[1]} | {cells[2]} / {cells[3]} |")
+    lines.append("")
+    path = summary / "summary.md"
+    path.write_text("\n".join(lines) + "\n")
+    return [path]
+
+
+# --- main -----------------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the map; returns 0."""
+    args = parse_args(argv)
+    args.out = args.out.resolve()
+    args.out.mkdir(parents=True, exist_ok=True)
+    _init_worker()
+    handler = logging.FileHandler(args.out / "progress.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logging.getLogger().addHandler(handler)
+    scenarios, spec = load_scenarios(args.scenarios)
+    _write_provenance(args, spec, scenarios)
+    t0 = time.time()
+    with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
+        chosen: dict[str, dict[str, dict]] = {s: {} for s in scenarios}
+        if not args.tune_per_cohort:
+            tuning = [cohort_of(args, spec, s, "tune", 0) for s in scenarios]
+            list(pool.map(build_cohort, tuning, [spec] * len(tuning),
+                          [args.simulator_path] * len(tuning)))  # fmt: skip
+            tunable = [m for m in _methods(args) if m in TUNED]
+            jobs = [(s, m) for s in scenarios for m in tunable]
+            for result in pool.map(tune_task, [args] * len(jobs), [spec] * len(jobs),
+                                   *zip(*jobs, strict=True)):  # fmt: skip
+                chosen[result["scenario"]][result["method"]] = result["configuration"]
+            (args.out / "work" / "chosen.json").write_text(json.dumps(chosen, indent=2) + "\n")
+            log.info("tuning done (%.0f s)", time.time() - t0)
+        jobs = [(s, i) for s in scenarios for i in range(args.cohorts)]
+        futures = [pool.submit(cohort_task, args, spec, s, i, chosen[s]) for s, i in jobs]
+        for (s, i), future in zip(jobs, futures, strict=True):
+            future.result()
+            log.info("cohort %s/c%02d done (%.0f s since start)", s, i, time.time() - t0)
+    for path in analyse(args, scenarios):
+        log.info("wrote %s", path)
+    log.info("map done in %.0f s", time.time() - t0)
+    return 0
+
+
+def _write_provenance(args, spec, scenarios) -> None:
+    from rvfedprs.provenance import write_provenance
+
+    parameters = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    write_provenance(args.out, command="simulations/scenario_map/run.py",
+                     parameters={"arguments": parameters, "scenarios_file": spec,
+                                 "scenarios": list(scenarios)},
+                     seed=args.seed, inputs=[SCENARIOS_FILE])  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
