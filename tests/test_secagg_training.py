@@ -40,7 +40,10 @@ from rvfedprs.strategies.fedce import FedCE  # noqa: E402
 
 SEED = 3
 PARAMS = SecAggParams()
-COMPATIBLE = {"fedavg", "fedprox", "fedadam", "fedavg_w", "fedce"}
+COMPATIBLE = {
+    "fedavg", "fedprox", "fedadam", "fedavg_w", "fedavgm",
+    "fedce", "fedce_carried", "fedce_global_head", "fedce_oracle", "fedce_random",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +143,7 @@ def _n(fed):
 
 
 # --- oracles --------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedavg_w"])
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedavg_w", "fedavgm"])
 def test_global_model_equals_the_plain_aggregation_within_the_bound(fed, name):
     plain = _run(fed, _strategy(fed, name, _config(fed, name, False)), _config(fed, name, False))
     secure = _run(fed, _strategy(fed, name, _config(fed, name)), _config(fed, name))
@@ -152,6 +155,8 @@ def test_global_model_equals_the_plain_aggregation_within_the_bound(fed, name):
     if name == "fedadam":  # round 1: w += η(1−β1)δ / (√(1−β2)|δ| + τ), slope ≤ η(1−β1)/τ
         train = _config(fed, name)["train"]
         bound *= train["server_lr"] * (1 - train["server_beta1"]) / train["server_tau"]
+    if name == "fedavgm":  # round 1: v = Δ̄, w += η v
+        bound *= secure.strategy.server_lr
     _assert_close(secure.strategy.parameters, plain.strategy.parameters, bound, name)
     assert secure.history[0]["loss"] == pytest.approx(plain.history[0]["loss"], rel=1e-12)
     assert secure.history[0]["secagg"] == {"model": fed.client_ids}
@@ -184,6 +189,33 @@ def test_fedce_equals_the_plain_aggregation_within_the_bound(fed, head):
     assert set(secure.strategy.specialists[0]) == set(plain.strategy.specialists[0])
     heads = [k for k in plain.strategy.backbone if k.startswith("head.")]
     assert bool(heads) == (head == "global")
+
+
+@pytest.mark.parametrize("name", ["fedce_carried", "fedce_oracle", "fedce_random"])
+def test_fedce_ablations_equal_their_plain_aggregation_within_the_bound(fed, name):
+    # the ablations change how clusters are found, never how they are summed
+    groups = {c: f"g{i // 3}" for i, c in enumerate(fed.client_ids)}
+    runs = {}
+    for secure in (False, True):
+        config = _config(fed, name, secure)
+        oracle = groups if name == "fedce_oracle" else None
+        runs[secure] = _run(fed, from_config(name, config, clusters=oracle), config)
+    plain, secure = runs[False], runs[True]
+    clusters = plain.strategy.clusters()
+    assert secure.strategy.clusters() == clusters
+    assert min(np.bincount(list(clusters.values()))) >= 3
+    n = _n(fed)
+    everyone = {c: v / sum(n.values()) for c, v in n.items()}
+    _assert_close(secure.strategy.backbone, plain.strategy.backbone, _bound(everyone, n), name)
+    for label in set(clusters.values()):
+        members = [c for c in n if clusters[c] == label]
+        within = {c: n[c] / sum(n[m] for m in members) for c in members}
+        _assert_close(
+            secure.strategy.specialists[label],
+            plain.strategy.specialists[label],
+            _bound(within, members),
+            f"{name} cluster {label}",
+        )
 
 
 def test_small_clusters_are_merged_into_the_nearest_and_aggregated_as_one(fed):
@@ -367,6 +399,7 @@ def test_every_strategy_is_compatible_or_says_why_not():
         ("local", "keeps each client's own model on the server"),
         ("centralized", "pools every client's training data"),
         ("cluster_fedavg", "Algorithm 1 always leaves a cluster of 2 clients"),
+        ("fedavg_masked", "carries no column masks"),
     ],
 )
 def test_incompatible_strategies_are_refused_before_any_round(fed, name, why, tmp_path):

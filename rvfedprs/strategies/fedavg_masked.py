@@ -85,6 +85,11 @@ class MaskedFedAvg(FedAvg):
     """
 
     name = "fedavg_masked"
+    secagg_refusal = (
+        "the count-normalised average divides each rare column by Σ_k n_k m_kj, read off every "
+        "client's own update (which columns moved); a secure sum hides the individual updates "
+        "and carries no column masks, so the strategy would silently fall back to FedAvg"
+    )
 
     def aggregate_fit(self, server_round, results):
         """FedAvg on every tensor, then the count-normalised average on the rare columns."""

@@ -164,11 +164,19 @@ def cohort_of(args, spec: dict, scenario: str, role: str, index: int) -> Cohort:
         "presets": spec["presets"],
         "simulate": spec["scenarios"][scenario].get("simulate"),
         "base": spec.get("simulate_base") if not spec["presets"] else None,
+        # the simulator's presets are part of what defines a cohort: a changed preset file
+        # must never resume from cohorts simulated under the old one
+        "preset_file": _preset_text(args.simulator_path) if spec["presets"] else None,
         "seed": seed,
     }
     key = trial_key(definition)[:10]
     folder = args.out / "work" / "cohorts" / scenario / f"{role}{index:02d}-{key}"
     return Cohort(scenario, role, index, seed, folder)
+
+
+def _preset_text(simulator_path: Path | None) -> str:
+    """The text of the scenario presets the simulate step will read."""
+    return ((simulator_path or REPO) / "rvfedprs" / "simulate" / "scenarios.yaml").read_text()
 
 
 def _env(first: Path | None = None) -> dict[str, str]:
