@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -148,9 +149,15 @@ def main() -> None:
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     result = {"cohort": str(args.cohort), "strategies": strategies}
+    # the machine is shared: each part carries the 1-minute load average around it
+    load = [round(os.getloadavg()[0], 2)]
     result["study"] = study(args.config, args.cohort, args.out / "study", strategies)
+    load.append(round(os.getloadavg()[0], 2))
+    result["study"]["load_before_after"] = load[-2:]
     if not args.skip_pooled:
         result["pooled"] = pooled(args.config, args.cohort, args.out / "pooled", strategies)
+        load.append(round(os.getloadavg()[0], 2))
+        result["pooled"]["load_before_after"] = load[-2:]
     out = ROOT / "benchmarks" / "results" / f"study_{args.cohort.resolve().name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

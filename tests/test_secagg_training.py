@@ -142,6 +142,25 @@ def _n(fed):
     return {c: float(fed.train[c].n_samples) for c in fed.client_ids}
 
 
+def _assert_fedce_close(fed, secure, plain, label):
+    """Backbone over everyone and each cluster's specialist within the quantisation bound."""
+    clusters = plain.strategy.clusters()
+    n = _n(fed)
+    everyone = {c: v / sum(n.values()) for c, v in n.items()}
+    _assert_close(
+        secure.strategy.backbone, plain.strategy.backbone, _bound(everyone, n), f"{label} backbone"
+    )
+    for cluster in set(clusters.values()):
+        members = [c for c in n if clusters[c] == cluster]
+        within = {c: n[c] / sum(n[m] for m in members) for c in members}
+        _assert_close(
+            secure.strategy.specialists[cluster],
+            plain.strategy.specialists[cluster],
+            _bound(within, members),
+            f"{label} cluster {cluster}",
+        )
+
+
 # --- oracles --------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedavg_w", "fedavgm"])
 def test_global_model_equals_the_plain_aggregation_within_the_bound(fed, name):
@@ -171,20 +190,9 @@ def test_fedce_equals_the_plain_aggregation_within_the_bound(fed, head):
     assert secure.strategy.clusters() == plain.strategy.clusters()
     clusters = plain.strategy.clusters()
     assert sorted(np.bincount(list(clusters.values()))) == [3, 3]  # two clusters of three
-    n = _n(fed)
-    everyone = {c: v / sum(n.values()) for c, v in n.items()}
-    _assert_close(
-        secure.strategy.backbone, plain.strategy.backbone, _bound(everyone, n), "backbone"
-    )
+    _assert_fedce_close(fed, secure, plain, "fedce")
     for label in set(clusters.values()):
-        members = [c for c in n if clusters[c] == label]
-        within = {c: n[c] / sum(n[m] for m in members) for c in members}
-        _assert_close(
-            secure.strategy.specialists[label],
-            plain.strategy.specialists[label],
-            _bound(within, members),
-            f"cluster {label}",
-        )
+        members = [c for c in fed.client_ids if clusters[c] == label]
         assert secure.history[0]["secagg"][f"cluster-{label}"] == members
     assert set(secure.strategy.specialists[0]) == set(plain.strategy.specialists[0])
     heads = [k for k in plain.strategy.backbone if k.startswith("head.")]
@@ -204,18 +212,7 @@ def test_fedce_ablations_equal_their_plain_aggregation_within_the_bound(fed, nam
     clusters = plain.strategy.clusters()
     assert secure.strategy.clusters() == clusters
     assert min(np.bincount(list(clusters.values()))) >= 3
-    n = _n(fed)
-    everyone = {c: v / sum(n.values()) for c, v in n.items()}
-    _assert_close(secure.strategy.backbone, plain.strategy.backbone, _bound(everyone, n), name)
-    for label in set(clusters.values()):
-        members = [c for c in n if clusters[c] == label]
-        within = {c: n[c] / sum(n[m] for m in members) for c in members}
-        _assert_close(
-            secure.strategy.specialists[label],
-            plain.strategy.specialists[label],
-            _bound(within, members),
-            f"{name} cluster {label}",
-        )
+    _assert_fedce_close(fed, secure, plain, name)
 
 
 def test_small_clusters_are_merged_into_the_nearest_and_aggregated_as_one(fed):

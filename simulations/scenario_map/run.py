@@ -75,16 +75,7 @@ TUNED = (
 #: Run with FedCE's chosen configuration (one mechanism changed each).
 ABLATIONS = ("fedce_oracle", "fedce_random", "fedce_global_head", "fedce_carried")
 #: Eligible as "the best baseline" (federated; chosen per cohort on validation AUC).
-BASELINES = (
-    "fedavg",
-    "fedprox",
-    "fedadam",
-    "fedavgm",
-    "fedavg_masked",
-    "clustered",
-    "ditto",
-    "local",
-)
+BASELINES = tuple(m for m in TUNED if m not in ("centralized", "logistic", "fedce"))
 FLOOR, ORACLE = "prs_only", "oracle"
 
 log = logging.getLogger("scenario_map")
