@@ -148,7 +148,16 @@ def main() -> None:
     parser.add_argument("--skip-pooled", action="store_true")
     args = parser.parse_args()
     strategies = args.strategies.split(",")
-    result = {"cohort": str(args.cohort), "strategies": strategies}
+    import torch
+
+    # torch's intra-op threads (one per core by default) collapse when another process holds a
+    # core; run with OMP_NUM_THREADS=1 on a shared machine and read this field
+    result = {
+        "cohort": str(args.cohort),
+        "strategies": strategies,
+        "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
     # the machine is shared: each part carries the 1-minute load average around it
     load = [round(os.getloadavg()[0], 2)]
     result["study"] = study(args.config, args.cohort, args.out / "study", strategies)
