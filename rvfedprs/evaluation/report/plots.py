@@ -165,22 +165,28 @@ def plot_privacy_utility(table: pd.DataFrame, path: str | Path) -> Path:
     """Carrier AUC and MIA advantage against ε (log axis; ε = ∞ drawn at the right edge).
 
     ``table`` has ``epsilon``, ``carrier_auc_mean``, ``carrier_auc_ci`` and optionally
-    ``advantage_mean``, ``advantage_ci`` and ``hashing``.
+    ``advantage_mean``, ``advantage_ci`` and ``series`` (one line each, e.g. "SecAgg, keyed
+    filters") or ``hashing``.
     """
     t = table.copy()
     finite = t["epsilon"][np.isfinite(t["epsilon"])]
     right = (finite.max() * 10) if len(finite) else 10.0
     t["x"] = np.where(np.isfinite(t["epsilon"]), t["epsilon"], right)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
-    groups = t.groupby("hashing") if "hashing" in t else [("", t)]
-    for (name, g), marker in zip(groups, "os^v", strict=False):
+    if "series" in t:
+        groups = t.groupby("series", sort=False)
+    elif "hashing" in t:
+        groups = ((f"{name} hashing", g) for name, g in t.groupby("hashing"))
+    else:
+        groups = [("", t)]
+    for (name, g), marker in zip(groups, "os^vDP", strict=False):
         g = g.sort_values("x")
         for ax, metric in zip(axes, ("carrier_auc", "advantage"), strict=True):
             if f"{metric}_mean" not in g:
                 continue
             err = np.nan_to_num(g[f"{metric}_ci"].to_numpy(dtype=float))
             ax.errorbar(g["x"], g[f"{metric}_mean"], yerr=err, marker=marker, capsize=3,
-                        label=f"{name} hashing" if name else None)  # fmt: skip
+                        label=name or None)  # fmt: skip
     for ax, ylabel in zip(axes, ("Carrier AUC", "MIA advantage (LOSS)"), strict=True):
         ax.set_xscale("log")
         ax.set(xlabel="ε (cumulative, δ fixed; rightmost = no DP)", ylabel=ylabel)
