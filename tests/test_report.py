@@ -167,3 +167,67 @@ def test_table_v_is_recomputed_from_saved_scores_with_the_corrected_advantage(tm
     assert general.loc["fedce", "advantage_mean"] == 1.0  # no scores: as recorded, and flagged
     text = (tmp_path / "report" / "table5_mia.md").read_text()
     assert "1 audited run(s) kept no scores" in text and "not resolvable (50" in text
+
+
+@pytest.fixture(scope="module")
+def privacy_run(tmp_path_factory):
+    """The driver's privacy stage on 6 clients in 2 clusters of 3 (secure sums need ≥ 3)."""
+    root = tmp_path_factory.mktemp("privacy")
+    paths = write_federation(root, n_clients=6, n_clusters=2, samples_per_client=60, seed=5)
+    config = root / "c.yaml"
+    config.write_text("mia:\n  attacks: [loss]\n  targets: all\ndp:\n  epsilon_targets: [4.0]\n")
+    out = root / "out"
+    argv = [
+        "--config", str(config), "--data", str(paths["data"]), "--samples", str(paths["samples"]),
+        "--truth", str(paths["truth"]), "--out", str(out), "--seeds", "1", "--rounds", "2",
+        "--strategies", "", "--no-selected", "--no-sensitivity",
+    ]  # fmt: skip
+    assert _driver().main(argv) == 0
+    return out
+
+
+def test_privacy_table_has_secure_aggregation_rows_and_the_channels_each_protects(privacy_run):
+    out = privacy_run
+    labels = ["plain", "keyed", "secagg", "dp_eps4", "secagg_dp_eps4"]
+    records = {
+        label: json.loads((out / "runs/privacy" / label / "seed0/metrics.json").read_text())
+        for label in labels
+    }
+    for label, record in records.items():
+        assert record["secure_aggregation"] == label.startswith("secagg"), label
+        assert 0 <= record["mia_loss_advantage"] <= 1
+    # the secure runs really aggregated sums: the history names the sums and who is in them
+    secure_history = records["secagg"]["history"][-1]["secagg"]
+    assert sorted(secure_history) == ["backbone", "cluster-0", "cluster-1"]
+    assert sorted(len(m) for k, m in secure_history.items() if k != "backbone") == [3, 3]
+    assert "secagg" not in records["keyed"]["history"][-1]
+    # without SecAgg the server reads every carried variant off each client's own update
+    assert records["keyed"]["update_channel_tpr"] == 1.0
+    assert records["keyed"]["update_channel_fpr"] == 0.0
+    # with it, it sees only cluster sums: a variant carried by one member is hidden in the sum
+    assert records["secagg"]["update_channel_fpr"] > 0.0
+    channels = json.loads((out / "runs/privacy/secagg/seed0/channels.json").read_text())
+    summed = {r["n_summed"] for r in channels["rows"]
+              if r["channel"] == "update" and r["secure_aggregation"]}  # fmt: skip
+    assert summed == {3}
+    table = pd.read_csv(out / "report" / "privacy_utility.csv")
+    assert table["label"].tolist() == ["plain", "keyed", "dp_eps4", "secagg", "secagg_dp_eps4"]
+    rows = table.set_index("label")
+    assert rows.loc["secagg", "secure_aggregation"] and not rows.loc["keyed", "secure_aggregation"]
+    assert rows.loc["plain", "hashing"] == "plain" and rows.loc["secagg", "hashing"] == "keyed"
+    assert rows.loc["secagg", "update_channel_tpr_mean"] == records["secagg"]["update_channel_tpr"]
+    assert rows.loc["plain", "channels"] == (
+        "updates: each client's, in clear; filters: plain, server-testable; model: unprotected"
+    )
+    assert rows.loc["secagg", "channels"].startswith("updates: sums of ≥ min_clients only;")
+    eps = rows.loc["secagg_dp_eps4", "epsilon_mean"]
+    assert 3.0 < eps <= 4.0 + 1e-6
+    assert rows.loc["secagg_dp_eps4", "channels"] == (
+        f"updates: sums of ≥ min_clients only, DP ε≈{eps:.3g}; filters: keyed (outside ε); "
+        f"model: DP ε≈{eps:.3g}"
+    )
+    md = (out / "report" / "privacy_utility.md").read_text()
+    assert "outside the DP ε" in md and "secagg_dp_eps4" in md
+    assert (out / "report" / "figures" / "privacy_utility.png").stat().st_size > 1000
+    labelled = pd.read_csv(out / "report" / "channels.csv")
+    assert set(labelled["label"]) == set(labels)

@@ -87,44 +87,17 @@ def _shadow_trainer(run: dict[str, Any], training):
 
 def _next_round(run: dict[str, Any], training):
     """One more round from the checkpoint: what every client sends the server."""
-    from rvfedprs.bloom import BloomSpec, read_bloom_key
-    from rvfedprs.evaluation.attacks import RoundView
-    from rvfedprs.federation.seeds import client_seed
-    from rvfedprs.genomic.client import ClientContext, fit_client
-    from rvfedprs.training import RARE_INPUT, DPState, dp_settings
+    from rvfedprs.bloom import read_bloom_key
+    from rvfedprs.genomic.view import next_round_view
+    from rvfedprs.training import dp_settings
 
-    strategy, federation, trained = run["strategy"], run["federation"], run["trained"]
-    if strategy.pooled:
-        return None  # one virtual client: no server sees per-site updates
-    clients = federation.client_ids
-    key = read_bloom_key(trained["fedce"]["bloom_key_file"])
-    dp = dp_settings(trained.get("dp"))
-    server_round = run["round"] + 1
-    instructions = strategy.configure_fit(server_round, clients)
-    results = {
-        c: fit_client(
-            instructions[c],
-            ClientContext(
-                federation.train[c],
-                federation.variant_keys,
-                federation.model_config(trained["model"]),
-                training,
-                bloom_key=key,
-                state={} if dp is None else {"dp": DPState.from_settings(dp)},
-            ),
-            random_seed=client_seed(run["seed"], server_round, c),
-        )  # fmt: skip
-        for c in clients
-    }
-    bloom = instructions[clients[0]].config.get("bloom")
-    filters = {c: r.bloom_bits for c, r in results.items() if r.bloom_bits is not None}
-    return RoundView(
-        sent={c: instructions[c].parameters[RARE_INPUT] for c in clients},
-        received={c: results[c].parameters[RARE_INPUT] for c in clients},
-        n_samples={c: results[c].n_samples for c in clients},
-        filters=filters or None,
-        spec=None if bloom is None else BloomSpec(bloom["capacity"], bloom["error_rate"], key),
-    )
+    federation, trained = run["federation"], run["trained"]
+    return next_round_view(
+        run["strategy"], federation, model_config=federation.model_config(trained["model"]),
+        training=training, server_round=run["round"] + 1, random_seed=run["seed"],
+        bloom_key=read_bloom_key(trained["fedce"]["bloom_key_file"]),
+        dp=dp_settings(trained.get("dp")),
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,14 +2,17 @@
 
 Runs, for every seed, the compared strategies with the same model and budget, audits each
 model a client ends with (LOSS and offline LiRA), attacks FedCE's Bloom filters (plain vs keyed
-hashing), sweeps DP-SGD noise for FedCE (privacy–utility), runs small sensitivity grids, then
+hashing), sweeps DP-SGD noise for FedCE without and with secure aggregation (privacy–utility,
+with each setting's channel audit), runs small sensitivity grids, then
 builds Tables II–V and the figures (``rvfedprs report``'s :func:`build_report`).
 
 Layout of ``--out``::
 
     runs/main/<strategy>/seed<k>/        metrics.json, predictions.parquet, mia.json,
                                           mia_scores.npz, (fedce) jaccard.npz, bloom_attack.json
-    runs/privacy/<label>/seed<k>/        the same for FedCE under DP / keyed hashing
+    runs/privacy/<label>/seed<k>/        the same for FedCE with plain/keyed filters, SecAgg,
+                                          DP-SGD, SecAgg + DP (:func:`privacy_grid`), and
+                                          channels.json (what the server infers per channel)
     runs/selected/<strategy>/seed<k>/    trained on 90% of each training split, evaluated at
                                           the round that did best on the other 10%
     runs/sensitivity/<factor>=<v>/seed<k>/
@@ -47,6 +50,8 @@ from rvfedprs.evaluation import carrier_masks, evaluate_models, load_truth, pred
 from rvfedprs.evaluation.attacks import (
     audit_federation,
     bloom_membership_attack,
+    carried_mask,
+    channel_rows,
     plain_vs_keyed,
     reference_population,
     resolve_targets,
@@ -59,6 +64,7 @@ from rvfedprs.genomic.client import build_model
 from rvfedprs.genomic.data import Federation, load_federation
 from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import local_training_config
+from rvfedprs.genomic.view import next_round_view
 from rvfedprs.model import set_parameters
 from rvfedprs.run import client_clusters, dp_epsilon, jsonable, write_metrics
 from rvfedprs.strategies import strategy_from_config
@@ -231,9 +237,16 @@ def run_one(
     extra: dict[str, Any] | None = None,
     audit: bool = True,
     bloom_audit: bool = False,
+    channels: bool = False,
     validation_fraction: float | None = None,
 ) -> dict[str, Any] | None:
     """Train, evaluate and audit one (strategy, seed); skipped when metrics.json exists.
+
+    ``config_overrides`` may turn secure aggregation on (``{"secagg": {"enabled": True}}``).
+    With ``channels`` one more round is played and what the server would receive audited
+    (``channels.json``, :func:`~rvfedprs.evaluation.attacks.channel_rows`); the record gets the
+    update channel's TPR/FPR of carried-variant recovery as this run's server sees it (every
+    client's own update, or with secure aggregation only the sums).
 
     With ``validation_fraction`` the run trains on the rest of every client's training split and
     is evaluated (and audited) with the models of the round that did best on the held-out part
@@ -256,6 +269,8 @@ def run_one(
     training = ctx.training
     if dp is not None and dp.get("batch_size"):
         training = replace(training, batch_size=int(dp["batch_size"]))
+    dp_run = None if dp is None else dp_settings({**dp, "enabled": True})
+    secure = bool(config["secagg"]["enabled"])
     result = run_inprocess(
         fed,
         strategy,
@@ -264,8 +279,9 @@ def run_one(
         training=training,
         random_seed=seed,
         bloom_key=bloom_key,
-        dp=None if dp is None else dp_settings({**dp, "enabled": True}),
+        dp=dp_run,
         evaluate_round=selection,
+        config=config,
     )
     parameters_for = strategy.parameters_for if selection is None else selection.parameters_for
     metrics = evaluate_models(
@@ -293,7 +309,7 @@ def run_one(
             best_validation_auc=selection.best_auc,
             n_validation=sum(d.n_samples for d in selection.validation.values()),
         )
-    record.update(dp_epsilon(result.client_state))
+    record.update(dp_epsilon(result.client_state), secure_aggregation=secure)
     run_dir.mkdir(parents=True, exist_ok=True)
     _predictions_frame(ctx, parameters_for).to_parquet(run_dir / "predictions.parquet", index=False)
     if getattr(strategy, "similarity_", None) is not None:
@@ -341,6 +357,21 @@ def run_one(
         ]  # fmt: skip
         _save_json(run_dir / "bloom_attack.json", {"seed": seed, "rows": rows,
                                                     "last_round": sent})  # fmt: skip
+    if channels:
+        view = next_round_view(strategy, fed, model_config=ctx.model_config, training=training,
+                               server_round=config["train"]["rounds"] + 1, random_seed=seed,
+                               bloom_key=bloom_key, dp=dp_run)  # fmt: skip
+        if view is not None:
+            carried = {c: carried_mask(fed.train[c]) for c in view.sent}
+            rows = channel_rows(view, carried, fed.variant_keys)
+            _save_json(run_dir / "channels.json", {"strategy": name, "seed": seed,
+                                                    "experiment": experiment,
+                                                    "label": label or name,
+                                                    "rows": rows})  # fmt: skip
+            seen = [r for r in rows
+                    if r["channel"] == "update" and r["secure_aggregation"] == secure]  # fmt: skip
+            for key in ("tpr", "fpr", "advantage"):
+                record[f"update_channel_{key}"] = float(np.mean([r[key] for r in seen]))
     record["wall_s"] = time.time() - t0
     write_metrics(run_dir, record)
     log.info("%s %s seed %d: auc=%.4f carrier_auc=%s (%.0f s)", experiment, label or name, seed,
@@ -357,6 +388,32 @@ def calibrate_noise(target_epsilon: float, ctx: Context, delta: float, batch_siz
     return float(get_noise_multiplier(target_epsilon=target_epsilon, target_delta=delta,
                                       sample_rate=q, steps=steps * ctx.config["train"]["rounds"],
                                       accountant="rdp"))  # fmt: skip
+
+
+def privacy_grid(ctx: Context) -> list[tuple[str, dict, dict | None, bytes | None, dict]]:
+    """(label, config overrides, DP settings, Bloom key, record extras) of the privacy rows.
+
+    FedCE with plain filters, keyed filters, secure aggregation (keyed filters), and for every
+    ``dp.epsilon_targets`` value DP-SGD without and with secure aggregation (keyed filters).
+    """
+    config = ctx.config
+    dp_cfg = config["dp"]
+    batch = dp_cfg["batch_size"] or config["train"]["batch_size"]
+    secure = {"secagg": {"enabled": True}}
+    clear = {"epsilon": float("inf")}
+    grid = [
+        ("plain", {}, None, None, {**clear, "hashing": "plain"}),
+        ("keyed", {}, None, SECRET, {**clear, "hashing": "keyed"}),
+        ("secagg", secure, None, SECRET, {**clear, "hashing": "keyed"}),
+    ]
+    for eps in dp_cfg["epsilon_targets"]:
+        sigma = calibrate_noise(eps, ctx, dp_cfg["delta"], batch)
+        dp = {"noise_multiplier": sigma, "max_grad_norm": dp_cfg["max_grad_norm"],
+              "delta": dp_cfg["delta"], "batch_size": batch}  # fmt: skip
+        extra = {"target_epsilon": eps, "noise_multiplier": sigma, "hashing": "keyed"}
+        grid.append((f"dp_eps{eps:g}", {}, dp, SECRET, extra))
+        grid.append((f"secagg_dp_eps{eps:g}", secure, dp, SECRET, extra))
+    return grid
 
 
 def sensitivity_grid(quick: bool) -> list[tuple[str, str, dict[str, Any]]]:
@@ -425,20 +482,11 @@ def _protocol(args: argparse.Namespace) -> int:
                         experiment="selected", audit=False,
                         validation_fraction=args.validation_fraction)  # fmt: skip
     if not args.no_privacy:
-        dp_cfg = config["dp"]
-        batch = dp_cfg["batch_size"] or config["train"]["batch_size"]
         for seed in stage_seeds("privacy"):
-            run_one(ctx, "fedce", seed, runs / "privacy" / "keyed" / f"seed{seed}",
-                    experiment="privacy", label="keyed", bloom_key=SECRET,
-                    extra={"epsilon": float("inf"), "hashing": "keyed"})  # fmt: skip
-            for eps in dp_cfg["epsilon_targets"]:
-                sigma = calibrate_noise(eps, ctx, dp_cfg["delta"], batch)
-                dp = {"noise_multiplier": sigma, "max_grad_norm": dp_cfg["max_grad_norm"],
-                      "delta": dp_cfg["delta"], "batch_size": batch}  # fmt: skip
-                run_one(ctx, "fedce", seed, runs / "privacy" / f"dp_eps{eps:g}" / f"seed{seed}",
-                        experiment="privacy", label=f"dp_eps{eps:g}", dp=dp, bloom_key=SECRET,
-                        extra={"target_epsilon": eps, "noise_multiplier": sigma,
-                               "hashing": "keyed"})  # fmt: skip
+            for label, overrides, dp, bloom_key, extra in privacy_grid(ctx):
+                run_one(ctx, "fedce", seed, runs / "privacy" / label / f"seed{seed}",
+                        experiment="privacy", label=label, config_overrides=overrides, dp=dp,
+                        bloom_key=bloom_key, extra=extra, channels=True)  # fmt: skip
     if not args.no_sensitivity:
         for seed in stage_seeds("sensitivity"):
             for factor, value, overrides in sensitivity_grid(args.quick):

@@ -113,10 +113,9 @@ def build_report(
     privacy_table = _privacy_table(runs, method, level)
     if not privacy_table.empty:
         written += T.write_table(privacy_table, out_dir, "privacy_utility",
-                                 title=f"Privacy–utility ({method}, DP-SGD; ε cumulative)",
-                                 note="ε = inf: no DP. mia_loss_advantage = LOSS attack, "
-                                 "max (TPR − FPR), mean over audited clients.",
-                                 digits=digits)  # fmt: skip
+                                 title=f"Privacy–utility ({method}: filters, secure "
+                                 "aggregation, DP-SGD; ε cumulative)",
+                                 note=_PRIVACY_NOTE, digits=digits)  # fmt: skip
     written += _bloom_tables(runs_dir, out_dir, level, digits)
     written += _sensitivity_tables(runs, out_dir, method, level, digits)
     if section["plots"]:
@@ -333,16 +332,51 @@ def _privacy_table(runs: pd.DataFrame, method: str, level: float) -> pd.DataFram
     privacy = runs[runs["experiment"] == "privacy"].copy()
     if privacy.empty:
         return privacy
-    main = runs[(runs["experiment"] == "main") & (runs["strategy"] == method)].copy()
-    main["label"], main["hashing"], main["epsilon"] = "plain", "plain", np.inf
-    if "hashing" not in privacy:
-        privacy["hashing"] = "plain"
+    if "plain" not in set(privacy["label"]):  # older drivers: the main runs are the plain row
+        main = runs[(runs["experiment"] == "main") & (runs["strategy"] == method)].copy()
+        main["label"], main["hashing"], main["epsilon"] = "plain", "plain", np.inf
+        privacy = pd.concat([main, privacy], ignore_index=True)
+    for column, default in (("hashing", "plain"), ("secure_aggregation", False),
+                            ("epsilon", np.inf)):  # fmt: skip
+        if column not in privacy:
+            privacy[column] = default
+        privacy[column] = privacy[column].fillna(default)
     privacy["epsilon"] = privacy["epsilon"].astype(float)
-    both = pd.concat([main, privacy], ignore_index=True)
-    cols = [c for c in ("epsilon", "auc", "carrier_auc", "mia_loss_advantage") if c in both]
-    table = T.summarise(both, cols, by="label", confidence=level)
-    table.insert(1, "hashing", table["label"].map(both.groupby("label")["hashing"].first()))
-    return table
+    privacy["secure_aggregation"] = privacy["secure_aggregation"].astype(bool)
+    cols = [c for c in ("epsilon", "auc", "carrier_auc", "mia_loss_advantage",
+                        "update_channel_tpr", "update_channel_fpr", "update_channel_advantage")
+            if c in privacy]  # fmt: skip
+    table = T.summarise(privacy, cols, by="label", confidence=level)
+    first = privacy.groupby("label")[["hashing", "secure_aggregation"]].first()
+    table.insert(1, "hashing", table["label"].map(first["hashing"]))
+    table.insert(2, "secure_aggregation", table["label"].map(first["secure_aggregation"]))
+    table.insert(3, "channels", [
+        T.protected_channels(h, s, e) for h, s, e in
+        zip(table["hashing"], table["secure_aggregation"], table["epsilon_mean"], strict=True)
+    ])  # fmt: skip
+    keys = {
+        "_s": table["secure_aggregation"].astype(int),
+        "_d": np.isfinite(table["epsilon_mean"]).astype(int),
+        "_h": (table["hashing"] != "plain").astype(int),
+        "_e": -table["epsilon_mean"],
+    }
+    ordered = table.assign(**keys).sort_values(list(keys))
+    return ordered.drop(columns=list(keys)).reset_index(drop=True)
+
+
+_PRIVACY_NOTE = (
+    "ε: each client's cumulative DP-SGD ε (δ fixed; —: no DP). mia_loss_advantage: LOSS "
+    "attack on every audited client's final model, max (TPR − FPR) ≥ 0, mean over clients. "
+    "update_channel_tpr/fpr: the server's recovery of each client's carried rare variants from "
+    "the first specialist layer of one more round as this setting's server receives it (each "
+    "client's own update, or with secure aggregation only the cluster sums), mean over "
+    "clients; update_channel_advantage: max over thresholds of (TPR − FPR) of the same score "
+    "(0: the channel tells the server nothing). channels: what each setting protects — "
+    "updates (in the clear, or only sums of at least secagg.min_clients clients), Bloom "
+    "filters (plain: every known variant key can be tested; keyed: HMAC with the clients' "
+    "secret; the filters are outside the DP ε) and the released models (covered by the DP "
+    "ε, as post-processing). Mean ± CI over seeds."
+)
 
 
 def _bloom_tables(runs_dir: Path, out_dir: Path, level: float, digits: int) -> list[Path]:
@@ -456,6 +490,8 @@ def _paired_tables(
 
 def _plots(runs, audits, out: Path, privacy_table, truth) -> list[Path]:
     paths: list[Path] = []
+    if not privacy_table.empty:
+        paths.append(_privacy_plot(privacy_table, out / "privacy_utility.png"))
     main = runs[runs["experiment"] == "main"]
     if main.empty:
         return paths
@@ -483,13 +519,20 @@ def _plots(runs, audits, out: Path, privacy_table, truth) -> list[Path]:
         paths.append(P.plot_mia_roc(curves, out / "mia_roc.png",
                                     title="MIA ROC (general population; clients and seeds "
                                     "pooled)"))  # fmt: skip
-    if not privacy_table.empty:
-        t = privacy_table.rename(columns={"epsilon_mean": "epsilon"})
-        if "mia_loss_advantage_mean" in t:
-            t = t.rename(columns={"mia_loss_advantage_mean": "advantage_mean",
-                                  "mia_loss_advantage_ci": "advantage_ci"})  # fmt: skip
-        paths.append(P.plot_privacy_utility(t, out / "privacy_utility.png"))
     return paths
+
+
+def _privacy_plot(privacy_table: pd.DataFrame, path: Path) -> Path:
+    """One series per (filters, secure aggregation), ε on the x axis."""
+    t = privacy_table.rename(columns={"epsilon_mean": "epsilon"})
+    if "mia_loss_advantage_mean" in t:
+        t = t.rename(columns={"mia_loss_advantage_mean": "advantage_mean",
+                              "mia_loss_advantage_ci": "advantage_ci"})  # fmt: skip
+    pairs = zip(t["hashing"], t["secure_aggregation"], strict=True)
+    t["series"] = [
+        ("SecAgg, " if secure else "") + f"{hashing} filters" for hashing, secure in pairs
+    ]
+    return P.plot_privacy_utility(t, path)
 
 
 def _mia_curves(audits: list[dict[str, Any]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -162,29 +162,43 @@ def plot_mia_roc(
 
 
 def plot_privacy_utility(table: pd.DataFrame, path: str | Path) -> Path:
-    """Carrier AUC and MIA advantage against ε (log axis; ε = ∞ drawn at the right edge).
+    """Carrier AUC, MIA advantage and (if given) update-channel advantage against ε.
 
-    ``table`` has ``epsilon``, ``carrier_auc_mean``, ``carrier_auc_ci`` and optionally
-    ``advantage_mean``, ``advantage_ci`` and ``hashing``.
+    Log axis; ε = ∞ (no DP) is drawn at the right edge. ``table`` has ``epsilon``,
+    ``carrier_auc_mean``, ``carrier_auc_ci`` and optionally ``advantage_mean``,
+    ``advantage_ci`` (membership inference), ``update_channel_advantage_mean``/``_ci`` (carried
+    variants read off the updates the server receives) and ``series`` (one line each, e.g.
+    "SecAgg, keyed filters") or ``hashing``. Series are offset slightly along ε so that
+    coinciding points stay visible.
     """
     t = table.copy()
     finite = t["epsilon"][np.isfinite(t["epsilon"])]
     right = (finite.max() * 10) if len(finite) else 10.0
     t["x"] = np.where(np.isfinite(t["epsilon"]), t["epsilon"], right)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
-    groups = t.groupby("hashing") if "hashing" in t else [("", t)]
-    for (name, g), marker in zip(groups, "os^v", strict=False):
+    panels = [("carrier_auc", "Carrier AUC"), ("advantage", "MIA advantage (LOSS)")]
+    if "update_channel_advantage_mean" in t:
+        panels.append(("update_channel_advantage", "Update channel: carried-variant advantage"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8))
+    if "series" in t:
+        groups = list(t.groupby("series", sort=False))
+    elif "hashing" in t:
+        groups = [(f"{name} hashing", g) for name, g in t.groupby("hashing")]
+    else:
+        groups = [("", t)]
+    for i, ((name, g), marker) in enumerate(zip(groups, "os^vDP", strict=False)):
         g = g.sort_values("x")
-        for ax, metric in zip(axes, ("carrier_auc", "advantage"), strict=True):
+        x = g["x"] * 1.08 ** (i - (len(groups) - 1) / 2)
+        for ax, (metric, _) in zip(axes, panels, strict=True):
             if f"{metric}_mean" not in g:
                 continue
             err = np.nan_to_num(g[f"{metric}_ci"].to_numpy(dtype=float))
-            ax.errorbar(g["x"], g[f"{metric}_mean"], yerr=err, marker=marker, capsize=3,
-                        label=f"{name} hashing" if name else None)  # fmt: skip
-    for ax, ylabel in zip(axes, ("Carrier AUC", "MIA advantage (LOSS)"), strict=True):
+            ax.errorbar(x, g[f"{metric}_mean"], yerr=err, marker=marker, capsize=3,
+                        label=name or None)  # fmt: skip
+    for ax, (_, ylabel) in zip(axes, panels, strict=True):
         ax.set_xscale("log")
         ax.set(xlabel="ε (cumulative, δ fixed; rightmost = no DP)", ylabel=ylabel)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.suptitle("FedCE privacy–utility trade-off")
+    fig.tight_layout()
     return _save(fig, path)

@@ -44,6 +44,7 @@ __all__ = [
     "table_signal",
     "table_clusters",
     "table_channels",
+    "protected_channels",
     "table_selected",
     "write_table",
 ]
@@ -306,7 +307,7 @@ def table_clusters(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_channels(channels: pd.DataFrame, *, confidence: float = 0.95) -> pd.DataFrame:
-    """What the server infers of carried variants, per model, view and channel.
+    """What the server infers of carried variants, per model (run label), view and channel.
 
     ``channels`` holds :func:`~.runs.load_channels` rows; clients are averaged within a seed,
     then mean ± CI over seeds of ``tpr``, ``fpr``, ``advantage`` and ``auc``.
@@ -317,11 +318,39 @@ def table_channels(channels: pd.DataFrame, *, confidence: float = 0.95) -> pd.Da
     table = summarise(
         channels,
         ["tpr", "fpr", "advantage", "auc"],
-        by=["strategy", "seen_by", "channel", "hashing"],
+        by=["strategy", "label", "seen_by", "channel", "hashing"],
         confidence=confidence,
     )
     table = table.assign(_c=table["channel"].map(order)).sort_values(["seen_by", "_c"])
     return _with_model(table.drop(columns="_c"))
+
+
+def protected_channels(hashing: str, secure_aggregation: bool, epsilon: float) -> str:
+    """What a privacy setting protects, channel by channel (the privacy table's ``channels``).
+
+    Parameters
+    ----------
+    hashing : str
+        ``plain`` or ``keyed`` Bloom-filter hashing.
+    secure_aggregation : bool
+        Whether the server receives only secure sums of the updates.
+    epsilon : float
+        Each client's cumulative DP-SGD ε (inf: no DP).
+
+    Returns
+    -------
+    str
+        ``"updates: …; filters: …; model: …"``.
+    """
+    dp = np.isfinite(epsilon)
+    updates = "sums of ≥ min_clients only" if secure_aggregation else "each client's, in clear"
+    if dp:
+        updates += f", DP ε≈{epsilon:.3g}"
+    filters = "keyed (outside ε)" if hashing == "keyed" else "plain, server-testable"
+    if dp and hashing != "keyed":
+        filters = "plain, server-testable (outside ε)"
+    model = f"DP ε≈{epsilon:.3g}" if dp else "unprotected"
+    return f"updates: {updates}; filters: {filters}; model: {model}"
 
 
 def table_selected(runs: pd.DataFrame) -> pd.DataFrame:
