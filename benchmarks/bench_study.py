@@ -29,7 +29,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rvfedprs.config import load_config  # noqa: E402
+from rvfedprs.config import deep_merge, load_config  # noqa: E402
 from rvfedprs.federation.metering import MeteredTransport, Traffic  # noqa: E402
 from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.split import split_cohort  # noqa: E402
@@ -54,10 +54,17 @@ def _cohort_overrides(cohort: Path) -> dict:
     }
 
 
+def _workflow_config(config_path: Path) -> dict:
+    """``config_path`` over config/config.yaml, as the Snakefile reads a ``--configfile``."""
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    return deep_merge(base, yaml.safe_load(config_path.read_text()))
+
+
 def pooled(config_path: Path, cohort: Path, out: Path, strategies: list[str]) -> dict:
-    raw = yaml.safe_load(config_path.read_text())
+    raw = _workflow_config(config_path)
+    pipeline = raw["pipeline"]
     raw.update(_cohort_overrides(cohort))
-    raw["pipeline"] = {**yaml.safe_load(config_path.read_text())["pipeline"], **raw["pipeline"]}
+    raw["pipeline"] = {**pipeline, **raw["pipeline"]}
     raw["study"] = {"enabled": False}
     raw["train"] = {**raw.get("train", {}), "compare": strategies, "progress": False}
     out.mkdir(parents=True, exist_ok=True)
@@ -76,7 +83,7 @@ def pooled(config_path: Path, cohort: Path, out: Path, strategies: list[str]) ->
 
 
 def study(config_path: Path, cohort: Path, out: Path, strategies: list[str]) -> dict:
-    raw = yaml.safe_load(config_path.read_text())
+    raw = _workflow_config(config_path)
     overrides = _cohort_overrides(cohort)
     overrides["pipeline"] = {**raw["pipeline"], **overrides["pipeline"]}
     overrides["train"] = {**raw.get("train", {}), "compare": strategies, "progress": False}
