@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from rvfedprs.evaluation.report.plots import save_figure  # noqa: E402
 from rvfedprs.exceptions import InputDataError  # noqa: E402
 from rvfedprs.rulelog import logged_rule  # noqa: E402
 
@@ -157,11 +158,7 @@ def client_auc_figure(metrics: Sequence[dict], out: str | Path) -> Path:
     ax.set_title("Per-client test AUC by strategy")
     ax.legend(ncol=min(len(metrics), 4), fontsize="small", loc="lower right")
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, dpi=120)
 
 
 def strategy_outcomes(

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rvfedprs.evaluation.report.plots import save_figure
 from rvfedprs.evaluation.report.tables import mean_ci
 
 __all__ = ["BEST_BASELINE", "best_baselines", "paired_deltas", "forest_plot"]
@@ -170,8 +171,4 @@ def forest_plot(
     if title:
         fig.suptitle(title, fontsize="medium")
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=130)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)

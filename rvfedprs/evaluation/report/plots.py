@@ -27,6 +27,7 @@ __all__ = [
     "plot_jaccard_heatmap",
     "plot_mia_roc",
     "plot_privacy_utility",
+    "save_figure",
 ]
 
 
@@ -34,10 +35,11 @@ def _label(name: str) -> str:
     return STRATEGY_LABELS.get(name, name)
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_figure(fig, path: str | Path, dpi: int = 130) -> Path:
+    """Write ``fig`` to ``path`` (folders made, tight bounding box) and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -59,7 +61,7 @@ def plot_roc_curves(
     ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
     ax.set(xlabel="False positive rate", ylabel="True positive rate", title=title or "ROC")
     ax.legend(fontsize=7, loc="lower right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_client_auc(runs: pd.DataFrame, path: str | Path) -> Path:
@@ -92,7 +94,7 @@ def plot_client_auc(runs: pd.DataFrame, path: str | Path) -> Path:
     ax.set(ylabel="Test AUC", title="Per-client AUC (mean ± 95% CI over seeds)")
     ax.set_ylim(0.4, 1.0)
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_jaccard_heatmap(
@@ -133,7 +135,7 @@ def plot_jaccard_heatmap(
             ax_strip.text(i, 0, v, ha="center", va="center", fontsize=5)
     ax_strip.axis("off")
     ax_dend.set_title("Bloom-filter Jaccard (strip: true clusters)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_mia_roc(
@@ -158,7 +160,7 @@ def plot_mia_roc(
     ax.set_xlim(floor, 1)
     ax.set_ylim(floor, 1)
     ax.legend(fontsize=6, loc="lower right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_privacy_utility(table: pd.DataFrame, path: str | Path) -> Path:
@@ -201,4 +203,4 @@ def plot_privacy_utility(table: pd.DataFrame, path: str | Path) -> Path:
             ax.legend(fontsize=7)
     fig.suptitle("FedCE privacy–utility trade-off")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
