@@ -60,20 +60,16 @@ def worker(kind: str, path: str, chunk_size: int) -> None:
     print(f"{n} variants; imports {ready - start:.3f} s; pass {end - ready:.3f} s")
 
 
-def setup(bfile: Path, tmp: Path) -> dict[str, str]:
-    """pgen and BGEN copies of the cohort (plink2), untimed."""
-    subprocess.run(
-        ["plink2", "--bfile", str(bfile), "--make-pgen", "--out", str(tmp / "c")],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        ["plink2", "--bfile", str(bfile), "--export", "bgen-1.2", "bits=8", "ref-first",
-         "--out", str(tmp / "c")],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return {"bed": str(bfile), "pgen": str(tmp / "c"), "bgen": str(tmp / "c")}
+def setup(bfile: Path, tmp: Path, formats: list[str]) -> dict[str, str]:
+    """The ``.pgen`` and BGEN copies of the cohort that ``formats`` asks for (plink2), untimed."""
+    paths = {"bed": str(bfile)}
+    exports = {"pgen": ["--make-pgen"], "bgen": ["--export", "bgen-1.2", "bits=8", "ref-first"]}
+    for fmt, export in exports.items():
+        if fmt in formats:
+            subprocess.run(["plink2", "--bfile", str(bfile), *export, "--out", str(tmp / "c")],
+                           check=True, capture_output=True)  # fmt: skip
+            paths[fmt] = str(tmp / "c")
+    return paths
 
 
 def our_path(fmt: str, path: str) -> str:
@@ -161,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        paths = setup(bfile, tmp)
+        paths = setup(bfile, tmp, args.formats.split(","))
         if args.vcf:
             paths["vcf"] = args.vcf
         scorefile = tmp / "score.txt"

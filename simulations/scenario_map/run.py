@@ -577,7 +577,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chosen[result["scenario"]][result["method"]] = result["configuration"]
             (args.out / "work" / "chosen.json").write_text(json.dumps(chosen, indent=2) + "\n")
             log.info("tuning done (%.0f s)", time.time() - t0)
-        jobs = [(s, i) for s in scenarios for i in range(args.cohorts)]
+        # cohort-major: a map stopped early has about as many cohorts in every scenario
+        jobs = [(s, i) for i in range(args.cohorts) for s in scenarios]
         futures = [pool.submit(cohort_task, args, spec, s, i, chosen[s]) for s, i in jobs]
         for (s, i), future in zip(jobs, futures, strict=True):
             future.result()
