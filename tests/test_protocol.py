@@ -21,6 +21,7 @@ from rvfedprs.protocol import configurations, run_trial, three_way_split, tune
 from rvfedprs.protocol.analysis import (
     BEST_BASELINE,
     best_baselines,
+    bootstrap_deltas,
     forest_plot,
     paired_deltas,
 )
@@ -342,3 +343,32 @@ def test_paired_deltas_are_mean_within_cohort_differences(tmp_path):
     assert set(vs_best["reference"]) == {BEST_BASELINE}
     path = forest_plot(pd.concat([deltas, vs_best]), tmp_path / "forest.png", scenarios=["a", "b"])
     assert path.stat().st_size > 0
+
+
+def test_bootstrap_deltas_of_one_cohort_match_sklearn_and_need_the_same_samples():
+    rng = np.random.default_rng(5)
+    n = 600
+    y = (rng.random(n) < 0.3).astype(int)
+    base = pd.DataFrame({"sample_id": [f"s{i}" for i in range(n)],
+                         "cluster": rng.choice(["cluster1", "cluster2"], n), "y": y,
+                         "carrier": rng.random(n) < 0.4})  # fmt: skip
+    shuffled = base.assign(p=y + rng.normal(0, 1.5, n)).sample(frac=1, random_state=1)
+    frames = {"fedce": base.assign(p=y + rng.normal(0, 1.0, n)), "fedavg": shuffled}
+    rows = bootstrap_deltas(frames, "fedce", "fedavg", scenario="paper", n_boot=400)
+    assert set(zip(rows["subset"], rows["metric"], strict=True)) == {
+        (s, m) for s in ("pooled", "cluster=cluster1", "cluster=cluster2")
+        for m in ("auc", "carrier_auc")
+    }  # fmt: skip
+    merged = frames["fedce"].merge(frames["fedavg"][["sample_id", "p"]], on="sample_id")
+    for row in rows.itertuples():
+        part = merged if row.subset == "pooled" else merged[
+            merged["cluster"] == row.subset.split("=")[1]]  # fmt: skip
+        if row.metric == "carrier_auc":
+            part = part[part["carrier"]]
+        expected = roc_auc_score(part["y"], part["p_x"]) - roc_auc_score(part["y"], part["p_y"])
+        assert row.delta == pytest.approx(expected)
+        assert row.ci_low < row.delta < row.ci_high and row.n_cohorts == 1
+        assert row.n_positive == int(row.delta > 0)
+    with pytest.raises(ValueError, match="same test samples"):
+        bootstrap_deltas({"a": base.assign(p=0.1), "b": base.iloc[1:].assign(p=0.2)}, "a", "b",
+                         scenario="paper")  # fmt: skip

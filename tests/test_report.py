@@ -90,6 +90,31 @@ def test_driver_resumes_without_retraining(tiny_run):
     assert "skip" in (out / "progress.log").read_text()
 
 
+def test_sharded_driver_calls_split_the_runs_between_them(tiny_run, tmp_path):
+    paths, _, _ = tiny_run
+    out = tmp_path / "out"
+    argv = [
+        "--quick", "--data", str(paths["data"]), "--out", str(out), "--seeds", "1",
+        "--rounds", "1", "--strategies", "centralized,fedavg,fedce", "--no-mia",
+        "--no-privacy", "--no-sensitivity", "--no-selected",
+    ]  # fmt: skip
+
+    def done() -> set[str]:
+        return {p.parts[-3] for p in (out / "runs" / "main").glob("*/seed0/metrics.json")}
+
+    assert _driver().main([*argv, "--shard", "1/2"]) == 0
+    assert done() == {"fedavg"}
+    assert _driver().main([*argv, "--shard", "0/2"]) == 0
+    assert done() == {"centralized", "fedavg", "fedce"}
+
+
+@pytest.mark.parametrize("shard", ["2/2", "a/2", "1"])
+def test_bad_shard_is_named(shard, capsys):
+    with pytest.raises(SystemExit):
+        _driver().parse_args(["--out", "x", "--shard", shard])
+    assert f"--shard {shard!r}" in capsys.readouterr().err
+
+
 def test_report_command(tiny_run, tmp_path):
     paths, out, _ = tiny_run
     config = tmp_path / "c.yaml"

@@ -20,6 +20,7 @@ Layout of ``--out``::
     progress.log
 
 Resumable: a run whose ``metrics.json`` exists is skipped (``metrics.json`` is written last).
+``--shard K/N`` splits the runs between N driver calls on one ``--out`` (one core each).
 
 Usage::
 
@@ -33,6 +34,7 @@ From Snakemake, call :func:`main` with an argument list.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import sys
@@ -104,11 +106,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="share of each client's training samples held out for that choice",
     )
     p.add_argument("--no-selected", action="store_true", help="skip the validation-selected runs")
+    p.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
+                   help="run only every N-th run from the K-th (0-based): N driver calls with "
+                        "K = 0..N-1 share the work; the report is written by each call from the "
+                        "runs finished so far")  # fmt: skip
     for stage in ("selected", "privacy", "sensitivity"):
         p.add_argument(
             f"--{stage}-seeds", type=int, help=f"seeds of the {stage} runs (default --seeds)"
         )
     return p.parse_args(argv)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` → (K, N) with 0 ≤ K < N."""
+    try:
+        k, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: expected K/N, e.g. 0/2") from None
+    if not 0 <= k < n:
+        raise argparse.ArgumentTypeError(f"--shard {text!r}: need 0 <= K < N")
+    return k, n
 
 
 def _config(args: argparse.Namespace) -> dict[str, Any]:
@@ -466,8 +483,15 @@ def _protocol(args: argparse.Namespace) -> int:
              len(federation.client_ids), federation.n_rare, seeds, strategies,
              config["train"]["rounds"])  # fmt: skip
     runs = out / "runs"
+    counter = itertools.count()
+    shard, n_shards = args.shard
+
+    def mine() -> bool:
+        """Whether the next run in the driver's fixed order belongs to this shard."""
+        return next(counter) % n_shards == shard
+
     for seed in seeds:
-        for name in strategies:
+        for name in [s for s in strategies if mine()]:
             run_one(ctx, name, seed, runs / "main" / name / f"seed{seed}",
                     bloom_audit=True)  # fmt: skip
 
@@ -477,19 +501,21 @@ def _protocol(args: argparse.Namespace) -> int:
 
     if not args.no_selected:
         for seed in stage_seeds("selected"):
-            for name in [s for s in args.selected.split(",") if s]:
+            for name in [s for s in args.selected.split(",") if s and mine()]:
                 run_one(ctx, name, seed, runs / "selected" / name / f"seed{seed}",
                         experiment="selected", audit=False,
                         validation_fraction=args.validation_fraction)  # fmt: skip
     if not args.no_privacy:
         for seed in stage_seeds("privacy"):
-            for label, overrides, dp, bloom_key, extra in privacy_grid(ctx):
+            for label, overrides, dp, bloom_key, extra in filter(
+                lambda _: mine(), privacy_grid(ctx)
+            ):
                 run_one(ctx, "fedce", seed, runs / "privacy" / label / f"seed{seed}",
                         experiment="privacy", label=label, config_overrides=overrides, dp=dp,
                         bloom_key=bloom_key, extra=extra, channels=True)  # fmt: skip
     if not args.no_sensitivity:
         for seed in stage_seeds("sensitivity"):
-            for factor, value, overrides in sensitivity_grid(args.quick):
+            for factor, value, overrides in filter(lambda _: mine(), sensitivity_grid(args.quick)):
                 run_one(ctx, "fedce", seed, runs / "sensitivity" / f"{factor}={value}".replace(
                     "/", "_") / f"seed{seed}", experiment="sensitivity", label=f"{factor}={value}",
                     config_overrides={"fedce": overrides}, audit=False,

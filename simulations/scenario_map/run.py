@@ -16,7 +16,9 @@ independent *inference* cohorts, prepare each with the Snakemake workflow, then
    pooled, mean and 95% t-interval over cohorts; the ablations against FedCE; one forest plot.
 
 ``--tune-per-cohort`` tunes every method on every inference cohort instead (B times the
-cost). Layout of ``--out``::
+cost). ``--prepared DIR`` runs one scenario on one existing cohort (the paper scale): tuning
+and inference share its split, and its intervals are paired bootstraps over test samples.
+Layout of ``--out``::
 
     work/cohorts/<scenario>/<role><i>-<key>/    simulated cohort + prepared inputs
     work/tuning/<scenario>/<method>/<key>/      tuning trials (trial.json), tuning.tsv
@@ -101,6 +103,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--keep-genotypes", action="store_true",
                    help="keep each cohort's genotypes after its runs (≈60 MB each)")  # fmt: skip
     p.add_argument("--label", default="", help="title of the summary (e.g. 'PILOT')")
+    p.add_argument("--prepared", type=Path, metavar="DIR",
+                   help="run one scenario on this simulated and prepared cohort (DIR/cohort: "
+                        "`rvfedprs simulate` output, DIR/results: the workflow's) instead of "
+                        "simulating cohorts: tuning and inference share its validation split, "
+                        "and its intervals are paired bootstraps over test samples (one "
+                        "cohort is one replicate); for cohorts too large to simulate ten of, "
+                        "e.g. the paper scale")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -149,6 +158,8 @@ def cohort_of(args, spec: dict, scenario: str, role: str, index: int) -> Cohort:
     from rvfedprs.federation.seeds import derive_seed
     from rvfedprs.protocol.tuning import trial_key
 
+    if args.prepared is not None:  # tuning and inference on one cohort (and one split)
+        return Cohort(scenario, "c", 0, _prepared_seed(args.prepared), args.prepared)
     seed = derive_seed(args.seed, "cohort", scenario, role, index)
     definition = {
         "scenario": scenario,
@@ -163,6 +174,17 @@ def cohort_of(args, spec: dict, scenario: str, role: str, index: int) -> Cohort:
     key = trial_key(definition)[:10]
     folder = args.out / "work" / "cohorts" / scenario / f"{role}{index:02d}-{key}"
     return Cohort(scenario, role, index, seed, folder)
+
+
+def _prepared_seed(folder: Path) -> int:
+    """The simulation seed of a prepared cohort (its ``cohort/provenance.json``)."""
+    path = folder / "cohort" / "provenance.json"
+    if not (folder / "results" / "clients.tsv").is_file() or not path.is_file():
+        raise SystemExit(
+            f"--prepared {folder}: expected cohort/provenance.json (rvfedprs simulate --out "
+            "DIR/cohort) and results/clients.tsv (the workflow)"
+        )
+    return int(json.loads(path.read_text())["seed"])
 
 
 def _preset_text(simulator_path: Path | None) -> str:
@@ -325,7 +347,8 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
     def collect(folder: Path, method: str) -> None:
         frame = pd.read_parquet(folder / "predictions.parquet")
         frames.append(outcome_table(frame).assign(method=method))
-        validation.append(json.loads((folder / "validation.json").read_text()))
+        validation.append({**json.loads((folder / "validation.json").read_text()),
+                           "predictions": str(folder.relative_to(args.out))})  # fmt: skip
 
     picked: dict[str, dict] = {}  # each method's configuration in this cohort
     for method in _methods(args):
@@ -369,7 +392,7 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
     summary = out / "outcomes.tsv"
     table = pd.concat(frames, ignore_index=True).assign(scenario=scenario, cohort=cohort.name)
     table.to_csv(summary, sep="\t", index=False)
-    if not args.keep_genotypes:
+    if not args.keep_genotypes and args.prepared is None:
         drop_genotypes(cohort)
     return summary
 
@@ -436,10 +459,16 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
          if m in methods and (r in methods or r == BEST_BASELINE)],
         ignore_index=True,
     )  # fmt: skip
+    deltas["interval"] = "t over cohorts"
+    single = [s for s, k in outcomes.groupby("scenario")["cohort"].nunique().items() if k == 1]
+    if single:
+        deltas = _bootstrap_single_cohorts(args, deltas, validation, best, single, comparisons)
     deltas.to_csv(summary / "deltas.tsv", sep="\t", index=False)
     order = list(scenarios)
     labels = {s: f"{s}\n({scenarios[s]['expectation']})" for s in order}
-    title = "RV-FedPRS (FedCE) minus tuned baselines, paired within cohort, 95% CI over cohorts"
+    title = "RV-FedPRS (FedCE) minus tuned baselines, paired within cohort, " + (
+        "95% CI over cohorts" if args.prepared is None else "95% bootstrap CI over test samples"
+    )
     if args.label:
         title = f"{args.label}: {title}"
     primary = deltas[(deltas["method"] == "fedce")
@@ -448,6 +477,31 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
                          title=title)  # fmt: skip
     paths = [figure, *write_markdown(summary, outcomes, deltas, best, scenarios, args)]
     return paths
+
+
+def _bootstrap_single_cohorts(args, deltas, validation, best, scenarios, comparisons):
+    """Replace the (undefined) t-intervals of one-cohort scenarios by paired bootstraps."""
+    from rvfedprs.protocol.analysis import BEST_BASELINE, bootstrap_deltas
+
+    rows = [deltas[~deltas["scenario"].isin(scenarios)]]
+    for scenario in scenarios:
+        chosen = validation[validation["scenario"] == scenario]
+        paths = dict(zip(chosen["method"], chosen["predictions"], strict=True))
+        frames = {
+            m: pd.read_parquet(args.out / p / "predictions.parquet") for m, p in paths.items()
+        }
+        for method, reference in comparisons:
+            name = reference
+            if reference == BEST_BASELINE:
+                pick = best.loc[best["scenario"] == scenario, "method"]
+                name = pick.iloc[0] if len(pick) else None
+            if method not in frames or name not in frames:
+                continue
+            part = bootstrap_deltas(frames, method, name, scenario=scenario,
+                                    random_seed=args.seed)  # fmt: skip
+            interval = "bootstrap over test samples (one cohort)"
+            rows.append(part.assign(reference=reference, references=name, interval=interval))
+    return pd.concat(rows, ignore_index=True)
 
 
 def _mean_cell(values: list[float], digits: int = 3) -> str:
@@ -471,11 +525,19 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args) -> list[Pat
     """``summary.md``: the primary endpoint, per-cluster deltas, ablations, absolute AUCs."""
     lines = [f"# Scenario map{' — ' + args.label if args.label else ''}", ""]
     n = outcomes.groupby("scenario")["cohort"].nunique()
-    where = "every inference cohort" if args.tune_per_cohort else "one tuning cohort per scenario"
+    where = ("every inference cohort" if args.tune_per_cohort
+             else "the cohort's own validation split" if args.prepared is not None
+             else "one tuning cohort per scenario")  # fmt: skip
     lines += [f"Cohorts per scenario: {', '.join(f'{s} {n.get(s, 0)}' for s in scenarios)}. "
               f"Budget {args.budget} configurations per tuned method, ≤ {args.max_rounds} rounds, "
               f"patience {args.patience}, validation fraction {args.validation_fraction}, "
               f"tuned on {where}.", ""]  # fmt: skip
+    if args.prepared is not None:
+        lines += [f"One prepared cohort (`{args.prepared}`), tuned and evaluated on one "
+                  "train/validation/test split: every interval below is a paired bootstrap "
+                  "over its test samples (cases and controls resampled separately, 2,000 "
+                  "resamples), which covers test-set sampling noise only, not cohort-to-cohort "
+                  "variation; 'cohorts > 0' is 1/1 when Δ > 0.", ""]  # fmt: skip
 
     def table(frame: pd.DataFrame, title: str, note: str = "") -> None:
         lines.extend([f"## {title}", ""] + ([note, ""] if note else []))
@@ -562,6 +624,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     logging.getLogger().addHandler(handler)
     scenarios, spec = load_scenarios(args.scenarios)
+    if args.prepared is not None:
+        args.prepared = args.prepared.resolve()
+        _prepared_seed(args.prepared)
+        if len(scenarios) != 1 or args.cohorts != 1 or args.tune_per_cohort:
+            raise SystemExit("--prepared runs one scenario (--scenarios NAME, its architecture) "
+                             "on one cohort (--cohorts 1), tuned once on its validation split "
+                             "(no --tune-per-cohort)")  # fmt: skip
     _write_provenance(args, spec, scenarios)
     t0 = time.time()
     with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
