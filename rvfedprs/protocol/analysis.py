@@ -23,6 +23,7 @@ import pandas as pd
 from rvfedprs.evaluation.paired import paired_bootstrap
 from rvfedprs.evaluation.report.plots import save_figure
 from rvfedprs.evaluation.report.tables import mean_ci
+from rvfedprs.protocol.outcomes import metric_subsets
 
 __all__ = ["BEST_BASELINE", "best_baselines", "paired_deltas", "bootstrap_deltas", "forest_plot"]
 
@@ -161,15 +162,10 @@ def bootstrap_deltas(
     if sorted(mine.index) != sorted(theirs.index):
         raise ValueError(f"{method} and {reference} were not scored on the same test samples")
     frame = mine.join(theirs[["p"]], rsuffix="_ref")
-    subsets = [("pooled", frame)] + [
-        (f"cluster={c}", part) for c, part in frame.groupby("cluster", sort=True) if c != ""
-    ]
     rows = []
-    for subset, part in subsets:
-        for metric, rows_of in (("auc", part), ("carrier_auc", part[part["carrier"].astype(bool)])):
-            y = rows_of["y"].to_numpy()
-            if not 0 < y.sum() < len(y):
-                continue
+    for subset, metric, rows_of in metric_subsets(frame):
+        y = rows_of["y"].to_numpy()
+        if 0 < y.sum() < len(y):
             boot = paired_bootstrap(y, [rows_of["p"].to_numpy()], [rows_of["p_ref"].to_numpy()],
                                     n_boot=n_boot, confidence=confidence,
                                     random_seed=random_seed)  # fmt: skip

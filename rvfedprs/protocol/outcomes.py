@@ -18,7 +18,7 @@ import pandas as pd
 from rvfedprs.evaluation.paired import delong_ci
 from rvfedprs.training import ClientData
 
-__all__ = ["predictions_frame", "outcome_table", "FRAME_COLUMNS"]
+__all__ = ["predictions_frame", "outcome_table", "metric_subsets", "FRAME_COLUMNS"]
 
 FRAME_COLUMNS = ("client", "sample_id", "cluster", "y", "p", "carrier")
 
@@ -75,6 +75,21 @@ def _auc_row(subset: str, metric: str, part: pd.DataFrame) -> dict:
     return row
 
 
+def metric_subsets(frame: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """The (subset, metric, rows) an outcome is computed on.
+
+    Subsets ``pooled`` and ``cluster=<c>`` of a :func:`predictions_frame`, each for ``auc``
+    (every row) and ``carrier_auc`` (the carriers' rows).
+    """
+    subsets = [("pooled", frame)] + [
+        (f"cluster={c}", part) for c, part in frame.groupby("cluster", sort=True) if c != ""
+    ]
+    out = []
+    for name, part in subsets:
+        out += [(name, "auc", part), (name, "carrier_auc", part[part["carrier"].astype(bool)])]
+    return out
+
+
 def outcome_table(frame: pd.DataFrame) -> pd.DataFrame:
     """AUC and carrier AUC, pooled and per true cluster, with DeLong 95% intervals.
 
@@ -84,11 +99,5 @@ def outcome_table(frame: pd.DataFrame) -> pd.DataFrame:
         Columns ``subset, metric, value, ci_low, ci_high, n, n_cases``; NaN where a subset
         lacks cases or controls.
     """
-    rows = []
-    subsets = [("pooled", frame)] + [
-        (f"cluster={c}", part) for c, part in frame.groupby("cluster", sort=True) if c != ""
-    ]
-    for name, part in subsets:
-        rows.append(_auc_row(name, "auc", part))
-        rows.append(_auc_row(name, "carrier_auc", part[part["carrier"].astype(bool)]))
+    rows = [_auc_row(subset, metric, part) for subset, metric, part in metric_subsets(frame)]
     return pd.DataFrame(rows)[["subset", "metric", "value", "ci_low", "ci_high", "n", "n_cases"]]

@@ -467,7 +467,9 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
     order = list(scenarios)
     labels = {s: f"{s}\n({scenarios[s]['expectation']})" for s in order}
     title = "RV-FedPRS (FedCE) minus tuned baselines, paired within cohort, " + (
-        "95% CI over cohorts" if args.prepared is None else "95% bootstrap CI over test samples"
+        "95% bootstrap CI over test samples"
+        if set(single) >= set(scenarios)
+        else "95% CI over cohorts"
     )
     if args.label:
         title = f"{args.label}: {title}"
