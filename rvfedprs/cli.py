@@ -32,9 +32,9 @@ COMMANDS = (
 )
 
 
-def _available_commands() -> dict[str, object]:
+def _available_commands(names: Sequence[str] = COMMANDS) -> dict[str, object]:
     modules = {}
-    for name in COMMANDS:
+    for name in names:
         try:
             modules[name] = importlib.import_module(f"rvfedprs.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -43,8 +43,12 @@ def _available_commands() -> dict[str, object]:
     return modules
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every available sub-command."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every available sub-command, or with ``only`` that one.
+
+    Building one sub-command's options imports only its module: a genotype pass started from
+    the shell does not pay for the simulator's or the trainer's imports.
+    """
     parser = argparse.ArgumentParser(
         prog="rvfedprs",
         description="Federated polygenic risk scores that keep rare-variant signals alive.",
@@ -52,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rvfedprs {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in _available_commands().items():
+    for name, module in _available_commands(COMMANDS if only is None else (only,)).items():
         # argparse %-formats help strings: a literal "95%" must reach it as "95%%".
         sub = subparsers.add_parser(
             name, help=module.HELP.replace("%", "%%"), description=module.HELP
@@ -64,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 success, 2 bad input or failure)."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    named = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(named if named in COMMANDS else None)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -456,7 +456,9 @@ def test_cli_via_pgen_equals_direct_vcf_reading(tmp_path):
         )  # fmt: skip
         assert rc == 0
         sums.append(pd.read_csv(out, sep="\t")["SUM"].to_numpy())
-    assert np.array_equal(sums[0], sums[1])  # GT calls: the .pgen copy is exact
+    # GT calls: the .pgen copy holds the same genotypes, so the sums agree to the 10 digits
+    # written (not bit for bit: the .pgen reader sums its variants in other blocks).
+    np.testing.assert_allclose(sums[0], sums[1], rtol=1e-9, atol=0)
 
 
 @needs_real

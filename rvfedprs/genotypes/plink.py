@@ -44,11 +44,22 @@ logger = logging.getLogger(__name__)
 _BED_MAGIC = b"\x6c\x1b\x01"
 BED_ENGINES = ("pgenlib", "pandas-plink")
 _MISSING = -9  # pgenlib's code for a missing genotype or dosage
+#: Decoded block of :meth:`_PgenlibSource.dosage_dot`: small enough to stay in the CPU cache
+#: between pgenlib's decode and the matrix product (2-3.5x faster than 64 MiB blocks that go
+#: through main memory; BENCHMARKS.md, "Every input format").
+_DOT_BLOCK_BYTES = 4 << 20
 
 
 def _normalise_chroms(values: pd.Series, source: str) -> list[str]:
     mapping = {name: normalise_chrom(name, source=source) for name in pd.unique(values)}
     return [mapping[name] for name in values]
+
+
+def _positions(values: pd.Series, path: Path) -> np.ndarray:
+    try:
+        return values.to_numpy().astype(np.int64)
+    except (ValueError, TypeError) as exc:
+        raise GenotypeFormatError(f"{path}: non-integer position ({exc})") from exc
 
 
 def _read_table(path: Path, names: list[str], sep: str, what: str) -> pd.DataFrame:
@@ -64,42 +75,59 @@ def _read_table(path: Path, names: list[str], sep: str, what: str) -> pd.DataFra
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise GenotypeFormatError(f"{path}: cannot parse the {what} ({exc})") from exc
-    if table.isna().any().any() or (table == "").any().any():
-        line = int(np.flatnonzero((table.isna() | (table == "")).any(axis=1))[0]) + 1
+    short = table.isna().any(axis=1).to_numpy()  # whitespace-separated: no empty fields
+    if short.any():
+        line = int(np.flatnonzero(short)[0]) + 1
         raise GenotypeFormatError(f"{path}: line {line} has fewer than {len(names)} columns")
     return table
 
 
 def _read_pvar(path: Path) -> pd.DataFrame:
+    """The variant columns of a ``.pvar`` (``##`` meta lines, ``#CHROM`` header) or a ``.bim``."""
     if path.suffix == ".zst":
         import zstandard
 
         with path.open("rb") as raw:
             text = zstandard.ZstdDecompressor().stream_reader(raw).read().decode()
+        source: Path | io.StringIO = io.StringIO(text)
+        lines = iter(text.splitlines())
     else:
-        text = path.read_text()
-    lines = text.splitlines()
-    header_at = next((i for i, ln in enumerate(lines) if not ln.startswith("##")), len(lines))
-    if header_at < len(lines) and lines[header_at].startswith("#CHROM"):
-        names = lines[header_at][1:].split("\t")
-        body = "\n".join(lines[header_at + 1 :])
-        table = pd.read_csv(io.StringIO(body), sep="\t", header=None, names=names, dtype=str)
-        table = table.rename(
-            columns={"CHROM": "chrom", "POS": "pos", "ID": "id", "REF": "ref", "ALT": "alt"}
-        )
-    else:  # headerless .pvar = .bim layout
-        body = "\n".join(lines[header_at:])
+        source = path
+        lines = iter(path.open())
+    n_meta, first = 0, ""
+    for first in lines:
+        if not first.startswith("##"):
+            break
+        n_meta += 1
+    if isinstance(source, io.StringIO):
+        source.seek(0)
+    if first.startswith("#CHROM"):
+        names = first[1:].rstrip("\r\n").split("\t")
+        renamed = {"CHROM": "chrom", "POS": "pos", "ID": "id", "REF": "ref", "ALT": "alt"}
+        missing = {"CHROM", "POS", "ID", "REF", "ALT"} - set(names)
+        if missing:
+            raise GenotypeFormatError(f"{path}: missing columns {sorted(missing)}")
         table = pd.read_csv(
-            io.StringIO(body),
-            sep=r"\s+",
+            source,
+            sep="\t",
             header=None,
+            skiprows=n_meta + 1,
+            names=names,
+            usecols=list(renamed),
             dtype=str,
-            names=["chrom", "id", "cm", "pos", "alt", "ref"],
+            na_filter=False,
         )
-    missing = {"chrom", "pos", "id", "ref", "alt"} - set(table.columns)
-    if missing:
-        raise GenotypeFormatError(f"{path}: missing columns {sorted(missing)}")
-    return table
+        return table.rename(columns=renamed)
+    return pd.read_csv(  # headerless .pvar = .bim layout
+        source,
+        sep=r"\s+",
+        header=None,
+        skiprows=n_meta,
+        dtype=str,
+        names=["chrom", "id", "cm", "pos", "alt", "ref"],
+        usecols=["chrom", "id", "pos", "alt", "ref"],
+        na_filter=False,
+    )
 
 
 def _read_psam(path: Path) -> np.ndarray:
@@ -261,8 +289,10 @@ class _PgenlibSource(GenotypeSource):
         """``Σ_j coef[j] × ALT dosage`` per sample (see :meth:`GenotypeSource.dosage_dot`).
 
         pgenlib decodes the selected variants into a reused float64 buffer; only the variants
-        holding a missing dosage (found by a row minimum) are filled, and one matrix product
-        per chunk gives the sums, reordered to ``samples`` once at the end.
+        holding a missing dosage are filled, and one matrix product per chunk gives the sums,
+        reordered to ``samples`` once at the end. Which variants hold a missing call comes
+        from pgenlib's ``count`` for hard-call files (no pass over the decoded block), from a
+        row minimum for files that store dosages.
         """
         index = check_index(index, len(self.variants))
         coef = np.asarray(coef, dtype=np.float64)
@@ -270,13 +300,16 @@ class _PgenlibSource(GenotypeSource):
             raise ValueError(f"coef and fill must have {len(index)} rows, like index")
         _, inverse = self._subset(samples)
         n_out = len(sample_index(self.samples, samples, self.path))
+        chunk_size = min(check_chunk_size(chunk_size), max(4, _DOT_BLOCK_BYTES // (8 * n_out or 1)))
         sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64)
         n_missing = np.zeros(len(index), dtype=np.int64)
+        known = self._missing_calls(index, samples) if self.counts_hardcalls else None
         done = 0
         for part, x in self._blocks(index, chunk_size, samples, np.float64, raw=True):
             k = len(part)
             if n_out:
-                for row in np.flatnonzero(x.min(axis=1) < 0):  # rows holding a missing dosage
+                gaps = x.min(axis=1) < 0 if known is None else known[done : done + k] > 0
+                for row in np.flatnonzero(gaps):  # rows holding a missing dosage
                     gap = x[row] == _MISSING
                     n_missing[done + row] = miss = int(gap.sum())
                     if fill is None:
@@ -287,6 +320,24 @@ class _PgenlibSource(GenotypeSource):
                 sums += x.T @ coef[done : done + k]
             done += k
         return (sums if inverse is None else sums[inverse]), n_missing
+
+    def _missing_calls(self, index: np.ndarray, samples: Sequence[str] | None) -> np.ndarray:
+        """Missing hard calls among ``samples`` of each variant at ``index`` (pgenlib ``count``)."""
+        if samples is not None and len(samples) == 0:
+            return np.zeros(len(index), dtype=np.int64)
+        return self._genotype_counts(self._keep[index], self._subset(samples)[0])[:, 3]
+
+    def _genotype_counts(self, raw: np.ndarray, subset: np.ndarray | None) -> np.ndarray:
+        """Hard-call counts (hom REF, het, hom ALT, missing) of the ``raw`` variants, by pgenlib."""
+        counts = np.empty((len(raw), 4), dtype=np.uint32)
+        reader = self._reader(subset)
+        try:
+            count = reader.count
+            for i, variant in enumerate(raw.tolist()):
+                count(variant, counts[i])
+        finally:
+            reader.close()
+        return counts.astype(np.int64)
 
     def iter_counts(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
@@ -304,19 +355,11 @@ class _PgenlibSource(GenotypeSource):
             yield from GenotypeSource.iter_counts(self, chunk_size, samples)
             return
         subset, _ = self._subset(samples)  # counts do not depend on the order of samples
-        reader = self._reader(subset)
-        one = np.zeros(4, dtype=np.uint32)
-        try:
-            for start in range(0, len(self.variants), chunk_size):
-                stop = min(start + chunk_size, len(self.variants))
-                counts = np.empty((stop - start, 4), dtype=np.int64)
-                for i, raw in enumerate(self._keep[start:stop].tolist()):
-                    reader.count(raw, one)
-                    counts[i] = one
-                alt_sum = (2 * counts[:, 2] + counts[:, 1]).astype(np.float64)
-                yield self.variants.iloc[start:stop].reset_index(drop=True), alt_sum, counts
-        finally:
-            reader.close()
+        for start in range(0, len(self.variants), chunk_size):
+            stop = min(start + chunk_size, len(self.variants))
+            counts = self._genotype_counts(self._keep[start:stop], subset)
+            alt_sum = (2 * counts[:, 2] + counts[:, 1]).astype(np.float64)
+            yield self.variants.iloc[start:stop].reset_index(drop=True), alt_sum, counts
 
     def sample_missing(
         self, samples: Sequence[str] | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE
@@ -377,13 +420,9 @@ class BedSource(_PgenlibSource):
         fam = _read_table(
             self.fam, ["fid", "iid", "father", "mother", "sex", "pheno"], r"\s+", "samples (.fam)"
         )
-        try:
-            positions = bim["pos"].astype(np.int64)
-        except ValueError as exc:
-            raise GenotypeFormatError(f"{self.bim}: non-integer position ({exc})") from exc
         self.variants = make_variant_table(
             _normalise_chroms(bim["chrom"], str(self.bim)),
-            positions,
+            _positions(bim["pos"], self.bim),
             bim["id"],
             bim["a2"],
             bim["a1"],
@@ -521,8 +560,8 @@ class PgenSource(_PgenlibSource):
                 f"{self.pgen}: no .pvar[.zst]/.bim or no .psam/.fam beside it"
             )
         table = _read_pvar(pvar)
-        multi = table["alt"].str.contains(",", regex=False)
-        table_all_commas = table["alt"].str.count(",").to_numpy(dtype=np.int64)
+        alts = table["alt"].tolist()
+        multi = pd.Series(np.fromiter(("," in a for a in alts), bool, len(alts)), table.index)
         if multi.any():
             row = table[multi].iloc[0]
             if multiallelic == "error":
@@ -538,7 +577,7 @@ class PgenSource(_PgenlibSource):
         table = table[~multi]
         self.variants = make_variant_table(
             _normalise_chroms(table["chrom"], str(pvar)),
-            table["pos"].astype(np.int64),
+            _positions(table["pos"], pvar),
             table["id"],
             table["ref"],
             table["alt"],
@@ -550,5 +589,5 @@ class PgenSource(_PgenlibSource):
         self._hardcalls = _stores_hardcalls_only(self.pgen)
         self._allele_offsets = None
         if multi.any():  # pgenlib needs the allele count of every variant
-            n_alleles = 2 + table_all_commas
+            n_alleles = 2 + np.array([a.count(",") for a in alts], dtype=np.int64)
             self._allele_offsets = np.concatenate([[0], np.cumsum(n_alleles)]).astype(np.uintp)

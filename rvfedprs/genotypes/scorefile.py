@@ -54,6 +54,7 @@ PRE_STATUSES = ("no_position", "non_primary_contig", "complex")
 
 _TRUE = frozenset({"TRUE", "T", "1", "YES"})
 _NUCLEOTIDES = re.compile(r"^[ACGTN]+$")
+_ACGT = re.compile(r"[ACGT]+")
 _BANNER = (
     "###PGS CATALOG SCORING FILE - see https://www.pgscatalog.org/downloads/#dl_ftp_scoring "
     "for additional information"
@@ -134,18 +135,35 @@ def _read_raw(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
             raw = pd.read_csv(
                 handle, sep="\t", skiprows=n_comment, dtype=str, keep_default_na=False
             )
+            columns = list(raw.columns)
     except (OSError, EOFError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise InputDataError(f"{path}: cannot read the scoring file ({exc})") from exc
     except pd.errors.EmptyDataError as exc:
         raise InputDataError(f"{path}: the scoring file has no column header") from exc
-    raw.columns = [c.strip() for c in raw.columns]
+    # Strip every field once (plain list comprehensions: pandas' .str methods cost several
+    # times more per value on object columns); a field missing from a short row reads "".
+    stripped = {
+        i: [v.strip() if isinstance(v, str) else "" for v in raw.iloc[:, i].tolist()]
+        for i in range(raw.shape[1])
+    }
+    raw = pd.DataFrame(stripped, index=raw.index, dtype=object)
+    raw.columns = [c.strip() for c in columns]
     return raw, header
+
+
+def _upper(values: pd.Series) -> pd.Series:
+    return pd.Series([v.upper() for v in values.tolist()], index=values.index, dtype=object)
+
+
+def _fullmatch(values: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    match = pattern.fullmatch
+    return np.fromiter((match(v) is not None for v in values.tolist()), bool, len(values))
 
 
 def _flag(raw: pd.DataFrame, column: str) -> np.ndarray:
     if column not in raw.columns:
         return np.zeros(len(raw), dtype=bool)
-    return raw[column].str.strip().str.upper().isin(_TRUE).to_numpy()
+    return _upper(raw[column]).isin(_TRUE).to_numpy()
 
 
 def _weights(raw: pd.DataFrame, path: Path, header: dict[str, str]) -> tuple[np.ndarray, list]:
@@ -163,7 +181,7 @@ def _weights(raw: pd.DataFrame, path: Path, header: dict[str, str]) -> tuple[np.
         )
     out = np.empty((len(raw), len(columns)), dtype=np.float64)
     for k, column in enumerate(columns):
-        text = raw[column].str.strip()
+        text = raw[column]
         values = pd.to_numeric(text, errors="coerce")
         bad = values.isna() & ~((text == "") & bool(multi))
         if bad.any():
@@ -188,8 +206,8 @@ def _placement(
             pd.Series(pd.NA, index=raw.index, dtype="Int64"),
             status,
         )
-    names = raw[chrom_col].str.strip()
-    positions = pd.to_numeric(raw[pos_col].str.strip(), errors="coerce").astype("Int64")
+    names = raw[chrom_col]
+    positions = pd.to_numeric(raw[pos_col], errors="coerce").astype("Int64")
     placed = (names != "") & positions.notna()
     mapping: dict[str, str] = {}
     for name in pd.unique(names[placed]):
@@ -239,17 +257,17 @@ def read_scorefile(path: str | Path) -> ScoreFile:
     rsid = pd.Series("", index=raw.index, dtype=object)
     for column in ("rsID", "hm_rsID"):  # the harmonised ID wins where present
         if column in raw.columns:
-            value = raw[column].str.strip()
+            value = raw[column]
             rsid = value.where(value != "", rsid)
-    effect = raw["effect_allele"].str.strip().str.upper()
+    effect = _upper(raw["effect_allele"])
     other = (
-        raw["other_allele"].str.strip().str.upper()
+        _upper(raw["other_allele"])
         if "other_allele" in raw.columns
         else pd.Series("", index=raw.index)
     )
     if "hm_inferOtherAllele" in raw.columns:  # only a single inferred allele is usable
-        inferred = raw["hm_inferOtherAllele"].str.strip().str.upper()
-        usable = (other == "") & inferred.str.fullmatch(r"[ACGT]+")
+        inferred = _upper(raw["hm_inferOtherAllele"])
+        usable = (other == "").to_numpy() & _fullmatch(inferred, _ACGT)
         other = other.where(~usable, inferred)
     dominant, recessive = _flag(raw, "is_dominant"), _flag(raw, "is_recessive")
     both = dominant & recessive
@@ -261,8 +279,8 @@ def read_scorefile(path: str | Path) -> ScoreFile:
     complex_row = np.zeros(len(raw), dtype=bool)
     for column in COMPLEX_FLAGS:
         complex_row |= _flag(raw, column)
-    complex_row |= ~effect.str.fullmatch(_NUCLEOTIDES.pattern).to_numpy()
-    complex_row |= (other != "").to_numpy() & ~other.str.fullmatch(_NUCLEOTIDES.pattern).to_numpy()
+    complex_row |= ~_fullmatch(effect, _NUCLEOTIDES)
+    complex_row |= (other != "").to_numpy() & ~_fullmatch(other, _NUCLEOTIDES)
     status = np.where(complex_row, "complex", status).astype(object)
     unplaced = np.asarray(pd.isna(pos), dtype=bool) & (rsid == "").to_numpy() & (status == "")
     status[unplaced] = "no_position"
