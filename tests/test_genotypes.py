@@ -439,3 +439,20 @@ def test_bed_packed_dosage_dot_equals_dense_reference():
             assert np.array_equal(missing, missing_dense) and missing.sum() > 0
     with pytest.raises(ValueError, match="strictly increasing"):
         source.dosage_dot(index[::-1], coef)
+
+
+def test_hardcall_counts_equal_rounding_in_either_layout():
+    from rvfedprs.genotypes.chunk import hardcall_counts
+
+    values = np.array([0, 0.49999, 0.5, 0.5000001, 1, 1.4999, 1.5, 1.7, 2, np.nan], np.float32)
+    dosages = np.random.default_rng(3).choice(values, size=(401, 37))
+    dosages[:, 4] = np.nan  # a variant with no call
+    calls = np.rint(dosages)  # the oracle: plink2's hard calls are the rounded dosages
+    missing = np.isnan(calls).sum(axis=0)
+    n1, n2 = (calls == 1).sum(axis=0), (calls == 2).sum(axis=0)
+    want = np.stack([len(dosages) - missing - n1 - n2, n1, n2, missing], axis=1)
+    want_sum = np.nansum(dosages, axis=0, dtype=np.float64)
+    for block, variant_major in ((dosages, False), (np.ascontiguousarray(dosages.T), True)):
+        counts, alt_sum = hardcall_counts(block, variant_major=variant_major)
+        np.testing.assert_array_equal(counts, want)
+        np.testing.assert_array_equal(alt_sum, want_sum)

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from rvfedprs.exceptions import GenotypeFormatError
 from rvfedprs.genotypes.chunk import (
@@ -32,6 +33,7 @@ from rvfedprs.genotypes.chunk import (
     check_chunk_size,
     check_index,
     check_unique_samples,
+    hardcall_counts,
     make_variant_table,
     normalise_chrom,
     sample_index,
@@ -247,14 +249,38 @@ class BgenSource(GenotypeSource):
         dtype: type = np.float32,
     ) -> Iterator[GenotypeChunk]:
         """Chunks of the variants at ``index`` only; the others' blocks are never decoded."""
-        from bgen import BgenReader
-
-        chunk_size = check_chunk_size(chunk_size)
         index = check_index(index, len(self.variants))
         rows = None if samples is None else sample_index(self.samples, samples, self.path)
         out_samples = self.samples if rows is None else self.samples[rows]
+        for part, block in self._blocks(index, chunk_size, rows, dtype):
+            yield GenotypeChunk(
+                self.variants.iloc[part].reset_index(drop=True),
+                block.T.copy(order="F"),
+                out_samples,
+            )
+
+    def iter_counts(
+        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
+    ) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:
+        """Per-variant ALT sums and hard-call counts, counted on the decode buffer (no transpose).
+
+        See :meth:`GenotypeSource.iter_counts`.
+        """
+        rows = None if samples is None else sample_index(self.samples, samples, self.path)
+        index = np.arange(len(self.variants))
+        for part, block in self._blocks(index, chunk_size, rows, np.float32):
+            counts, alt_sum = hardcall_counts(block, variant_major=True)
+            yield self.variants.iloc[part].reset_index(drop=True), alt_sum, counts
+
+    def _blocks(
+        self, index: np.ndarray, chunk_size: int, rows: np.ndarray | None, dtype: type
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(positions, dosages of shape (k, n_samples)) per chunk: a reused variant-major buffer."""
+        from bgen import BgenReader
+
+        chunk_size = check_chunk_size(chunk_size)
         wanted = self._keep[index]
-        n_out = len(out_samples)
+        n_out = len(self.samples) if rows is None else len(rows)
         chunk_size = check_chunk_size(chunk_size, n_out, np.dtype(dtype).itemsize)
         buffer = np.empty((min(chunk_size, max(len(index), 1)), n_out), dtype=dtype)
         done = 0
@@ -269,10 +295,5 @@ class BgenSource(GenotypeSource):
                 buffer[cursor - done] = dose if rows is None else dose[rows]  # a contiguous row
                 cursor += 1
                 if cursor - done == len(buffer) or cursor == len(wanted):
-                    part = index[done:cursor]
-                    yield GenotypeChunk(
-                        self.variants.iloc[part].reset_index(drop=True),
-                        buffer[: len(part)].T.copy(order="F"),
-                        out_samples,
-                    )
+                    yield index[done:cursor], buffer[: cursor - done]
                     done = cursor

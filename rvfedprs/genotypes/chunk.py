@@ -311,13 +311,17 @@ class GenotypeSource:
         return f"{type(self).__name__}({self.path!r}, n_samples={len(self.samples)})"
 
 
-def hardcall_counts(dosages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def hardcall_counts(
+    dosages: np.ndarray, *, variant_major: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Hard-call counts and ALT sums of a dosage block (dosages rounded, as plink2's hardcalls).
 
     Parameters
     ----------
     dosages : ndarray, shape (n_samples, n_variants)
-        NaN where missing.
+        NaN where missing; shape (n_variants, n_samples) with ``variant_major``.
+    variant_major : bool
+        Whether variants are the rows (a reader's decode buffer, counted without transposing).
 
     Returns
     -------
@@ -325,13 +329,27 @@ def hardcall_counts(dosages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Samples with 0, 1, 2 ALT alleles, and missing ones.
     alt_sum : ndarray of float64, shape (n_variants,)
         Sum of the ALT dosages over the called samples.
+
+    Notes
+    -----
+    A dosage rounds (half to even, as ``numpy.rint``) to 2 when it is >= 1.5 and to 1 when it
+    is in (0.5, 1.5); comparisons on the block replace rounding it (NaN compares false).
     """
-    calls = np.rint(dosages)
-    missing = np.isnan(calls).sum(axis=0, dtype=np.int64)
-    n1 = (calls == 1).sum(axis=0, dtype=np.int64)
-    n2 = (calls == 2).sum(axis=0, dtype=np.int64)
-    n0 = dosages.shape[0] - missing - n1 - n2
-    alt_sum = np.nansum(dosages, axis=0, dtype=np.float64)
+    axis = 1 if variant_major else 0
+    n_samples = dosages.shape[axis]
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.count_nonzero(mask, axis=axis).astype(np.int64)
+
+    missing = count(np.isnan(dosages))
+    n2 = count(dosages >= 1.5)
+    n1 = count(dosages > 0.5) - n2
+    n0 = n_samples - missing - n1 - n2
+    alt_sum = dosages.sum(axis=axis, dtype=np.float64)
+    gaps = np.flatnonzero(missing)
+    if len(gaps):  # only the variants holding a missing dosage need NaN-aware sums
+        part = dosages[gaps] if variant_major else dosages[:, gaps]
+        alt_sum[gaps] = np.nansum(part, axis=axis, dtype=np.float64)
     return np.stack([n0, n1, n2, missing], axis=1), alt_sum
 
 
