@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +82,16 @@ def _read_table(path: Path, names: list[str], sep: str, what: str) -> pd.DataFra
     return table
 
 
+def _meta_lines(lines: Iterable[str]) -> tuple[int, str]:
+    """(number of leading ``##`` lines, the first line after them or "")."""
+    n_meta = 0
+    for line in lines:
+        if not line.startswith("##"):
+            return n_meta, line
+        n_meta += 1
+    return n_meta, ""
+
+
 def _read_pvar(path: Path) -> pd.DataFrame:
     """The variant columns of a ``.pvar`` (``##`` meta lines, ``#CHROM`` header) or a ``.bim``."""
     if path.suffix == ".zst":
@@ -90,17 +100,11 @@ def _read_pvar(path: Path) -> pd.DataFrame:
         with path.open("rb") as raw:
             text = zstandard.ZstdDecompressor().stream_reader(raw).read().decode()
         source: Path | io.StringIO = io.StringIO(text)
-        lines = iter(text.splitlines())
+        n_meta, first = _meta_lines(io.StringIO(text))
     else:
         source = path
-        lines = iter(path.open())
-    n_meta, first = 0, ""
-    for first in lines:
-        if not first.startswith("##"):
-            break
-        n_meta += 1
-    if isinstance(source, io.StringIO):
-        source.seek(0)
+        with path.open() as handle:
+            n_meta, first = _meta_lines(handle)
     if first.startswith("#CHROM"):
         names = first[1:].rstrip("\r\n").split("\t")
         renamed = {"CHROM": "chrom", "POS": "pos", "ID": "id", "REF": "ref", "ALT": "alt"}
