@@ -16,6 +16,7 @@ import pandas as pd
 from rvfedprs.genotypes.frequencies import read_frequency_file
 from rvfedprs.prepare.coordinator import combine_counts
 from rvfedprs.rulelog import logged_rule
+from rvfedprs.tsv import write_tsv
 
 logger = logging.getLogger("combine_counts")
 
@@ -69,9 +70,9 @@ def main(
     )
     n_samples = int(sum(int(t["n_samples"].iloc[0]) for t in tables.values() if len(t)))
     Path(out_variants).parent.mkdir(parents=True, exist_ok=True)
-    freqs.to_csv(out_variants, sep="\t", index=False)
-    rare.to_csv(out_rare, sep="\t", index=False)
-    excluded.to_csv(out_exclusions, sep="\t", index=False)
+    write_tsv(freqs, out_variants)
+    write_tsv(rare, out_rare)
+    write_tsv(excluded, out_exclusions)
     logger.info(
         "%d variants over %d samples in %d clients: %d fail QC, %d common, %d rare",
         len(freqs),

@@ -16,6 +16,7 @@ import pandas as pd
 
 from rvfedprs.prepare.coordinator import match_scores, write_weights
 from rvfedprs.rulelog import logged_rule
+from rvfedprs.tsv import write_tsv
 
 logger = logging.getLogger("match_scores")
 
@@ -61,7 +62,7 @@ def main(
     )
     match, scorefile = match_scores(table, scoring_file, pipeline, variants_name=str(variants))
     Path(out_match).parent.mkdir(parents=True, exist_ok=True)
-    match.to_csv(out_match, sep="\t", index=False)
+    write_tsv(match, out_match)
     write_weights(out_weights, match, scorefile)
     share = float(match["used"].mean()) if len(match) else 0.0
     logger.info(

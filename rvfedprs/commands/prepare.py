@@ -124,6 +124,7 @@ def _run_score(args: argparse.Namespace) -> int:
     from rvfedprs.genotypes.convert import converted
     from rvfedprs.genotypes.frequencies import read_frequency_file
     from rvfedprs.genotypes.scoring import score
+    from rvfedprs.tsv import write_tsv
 
     freqs = read_frequency_file(args.frequencies) if args.frequencies else None
     inputs = (
@@ -149,9 +150,9 @@ def _run_score(args: argparse.Namespace) -> int:
         )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    scores.to_csv(out, sep="\t", index=False, float_format="%.10g")
+    write_tsv(scores, out, float_format="%.10g")
     match_path = out.with_name(out.name.removesuffix(".tsv") + ".match.tsv")
-    log.to_csv(match_path, sep="\t", index=False)
+    write_tsv(log, match_path)
     counts = log["status"].value_counts().to_dict()
     used = [c for c in scores.columns if c.endswith("n_matched")]
     matched = ", ".join(f"{c}={int(scores[c].iloc[0])}" for c in used) if len(scores) else ""

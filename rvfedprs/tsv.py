@@ -1,0 +1,80 @@
+"""Tab-separated tables, byte for byte as pandas' ``to_csv(sep=TAB, index=False)`` writes them.
+
+pandas formats each cell through a Python call per value when ``float_format`` is given, which
+makes a 100,000-sample score table a quarter of a second; :func:`write_tsv` builds each column's
+strings once and joins them, byte-identical to pandas (empty cells for missing values, ``True`` /
+``False`` for booleans, ``repr`` for floats without a format). A table whose text cells would
+need quoting (a tab, quote or line break inside a cell) is handed to pandas as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["write_tsv"]
+
+_NEEDS_QUOTES = re.compile(r'[\t"\r\n]')
+
+
+def write_tsv(frame: pd.DataFrame, path: str | Path, float_format: str | None = None) -> Path:
+    """Write ``frame`` to ``path`` as pandas' ``to_csv(path, sep=TAB, index=False)`` would.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        The table; its index is not written.
+    path : str or Path
+        The file written.
+    float_format : str, optional
+        A ``%`` format for float columns (for example ``"%.10g"``); ``repr`` when omitted.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    columns = [_column_text(frame.iloc[:, i], float_format) for i in range(frame.shape[1])]
+    header = [_cell(str(name)) for name in frame.columns]
+    # one column: the csv module quotes an empty cell (a line must not be blank); pandas decides
+    if frame.shape[1] < 2 or None in header or any(column is None for column in columns):
+        frame.to_csv(path, sep="\t", index=False, float_format=float_format)
+        return Path(path)
+    with open(path, "w", newline="") as handle:
+        handle.write("\t".join(header) + "\n")
+        handle.writelines(line + "\n" for line in map("\t".join, zip(*columns, strict=True)))
+    return Path(path)
+
+
+def _column_text(values: pd.Series, float_format: str | None) -> list[str] | None:
+    """The cells of one column as text; None where pandas' own rules must decide.
+
+    Those are extension dtypes (nullable integers, categories, dates), object cells that are
+    not text, and text that pandas would quote.
+    """
+    if not isinstance(values.dtype, np.dtype) or values.dtype.kind not in "fiubO":
+        return None
+    kind = values.dtype.kind
+    items = values.tolist()
+    if kind == "f":
+        if float_format is None:
+            if values.dtype.itemsize != 8:  # pandas writes float32 by numpy's shortest text
+                return None
+            return ["" if x != x else repr(x) for x in items]
+        return ["" if x != x else float_format % x for x in items]
+    if kind in "iub":
+        return list(map(str, items))
+    cells = [_cell(x) for x in items]
+    return None if None in cells else cells
+
+
+def _cell(value: object) -> str | None:
+    """One text cell: empty for None or NaN; None for anything that is not plain text."""
+    if isinstance(value, str):
+        return None if _NEEDS_QUOTES.search(value) else value
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return None
