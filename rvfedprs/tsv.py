@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import infer_dtype
 
 __all__ = ["write_tsv"]
 
@@ -38,9 +39,10 @@ def write_tsv(frame: pd.DataFrame, path: str | Path, float_format: str | None = 
         ``path``.
     """
     columns = [_column_text(frame.iloc[:, i], float_format) for i in range(frame.shape[1])]
-    header = [_cell(str(name)) for name in frame.columns]
+    header = [str(name) for name in frame.columns]
     # one column: the csv module quotes an empty cell (a line must not be blank); pandas decides
-    if frame.shape[1] < 2 or None in header or any(column is None for column in columns):
+    quoted = _NEEDS_QUOTES.search("\x00".join(header))
+    if frame.shape[1] < 2 or quoted or any(column is None for column in columns):
         frame.to_csv(path, sep="\t", index=False, float_format=float_format)
         return Path(path)
     with open(path, "w", newline="") as handle:
@@ -67,14 +69,7 @@ def _column_text(values: pd.Series, float_format: str | None) -> list[str] | Non
         return ["" if x != x else float_format % x for x in items]
     if kind in "iub":
         return list(map(str, items))
-    cells = [_cell(x) for x in items]
-    return None if None in cells else cells
-
-
-def _cell(value: object) -> str | None:
-    """One text cell: empty for None or NaN; None for anything that is not plain text."""
-    if isinstance(value, str):
-        return None if _NEEDS_QUOTES.search(value) else value
-    if value is None or (isinstance(value, float) and value != value):
-        return ""
-    return None
+    if infer_dtype(values, skipna=True) not in ("string", "empty"):
+        return None  # an object column holding numbers, booleans, ...: pandas' rules
+    cells = ["" if x is None or x is pd.NA or x != x else x for x in items]
+    return None if _NEEDS_QUOTES.search("\x00".join(cells)) else cells

@@ -47,9 +47,22 @@ def test_plain_table_equals_pandas(tmp_path, float_format):
         pd.DataFrame({"a": ["x", 1.5], "b": [1, 2]}),  # mixed object column
         pd.DataFrame({"a": pd.Categorical(["x", "y"]), "b": [1, 2]}),
         pd.DataFrame({"only": ["", "x"]}),
+        pd.DataFrame({"a": ["x", None, pd.NA, np.nan], "b": [1.0, None, 3.0, np.inf]}),
+        pd.DataFrame({"a\tb": ["x"], "c": [1]}),  # a header pandas quotes
         pd.DataFrame({"a": pd.Series([], dtype=object), "b": pd.Series([], dtype=float)}),
     ],
-    ids=["quote", "tab", "nullable-int", "float32", "mixed", "category", "one-column", "empty"],
+    ids=[
+        "quote",
+        "tab",
+        "nullable-int",
+        "float32",
+        "mixed",
+        "category",
+        "one-column",
+        "missing",
+        "quoted-header",
+        "empty",
+    ],
 )
 def test_cells_pandas_would_treat_specially_equal_pandas(tmp_path, frame):
     ours, theirs = _both(frame, tmp_path)
