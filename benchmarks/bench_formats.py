@@ -71,9 +71,6 @@ def worker(kind: str, path: str, chunk_size: int, *score_args: str) -> None:
         end = time.perf_counter()
         print(f"status {status}; imports {ready - start:.3f} s; pass {end - ready:.3f} s")
         return
-    import numpy  # noqa: F401, I001  (the floor, as for ``score``)
-    import pandas  # noqa: F401
-
     from rvfedprs.genotypes import open_genotypes
     from rvfedprs.genotypes.convert import to_pgen
     from rvfedprs.genotypes.frequencies import allele_counts
