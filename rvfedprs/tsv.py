@@ -38,11 +38,13 @@ def write_tsv(frame: pd.DataFrame, path: str | Path, float_format: str | None = 
     Path
         ``path``.
     """
-    columns = [_column_text(frame.iloc[:, i], float_format) for i in range(frame.shape[1])]
     header = [str(name) for name in frame.columns]
-    # one column: the csv module quotes an empty cell (a line must not be blank); pandas decides
-    quoted = _NEEDS_QUOTES.search("\x00".join(header))
-    if frame.shape[1] < 2 or quoted or any(column is None for column in columns):
+    # One column: the csv module quotes an empty cell (a line must not be blank). Those tables,
+    # a header pandas would quote and any column _column_text declines are pandas' to write.
+    columns = None
+    if frame.shape[1] >= 2 and not _NEEDS_QUOTES.search("\x00".join(header)):
+        columns = [_column_text(frame.iloc[:, i], float_format) for i in range(frame.shape[1])]
+    if columns is None or any(column is None for column in columns):
         frame.to_csv(path, sep="\t", index=False, float_format=float_format)
         return Path(path)
     with open(path, "w", newline="") as handle:
