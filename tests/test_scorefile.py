@@ -142,3 +142,20 @@ def test_real_harmonised_catalog_files():
             assert sf.harmonised and sf.genome_build == build
             assert sf.table["pos"].notna().sum() > 70
             assert set(sf.table["pre_status"]) <= {"", "no_position", "non_primary_contig"}
+
+
+def test_padded_fields_crlf_lines_and_short_rows_read_as_trimmed_values(tmp_path):
+    """Spaces around a field, Windows line ends and a row short of its last fields are read
+    as the trimmed values and blanks (the same file written cleanly is the oracle)."""
+    columns = "rsID\tchr_name\tchr_position\teffect_allele\tother_allele\teffect_weight\tnote"
+    clean = ["rs1\t22\t100\tA\tG\t0.5\tx", "rs2\t22\t200\tC\tT\t0.25\t", "rs3\t22\t300\tG\tA\t1\t"]
+    messy = [
+        " rs1 \t22\t 100\tA \tg\t0.5\u00a0\tx",  # padded fields, a no-break space
+        "rs2\t22\t200\tC\tT\t0.25\t",
+        "rs3\t22\t300\tG\tA\t1",  # short of its last field
+    ]
+    (tmp_path / "clean.txt").write_text(columns + "\n" + "\n".join(clean) + "\n")
+    (tmp_path / "messy.txt").write_text(columns + "\r\n" + "\r\n".join(messy) + "\r\n")
+    ours, oracle = read_scorefile(tmp_path / "messy.txt"), read_scorefile(tmp_path / "clean.txt")
+    pd.testing.assert_frame_equal(ours.table, oracle.table)
+    np.testing.assert_array_equal(ours.weights, oracle.weights)

@@ -42,7 +42,15 @@ def test_plain_table_equals_pandas(tmp_path, float_format):
     [
         pd.DataFrame({"a": ['say "hi"', "x"], "b": [1, 2]}),  # quoted by pandas
         pd.DataFrame({"a": ["tab\there", "x"], "b": [1, 2]}),
-        pd.DataFrame({"a": ["x", "y"], "b": pd.array([1, None], dtype="Int64")}),
+        pd.DataFrame(
+            {
+                "a": pd.array([1, None, -(2**62)], dtype="Int64"),
+                "b": pd.array([None, 255, 0], dtype="UInt8"),
+                "c": pd.array([True, None, False], dtype="boolean"),
+                "d": pd.array([None, None, None], dtype="Int32"),
+            }
+        ),
+        pd.DataFrame({"a": ["x", "y"], "b": pd.array([1.5, None], dtype="Float64")}),
         pd.DataFrame({"a": ["x", "y"], "b": np.array([0.1, 0.2], dtype=np.float32)}),
         pd.DataFrame({"a": ["x", 1.5], "b": [1, 2]}),  # mixed object column
         pd.DataFrame({"a": pd.Categorical(["x", "y"]), "b": [1, 2]}),
@@ -54,7 +62,8 @@ def test_plain_table_equals_pandas(tmp_path, float_format):
     ids=[
         "quote",
         "tab",
-        "nullable-int",
+        "nullable-int-bool",
+        "nullable-float",
         "float32",
         "mixed",
         "category",

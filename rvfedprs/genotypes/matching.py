@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.genotypes.alleles import complement, upper
 from rvfedprs.genotypes.chunk import variant_keys
 from rvfedprs.genotypes.scorefile import ScoreFile
 
@@ -71,7 +72,6 @@ PGSC_STATUS = {
 # status codes of a (score row, genotype variant) pair, in order of precedence within a row
 _MISMATCH, _AMBIGUOUS, _MATCHED, _FLIPPED = 0, 1, 2, 3
 _CODE_NAMES = np.array(["allele_mismatch", "ambiguous_dropped", "matched", "flipped"], object)
-_COMPLEMENT = str.maketrans("ACGT", "TGCA")
 _CHROM_CODES = {c: i for i, c in enumerate([str(i) for i in range(1, 23)] + ["X", "Y", "XY", "MT"])}
 
 
@@ -244,8 +244,8 @@ class ScoreMatcher:
         self._alleles = (
             effect.to_numpy(dtype=object),
             other.to_numpy(dtype=object),
-            effect.str.translate(_COMPLEMENT).to_numpy(dtype=object),
-            other.str.translate(_COMPLEMENT).to_numpy(dtype=object),
+            complement(effect.to_numpy(dtype=object)),
+            complement(other.to_numpy(dtype=object)),
         )
 
     def candidates(self, variants: pd.DataFrame, offset: int = 0) -> Candidates:
@@ -259,8 +259,8 @@ class ScoreMatcher:
         order = np.argsort(j, kind="stable")  # variant order: a row's last candidate counts
         j, rows = j[order], rows[order]
         picked = variants.iloc[j]
-        ref = picked["ref"].str.upper().to_numpy(dtype=object)
-        alt = picked["alt"].str.upper().to_numpy(dtype=object)
+        ref = upper(picked["ref"].to_numpy(dtype=object))
+        alt = upper(picked["alt"].to_numpy(dtype=object))
         effect, other, effect_flip, other_flip = (a[rows] for a in self._alleles)
         code, counts_alt, ambiguous = classify(
             effect, other, effect_flip, other_flip, ref, alt, self.keep_ambiguous

@@ -23,7 +23,6 @@ mtime so that the same weights give the same bytes).
 from __future__ import annotations
 
 import gzip
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import GenotypeFormatError, InputDataError
+from rvfedprs.genotypes.alleles import spelled_with, upper
 from rvfedprs.genotypes.chunk import normalise_chrom
 
 __all__ = [
@@ -53,8 +53,7 @@ EFFECT_TYPES = ("additive", "dominant", "recessive")
 PRE_STATUSES = ("no_position", "non_primary_contig", "complex")
 
 _TRUE = frozenset({"TRUE", "T", "1", "YES"})
-_NUCLEOTIDES = re.compile(r"^[ACGTN]+$")
-_ACGT = re.compile(r"[ACGT]+")
+_ASCII_SPACES = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # what str.strip() removes from ASCII text
 _BANNER = (
     "###PGS CATALOG SCORING FILE - see https://www.pgscatalog.org/downloads/#dl_ftp_scoring "
     "for additional information"
@@ -140,24 +139,33 @@ def _read_raw(path: Path) -> tuple[pd.DataFrame, dict[str, str]]:
         raise InputDataError(f"{path}: cannot read the scoring file ({exc})") from exc
     except pd.errors.EmptyDataError as exc:
         raise InputDataError(f"{path}: the scoring file has no column header") from exc
-    # Strip every field once (plain list comprehensions: pandas' .str methods cost several
-    # times more per value on object columns); a field missing from a short row reads "".
-    stripped = {
-        i: [v.strip() if isinstance(v, str) else "" for v in raw.iloc[:, i].tolist()]
-        for i in range(raw.shape[1])
-    }
-    raw = pd.DataFrame(stripped, index=raw.index, dtype=object)
+    cells = [raw.iloc[:, i].tolist() for i in range(raw.shape[1])]
+    stripped = [_stripped(column) for column in cells]
+    if any(new is not old for new, old in zip(stripped, cells, strict=True)):
+        raw = pd.DataFrame(dict(enumerate(stripped)), index=raw.index, dtype=object)
     raw.columns = [c.strip() for c in columns]
     return raw, header
 
 
+def _stripped(values: list) -> list[str]:
+    """``values`` with surrounding spaces removed; "" for a field missing from a short row.
+
+    A column of ASCII text without a single space character is returned as it is (most
+    columns of most files; a substring search per space character over the joined column is
+    far cheaper than a call per field). Otherwise each field is stripped (a plain list
+    comprehension: pandas' ``.str`` methods cost several times more per value).
+    """
+    try:
+        joined = "".join(values)
+    except TypeError:  # a short row's missing field (NaN)
+        return [v.strip() if isinstance(v, str) else "" for v in values]
+    if joined.isascii() and not any(space in joined for space in _ASCII_SPACES):
+        return values
+    return [v.strip() for v in values]
+
+
 def _upper(values: pd.Series) -> pd.Series:
-    return pd.Series([v.upper() for v in values.tolist()], index=values.index, dtype=object)
-
-
-def _fullmatch(values: pd.Series, pattern: re.Pattern) -> np.ndarray:
-    match = pattern.fullmatch
-    return np.fromiter((match(v) is not None for v in values.tolist()), bool, len(values))
+    return pd.Series(upper(values.tolist()), index=values.index, dtype=object)
 
 
 def _flag(raw: pd.DataFrame, column: str) -> np.ndarray:
@@ -267,7 +275,7 @@ def read_scorefile(path: str | Path) -> ScoreFile:
     )
     if "hm_inferOtherAllele" in raw.columns:  # only a single inferred allele is usable
         inferred = _upper(raw["hm_inferOtherAllele"])
-        usable = (other == "").to_numpy() & _fullmatch(inferred, _ACGT)
+        usable = (other == "").to_numpy() & spelled_with(inferred, "ACGT")
         other = other.where(~usable, inferred)
     dominant, recessive = _flag(raw, "is_dominant"), _flag(raw, "is_recessive")
     both = dominant & recessive
@@ -279,8 +287,8 @@ def read_scorefile(path: str | Path) -> ScoreFile:
     complex_row = np.zeros(len(raw), dtype=bool)
     for column in COMPLEX_FLAGS:
         complex_row |= _flag(raw, column)
-    complex_row |= ~_fullmatch(effect, _NUCLEOTIDES)
-    complex_row |= (other != "").to_numpy() & ~_fullmatch(other, _NUCLEOTIDES)
+    complex_row |= ~spelled_with(effect, "ACGTN")
+    complex_row |= (other != "").to_numpy() & ~spelled_with(other, "ACGTN")
     status = np.where(complex_row, "complex", status).astype(object)
     unplaced = np.asarray(pd.isna(pos), dtype=bool) & (rsid == "").to_numpy() & (status == "")
     status[unplaced] = "no_position"
