@@ -371,9 +371,16 @@ def test_bed_engines_pgenlib_and_pandas_plink_give_identical_chunks():
 
 
 @needs_plink2
-def test_bed_engines_and_packed_counts_on_odd_sample_count_with_missing(tmp_path):
+@pytest.mark.parametrize("inplace", [False, True], ids=["numpy-sums", "blas-inplace-sums"])
+def test_bed_engines_and_packed_counts_on_odd_sample_count_with_missing(
+    tmp_path, monkeypatch, inplace
+):
+    from rvfedprs.genotypes import plink
     from rvfedprs.genotypes.chunk import GenotypeSource
     from rvfedprs.genotypes.plink import BedSource
+
+    if inplace:  # every product added by BLAS dgemv in place, as on a large cohort
+        monkeypatch.setattr(plink, "_INPLACE_MIN_CELLS", 0)
 
     rng = np.random.default_rng(5)
     genotypes = np.array(["0/0", "0/1", "1/1", "./."])[rng.choice(4, size=(40, 7))]
@@ -402,6 +409,9 @@ def test_bed_engines_and_packed_counts_on_odd_sample_count_with_missing(tmp_path
         sums, n_missing = source.dosage_dot(np.arange(40), coef, samples=samples, chunk_size=16)
         assert np.allclose(sums, _naive_dot(expected[rows_], coef), rtol=1e-12)
         assert np.array_equal(n_missing, np.isnan(expected[rows_]).sum(axis=0))
+        two = np.column_stack([coef, np.cos(coef)])  # two scores in one pass
+        sums2, _ = source.dosage_dot(np.arange(40), two, samples=samples, chunk_size=16)
+        assert np.allclose(sums2, _naive_dot(expected[rows_], two), rtol=1e-12)
     with pytest.raises(ValueError, match="unknown .bed engine 'plink'"):
         BedSource(tmp_path / "m", engine="plink")
 
