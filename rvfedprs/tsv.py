@@ -4,8 +4,8 @@ pandas formats each cell through a Python call per value when ``float_format`` i
 makes a 100,000-sample score table a quarter of a second; :func:`write_tsv` builds each column's
 strings once and joins them, byte-identical to pandas (empty cells for missing values, ``True`` /
 ``False`` for booleans, ``repr`` for floats without a format; nullable integers and booleans
-too). A table whose text cells would
-need quoting (a tab, quote or line break inside a cell) is handed to pandas as it is.
+too). A table whose text cells would need quoting (a tab, quote or line break inside a cell) is
+handed to pandas as it is.
 """
 
 from __future__ import annotations
