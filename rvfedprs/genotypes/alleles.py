@@ -18,15 +18,21 @@ _COMPLEMENT = str.maketrans("ACGT", "TGCA")
 _SEP = "\x00"
 
 
+def _joined(cells: list) -> str | None:
+    """The cells joined by NUL; None when a cell is not text (None, NaN)."""
+    try:
+        return _SEP.join(cells)
+    except TypeError:
+        return None
+
+
 def _per_character(values: Sequence, convert: Callable[[str], str]) -> np.ndarray:
     cells = list(values)
     out = np.empty(len(cells), dtype=object)
-    try:
-        joined = _SEP.join(cells)
-    except TypeError:  # a missing cell (None, NaN) stays as it is, as in pandas' .str methods
+    joined = _joined(cells)
+    if joined is None:  # a missing cell stays as it is, as in pandas' .str methods
         out[:] = [convert(c) if isinstance(c, str) else c for c in cells]
-        return out
-    if joined.count(_SEP) != max(len(cells) - 1, 0):  # a cell holds the separator itself
+    elif joined.count(_SEP) != max(len(cells) - 1, 0):  # a cell holds the separator itself
         out[:] = [convert(c) for c in cells]
     elif cells:
         out[:] = convert(joined).split(_SEP)
@@ -51,10 +57,7 @@ def spelled_with(values: Sequence, letters: str) -> np.ndarray:
     """
     cells = list(values)
     strip = str.maketrans("", "", letters)
-    try:
-        joined = _SEP.join(cells)
-    except TypeError:  # a cell that is not text
-        joined = None
+    joined = _joined(cells)
     if joined and joined.translate(strip) == _SEP * (len(cells) - 1):
         if _SEP * 2 not in joined and joined[0] != _SEP and joined[-1] != _SEP:
             return np.ones(len(cells), dtype=bool)

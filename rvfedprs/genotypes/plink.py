@@ -145,10 +145,11 @@ def _read_psam(path: Path) -> np.ndarray:
     with path.open() as handle:
         first = handle.readline().rstrip("\r\n")
     if first.startswith("#"):
-        columns = [c.lstrip("#") for c in first.split("\t")]
+        names = first.split("\t")
+        columns = [c.lstrip("#") for c in names]
         if "IID" not in columns:
             raise GenotypeFormatError(f"{path}: no IID column in the header {columns}")
-        iid = first.split("\t")[columns.index("IID")]
+        iid = names[columns.index("IID")]
         return pd.read_csv(path, sep="\t", dtype=str, usecols=[iid])[iid].to_numpy(dtype=str)
     table = pd.read_csv(path, sep=r"\s+", header=None, dtype=str)
     return table[1].to_numpy(dtype=str)  # .fam layout
@@ -344,13 +345,14 @@ class _PgenlibSource(GenotypeSource):
         sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64, order="F")
         add_product = _product_adder(sums, -(-len(index) // chunk_size))
         n_missing = np.zeros(len(index), dtype=np.int64)
-        if self.counts_hardcalls:  # the rows holding a missing call, known before decoding
+        gap_rows = None  # hard-call files: the rows holding a missing call, known before decoding
+        if self.counts_hardcalls:
             gap_rows = np.flatnonzero(self._missing_calls(index, samples) > 0).tolist()
         done = 0
         for part, x in self._blocks(index, chunk_size, samples, np.float64, raw=True):
             k = len(part)
             if n_out:
-                if self.counts_hardcalls:
+                if gap_rows is not None:
                     first, last = bisect_left(gap_rows, done), bisect_left(gap_rows, done + k)
                     rows = [r - done for r in gap_rows[first:last]]
                 else:
