@@ -451,6 +451,62 @@ def test_bed_packed_dosage_dot_equals_dense_reference():
         source.dosage_dot(index[::-1], coef)
 
 
+@needs_plink2
+@pytest.mark.parametrize("batch", [1 << 20, 5])
+def test_pgen_sparse_records_dot_equals_dense_reference(tmp_path, monkeypatch, batch):
+    """Rare variants that plink2 stores as carrier lists are scored from those lists."""
+    import pgenlib
+
+    from rvfedprs.genotypes import plink
+    from rvfedprs.genotypes.chunk import GenotypeSource
+
+    monkeypatch.setattr(plink, "_SPARSE_BATCH", batch)  # 5: a sum every few variants
+    rng = np.random.default_rng(11)
+    n, m = 300, 60
+    calls = np.zeros((m, n), dtype=int)  # 0, 1, 2 ALT alleles; 3 = missing
+    for j in range(m):
+        if j % 3 == 0:  # common: stored as a full genotype vector
+            calls[j] = rng.choice(3, size=n, p=[0.5, 0.35, 0.15])
+        else:  # rare: a handful of carriers
+            carriers = rng.choice(n, size=rng.integers(0, 9), replace=False)
+            calls[j, carriers] = rng.choice([1, 2], size=len(carriers), p=[0.8, 0.2])
+        if j % 4 == 1:
+            calls[j, rng.choice(n, size=rng.integers(1, 4), replace=False)] = 3
+    calls[5, :] = 0
+    calls[5, [3, 40]] = 3  # only missing calls besides hom REF
+    text = np.array(["0/0", "0/1", "1/1", "./."])[calls]
+    rows = [f"1 {100 * (j + 1)} v{j} A G . . . GT " + " ".join(g) for j, g in enumerate(text)]
+    samples = tuple(f"s{i}" for i in range(n))
+    vcf = write_vcf(tmp_path / "r.vcf", rows, samples=samples)
+    subprocess.run(
+        ["plink2", "--vcf", str(vcf), "--make-pgen", "--out", str(tmp_path / "r")],
+        check=True,
+        capture_output=True,
+    )
+    reader = pgenlib.PgenReader(bytes(tmp_path / "r.pgen"))
+    stored_sparse = [reader.has_sparse(j) for j in range(m)]
+    reader.close()
+    assert 0 < sum(stored_sparse) < m  # both the carrier lists and the decoded blocks are used
+    source = open_genotypes(tmp_path / "r.pgen")
+    x = np.where(calls == 3, np.nan, calls).T
+    index = np.flatnonzero(np.arange(m) % 7 != 6)
+    coef = rng.normal(size=len(index))
+    fill = rng.uniform(0, 2, size=len(index))
+    subset = list(rng.permutation(samples)[:211])
+    for chosen, rows_ in ((None, slice(None)), (subset, [int(s[1:]) for s in subset])):
+        for value in (None, fill):
+            for weights in (coef, np.column_stack([coef, np.sin(coef)])):
+                sums, missing = source.dosage_dot(index, weights, value, chosen, chunk_size=16)
+                dense, missing_dense = GenotypeSource.dosage_dot(
+                    source, index, weights, value, chosen, chunk_size=16
+                )
+                expected = _naive_dot(x[rows_][:, index], weights, value)
+                np.testing.assert_allclose(sums, expected, rtol=1e-12, atol=1e-12)
+                np.testing.assert_allclose(dense, expected, rtol=1e-12, atol=1e-12)
+                assert np.array_equal(missing, np.isnan(x[rows_][:, index]).sum(axis=0))
+                assert np.array_equal(missing, missing_dense) and missing.sum() > 0
+
+
 def test_hardcall_counts_equal_rounding_in_either_layout():
     from rvfedprs.genotypes.chunk import hardcall_counts
 

@@ -7,7 +7,9 @@ fifth column (PLINK's A1, usually minor) is the ALT allele and the sixth column 
 Both formats are decoded by pgenlib (plink2's own reader, compiled): a ``.bed`` is a ``.pgen`` in
 its PLINK1 storage mode, opened with its sample count. Genotype counts come from pgenlib's
 ``count`` (plink2's SIMD genotype counter; hard calls), dosages from ``read_dosages_list`` into
-float buffers, per-sample missingness from ``read_range``'s int8 codes. A ``.pgen`` that stores
+float buffers, per-sample missingness from ``read_range``'s int8 codes. A PRS over a hard-call
+``.pgen`` reads the variants plink2 stored as carrier lists (most rare ones) as those lists
+(``read_sparse8``) and decodes only the others. A ``.pgen`` that stores
 dosages (8-bit variant types) has its ALT sums and counts taken from the dosages instead.
 ``BedSource(path, engine="pandas-plink")`` reads through pandas-plink's dask array instead (the
 reader the design first named; identical chunks, tested; 10-100x slower, see BENCHMARKS.md).
@@ -55,6 +57,9 @@ _DOT_BLOCK_BYTES = 4 << 20
 #: the cost: 30,000 variants × 100,000 samples take 0.69 s instead of 1.11 s, paying for the
 #: 0.10-0.14 s import of ``scipy.linalg`` from about 2 × 10^8 (blocks × samples) on.
 _INPLACE_MIN_CELLS = 400_000_000
+#: Carrier entries gathered from sparse ``.pgen`` records before they are added to the sums
+#: (one ``bincount`` per batch; keeps the memory flat in the number of variants).
+_SPARSE_BATCH = 1 << 20
 
 
 def _normalise_chroms(values: pd.Series, source: str) -> list[str]:
@@ -200,6 +205,64 @@ def _product_adder(sums: np.ndarray, n_blocks: int) -> Callable[[np.ndarray, np.
     return add_inplace
 
 
+def _add_sparse_products(
+    reader,
+    raw: np.ndarray,
+    coef: np.ndarray,
+    fill: np.ndarray | None,
+    sums: np.ndarray,
+) -> np.ndarray:
+    """Add ``coef × ALT dosage`` of variants stored sparse to ``sums``; missing calls per variant.
+
+    Each ``raw`` variant must be one pgenlib reads sparse (``has_sparse``: a hard-call record
+    stored as the list of samples that differ from hom REF). Only those carriers are touched:
+    the record's het, hom ALT and missing calls, the missing ones imputed as in
+    :meth:`_PgenlibSource.dosage_dot`. ``sums`` has one row per sample of the reader's subset.
+    """
+    n_out = len(sums)
+    n_missing = np.zeros(len(raw), dtype=np.int64)
+    columns = [sums] if sums.ndim == 1 else [sums[:, s] for s in range(sums.shape[1])]
+    coef = coef.reshape(len(coef), -1)
+    ids: list[np.ndarray] = []
+    calls: list[np.ndarray] = []
+    held = start = 0
+
+    def flush(stop: int) -> None:
+        var = np.repeat(np.arange(stop - start), [len(c) for c in calls])
+        who = np.concatenate(ids)
+        call = np.concatenate(calls)  # int8: 1 (het), 2 (hom ALT) or -9 (missing)
+        gap = np.flatnonzero(call == _MISSING)
+        gap_var = var[gap]
+        miss = np.bincount(gap_var, minlength=stop - start)
+        n_missing[start:stop] = miss
+        if len(gap) and fill is None:  # mean ALT dosage of the called samples (others are 0)
+            called = np.bincount(var, weights=call, minlength=len(miss)) + miss * -_MISSING
+            with np.errstate(invalid="ignore", divide="ignore"):
+                value = called / (n_out - miss)
+        elif len(gap):
+            value = fill[start:stop]
+        for s, column in enumerate(columns):
+            c = coef[start:stop, s]
+            weights = c[var]
+            weights *= call
+            if len(gap):
+                weights[gap] = value[gap_var] * c[gap_var]
+            column += np.bincount(who, weights=weights, minlength=n_out)
+
+    read = reader.read_sparse8
+    for i, variant in enumerate(raw.tolist()):
+        who, call = read(variant)
+        ids.append(who)
+        calls.append(call)
+        held += len(who)
+        if held >= _SPARSE_BATCH:
+            flush(i + 1)
+            ids, calls, held, start = [], [], 0, i + 1
+    if start < len(raw):
+        flush(len(raw))
+    return n_missing
+
+
 class _PgenlibSource(GenotypeSource):
     """What a ``.bed`` and a ``.pgen`` share: reading through ``pgenlib.PgenReader``.
 
@@ -328,21 +391,67 @@ class _PgenlibSource(GenotypeSource):
     ) -> tuple[np.ndarray, np.ndarray]:
         """``Σ_j coef[j] × ALT dosage`` per sample (see :meth:`GenotypeSource.dosage_dot`).
 
-        pgenlib decodes the selected variants into a reused float64 buffer; only the variants
-        holding a missing dosage are filled, and one matrix product per chunk is added to the
-        sums (in place by BLAS for large inputs, see :data:`_INPLACE_MIN_CELLS`), reordered to
-        ``samples`` once at the end. Which variants hold a missing call comes from pgenlib's
-        ``count`` for hard-call files (no pass over the decoded block), from a row minimum for
-        files that store dosages.
+        In a hard-call ``.pgen``, a variant stored as the list of its carriers (how plink2
+        writes most rare variants) is read as that list (pgenlib's ``read_sparse8``) and only
+        its carriers are added to the sums. pgenlib decodes the other variants into a reused
+        float64 buffer; only the variants holding a missing dosage are filled, and one matrix
+        product per chunk is added to the sums (in place by BLAS for large inputs, see
+        :data:`_INPLACE_MIN_CELLS`). The sums are reordered to ``samples`` once at the end.
+        Which decoded variants hold a missing call comes from pgenlib's ``count`` for
+        hard-call files (no pass over the decoded block), from a row minimum for files that
+        store dosages.
         """
         index = check_index(index, len(self.variants))
         coef = np.asarray(coef, dtype=np.float64)
         if coef.shape[:1] != index.shape or (fill is not None and np.shape(fill) != index.shape):
             raise ValueError(f"coef and fill must have {len(index)} rows, like index")
-        _, inverse = self._subset(samples)
+        fill = None if fill is None else np.asarray(fill, dtype=np.float64)
+        subset, inverse = self._subset(samples)
         n_out = len(sample_index(self.samples, samples, self.path))
-        chunk_size = min(check_chunk_size(chunk_size), max(4, _DOT_BLOCK_BYTES // (8 * n_out or 1)))
         sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64, order="F")
+        n_missing = np.zeros(len(index), dtype=np.int64)
+        dense = np.arange(len(index))
+        if self.counts_hardcalls and n_out:
+            reader = self._reader(subset)
+            try:
+                has_sparse = reader.has_sparse
+                raw = self._keep[index].tolist()
+                stored_sparse = np.fromiter(map(has_sparse, raw), bool, len(raw))
+                if stored_sparse.any():
+                    rows = np.flatnonzero(stored_sparse)
+                    n_missing[rows] = _add_sparse_products(
+                        reader,
+                        self._keep[index[rows]],
+                        coef[rows],
+                        None if fill is None else fill[rows],
+                        sums,
+                    )
+                    dense = np.flatnonzero(~stored_sparse)
+            finally:
+                reader.close()
+        if len(dense):
+            n_missing[dense] = self._dense_dot(
+                index[dense],
+                coef[dense],
+                None if fill is None else fill[dense],
+                samples,
+                chunk_size,
+                sums,
+            )
+        return (sums if inverse is None else sums[inverse]), n_missing
+
+    def _dense_dot(
+        self,
+        index: np.ndarray,
+        coef: np.ndarray,
+        fill: np.ndarray | None,
+        samples: Sequence[str] | None,
+        chunk_size: int,
+        sums: np.ndarray,
+    ) -> np.ndarray:
+        """Add the products of decoded blocks to ``sums`` (file order of samples); missing calls."""
+        n_out = len(sums)
+        chunk_size = min(check_chunk_size(chunk_size), max(4, _DOT_BLOCK_BYTES // (8 * n_out or 1)))
         add_product = _product_adder(sums, -(-len(index) // chunk_size))
         n_missing = np.zeros(len(index), dtype=np.int64)
         gap_rows = None  # hard-call files: the rows holding a missing call, known before decoding
@@ -367,7 +476,7 @@ class _PgenlibSource(GenotypeSource):
                     x[row, gap] = value
                 add_product(x, coef[done : done + k])
             done += k
-        return (sums if inverse is None else sums[inverse]), n_missing
+        return n_missing
 
     def _missing_calls(self, index: np.ndarray, samples: Sequence[str] | None) -> np.ndarray:
         """Missing hard calls among ``samples`` of each variant at ``index`` (pgenlib ``count``)."""
