@@ -375,12 +375,12 @@ def test_bed_engines_pgenlib_and_pandas_plink_give_identical_chunks():
 def test_bed_engines_and_packed_counts_on_odd_sample_count_with_missing(
     tmp_path, monkeypatch, inplace
 ):
-    from rvfedprs.genotypes import plink
+    from rvfedprs.genotypes import products
     from rvfedprs.genotypes.chunk import GenotypeSource
     from rvfedprs.genotypes.plink import BedSource
 
     if inplace:  # every product added by BLAS dgemv in place, as on a large cohort
-        monkeypatch.setattr(plink, "_INPLACE_MIN_CELLS", 0)
+        monkeypatch.setattr(products, "INPLACE_MIN_CELLS", 0)
 
     rng = np.random.default_rng(5)
     genotypes = np.array(["0/0", "0/1", "1/1", "./."])[rng.choice(4, size=(40, 7))]
@@ -457,10 +457,10 @@ def test_pgen_sparse_records_dot_equals_dense_reference(tmp_path, monkeypatch, b
     """Rare variants that plink2 stores as carrier lists are scored from those lists."""
     import pgenlib
 
-    from rvfedprs.genotypes import plink
+    from rvfedprs.genotypes import products
     from rvfedprs.genotypes.chunk import GenotypeSource
 
-    monkeypatch.setattr(plink, "_SPARSE_BATCH", batch)  # 5: a sum every few variants
+    monkeypatch.setattr(products, "SPARSE_BATCH", batch)  # 5: a sum every few variants
     rng = np.random.default_rng(11)
     n, m = 300, 60
     calls = np.zeros((m, n), dtype=int)  # 0, 1, 2 ALT alleles; 3 = missing

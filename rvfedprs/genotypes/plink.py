@@ -21,7 +21,7 @@ import io
 import logging
 import os
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +39,11 @@ from rvfedprs.genotypes.chunk import (
     normalise_chrom,
     sample_index,
 )
+from rvfedprs.genotypes.products import (
+    PGENLIB_MISSING,
+    add_sparse_products,
+    product_adder,
+)
 
 __all__ = ["BedSource", "PgenSource"]
 
@@ -46,20 +51,10 @@ logger = logging.getLogger(__name__)
 
 _BED_MAGIC = b"\x6c\x1b\x01"
 BED_ENGINES = ("pgenlib", "pandas-plink")
-_MISSING = -9  # pgenlib's code for a missing genotype or dosage
 #: Decoded block of :meth:`_PgenlibSource.dosage_dot`: small enough to stay in the CPU cache
 #: between pgenlib's decode and the matrix product (2-3.5x faster than 64 MiB blocks that go
 #: through main memory; BENCHMARKS.md, "Every input format").
 _DOT_BLOCK_BYTES = 4 << 20
-#: (blocks × samples) from which dosage_dot adds each block's product with BLAS ``dgemv``
-#: (beta = 1: added in place) instead of ``sums += x.T @ coef``, which writes the product and
-#: then passes over the samples again to add it. Blocks of a few variants make that second pass
-#: the cost: 30,000 variants × 100,000 samples take 0.69 s instead of 1.11 s, paying for the
-#: 0.10-0.14 s import of ``scipy.linalg`` from about 2 × 10^8 (blocks × samples) on.
-_INPLACE_MIN_CELLS = 400_000_000
-#: Carrier entries gathered from sparse ``.pgen`` records before they are added to the sums
-#: (one ``bincount`` per batch; keeps the memory flat in the number of variants).
-_SPARSE_BATCH = 1 << 20
 
 
 def _normalise_chroms(values: pd.Series, source: str) -> list[str]:
@@ -179,90 +174,6 @@ def _stores_hardcalls_only(path: Path) -> bool:
     return False
 
 
-def _product_adder(sums: np.ndarray, n_blocks: int) -> Callable[[np.ndarray, np.ndarray], None]:
-    """``add(x, c)`` doing ``sums += x.T @ c`` for ``n_blocks`` blocks (``sums`` Fortran-ordered).
-
-    By BLAS ``dgemv`` with beta = 1 (one pass over the samples per block and score) when
-    ``n_blocks × samples`` reaches :data:`_INPLACE_MIN_CELLS`, by numpy below it.
-    """
-    if n_blocks * len(sums) < _INPLACE_MIN_CELLS:
-
-        def add(x: np.ndarray, c: np.ndarray) -> None:
-            np.add(sums, x.T @ c, out=sums)
-
-        return add
-    from scipy.linalg.blas import dgemv
-
-    columns = [sums] if sums.ndim == 1 else [sums[:, s] for s in range(sums.shape[1])]
-
-    def add_inplace(x: np.ndarray, c: np.ndarray) -> None:
-        c = c.reshape(len(c), -1)
-        for s, column in enumerate(columns):
-            out = dgemv(1.0, x.T, c[:, s], beta=1.0, y=column, overwrite_y=1)
-            if out is not column:  # f2py copied (it should not for a contiguous float64 y)
-                column[:] = out
-
-    return add_inplace
-
-
-def _add_sparse_products(
-    reader,
-    raw: np.ndarray,
-    coef: np.ndarray,
-    fill: np.ndarray | None,
-    sums: np.ndarray,
-) -> np.ndarray:
-    """Add ``coef × ALT dosage`` of variants stored sparse to ``sums``; missing calls per variant.
-
-    Each ``raw`` variant must be one pgenlib reads sparse (``has_sparse``: a hard-call record
-    stored as the list of samples that differ from hom REF). Only those carriers are touched:
-    the record's het, hom ALT and missing calls, the missing ones imputed as in
-    :meth:`_PgenlibSource.dosage_dot`. ``sums`` has one row per sample of the reader's subset.
-    """
-    n_out = len(sums)
-    n_missing = np.zeros(len(raw), dtype=np.int64)
-    columns = [sums] if sums.ndim == 1 else [sums[:, s] for s in range(sums.shape[1])]
-    coef = coef.reshape(len(coef), -1)
-    ids: list[np.ndarray] = []
-    calls: list[np.ndarray] = []
-    held = start = 0
-
-    def flush(stop: int) -> None:
-        var = np.repeat(np.arange(stop - start), [len(c) for c in calls])
-        who = np.concatenate(ids)
-        call = np.concatenate(calls)  # int8: 1 (het), 2 (hom ALT) or -9 (missing)
-        gap = np.flatnonzero(call == _MISSING)
-        gap_var = var[gap]
-        miss = np.bincount(gap_var, minlength=stop - start)
-        n_missing[start:stop] = miss
-        if len(gap) and fill is None:  # mean ALT dosage of the called samples (others are 0)
-            called = np.bincount(var, weights=call, minlength=len(miss)) + miss * -_MISSING
-            with np.errstate(invalid="ignore", divide="ignore"):
-                value = called / (n_out - miss)
-        elif len(gap):
-            value = fill[start:stop]
-        for s, column in enumerate(columns):
-            c = coef[start:stop, s]
-            weights = c[var]
-            weights *= call
-            if len(gap):
-                weights[gap] = value[gap_var] * c[gap_var]
-            column += np.bincount(who, weights=weights, minlength=n_out)
-
-    read = reader.read_sparse8
-    for i, variant in enumerate(raw.tolist()):
-        who, call = read(variant)
-        ids.append(who)
-        calls.append(call)
-        held += len(who)
-        if held >= _SPARSE_BATCH:
-            flush(i + 1)
-            ids, calls, held, start = [], [], 0, i + 1
-    if start < len(raw):
-        flush(len(raw))
-    return n_missing
-
-
 class _PgenlibSource(GenotypeSource):
     """What a ``.bed`` and a ``.pgen`` share: reading through ``pgenlib.PgenReader``.
 
@@ -352,7 +263,7 @@ class _PgenlibSource(GenotypeSource):
                 if raw:
                     yield part, out
                     continue
-                out[out == _MISSING] = np.nan
+                out[out == PGENLIB_MISSING] = np.nan
                 yield part, (out.T if inverse is None else out.T[inverse])
         finally:
             reader.close()
@@ -396,7 +307,8 @@ class _PgenlibSource(GenotypeSource):
         its carriers are added to the sums. pgenlib decodes the other variants into a reused
         float64 buffer; only the variants holding a missing dosage are filled, and one matrix
         product per chunk is added to the sums (in place by BLAS for large inputs, see
-        :data:`_INPLACE_MIN_CELLS`). The sums are reordered to ``samples`` once at the end.
+        :data:`~rvfedprs.genotypes.products.INPLACE_MIN_CELLS`). The sums are reordered to
+        ``samples`` once at the end.
         Which decoded variants hold a missing call comes from pgenlib's ``count`` for
         hard-call files (no pass over the decoded block), from a row minimum for files that
         store dosages.
@@ -419,7 +331,7 @@ class _PgenlibSource(GenotypeSource):
                 stored_sparse = np.fromiter(map(has_sparse, raw), bool, len(raw))
                 if stored_sparse.any():
                     rows = np.flatnonzero(stored_sparse)
-                    n_missing[rows] = _add_sparse_products(
+                    n_missing[rows] = add_sparse_products(
                         reader,
                         self._keep[index[rows]],
                         coef[rows],
@@ -452,7 +364,7 @@ class _PgenlibSource(GenotypeSource):
         """Add the products of decoded blocks to ``sums`` (file order of samples); missing calls."""
         n_out = len(sums)
         chunk_size = min(check_chunk_size(chunk_size), max(4, _DOT_BLOCK_BYTES // (8 * n_out or 1)))
-        add_product = _product_adder(sums, -(-len(index) // chunk_size))
+        add_product = product_adder(sums, -(-len(index) // chunk_size))
         n_missing = np.zeros(len(index), dtype=np.int64)
         gap_rows = None  # hard-call files: the rows holding a missing call, known before decoding
         if self.counts_hardcalls:
@@ -467,10 +379,10 @@ class _PgenlibSource(GenotypeSource):
                 else:
                     rows = np.flatnonzero(x.min(axis=1) < 0).tolist()
                 for row in rows:  # rows holding a missing dosage
-                    gap = x[row] == _MISSING
+                    gap = x[row] == PGENLIB_MISSING
                     n_missing[done + row] = miss = int(gap.sum())
                     if fill is None:
-                        value = (x[row].sum() + miss * -_MISSING) / (n_out - miss)
+                        value = (x[row].sum() + miss * -PGENLIB_MISSING) / (n_out - miss)
                     else:
                         value = float(fill[done + row])
                     x[row, gap] = value
@@ -538,7 +450,7 @@ class _PgenlibSource(GenotypeSource):
                 part = self._keep[start : start + chunk_size].astype(np.uint32)
                 out = buf[: len(part)]
                 reader.read_list(part, out)
-                missing += (out == _MISSING).sum(axis=0)
+                missing += (out == PGENLIB_MISSING).sum(axis=0)
         finally:
             reader.close()
         return (missing if inverse is None else missing[inverse]), len(self.variants)
