@@ -375,12 +375,12 @@ def test_bed_engines_pgenlib_and_pandas_plink_give_identical_chunks():
 def test_bed_engines_and_packed_counts_on_odd_sample_count_with_missing(
     tmp_path, monkeypatch, inplace
 ):
-    from rvfedprs.genotypes import products
+    from rvfedprs.genotypes import kernels
     from rvfedprs.genotypes.chunk import GenotypeSource
     from rvfedprs.genotypes.plink import BedSource
 
     if inplace:  # every product added by BLAS dgemv in place, as on a large cohort
-        monkeypatch.setattr(products, "INPLACE_MIN_CELLS", 0)
+        monkeypatch.setattr(kernels, "INPLACE_MIN_CELLS", 0)
 
     rng = np.random.default_rng(5)
     genotypes = np.array(["0/0", "0/1", "1/1", "./."])[rng.choice(4, size=(40, 7))]
@@ -451,44 +451,67 @@ def test_bed_packed_dosage_dot_equals_dense_reference():
         source.dosage_dot(index[::-1], coef)
 
 
-@needs_plink2
-@pytest.mark.parametrize("batch", [1 << 20, 5])
-def test_pgen_sparse_records_dot_equals_dense_reference(tmp_path, monkeypatch, batch):
-    """Rare variants that plink2 stores as carrier lists are scored from those lists."""
-    import pgenlib
+def _rare_and_common_cohort(folder: Path, n: int = 300, m: int = 60) -> tuple[np.ndarray, tuple]:
+    """A VCF of rare, common and mostly-hom-ALT variants with missing calls, and plink2's
+    ``.pgen`` and ``.bed`` of it (prefix ``folder/r``); chromosome 1 then 2.
 
-    from rvfedprs.genotypes import products
-    from rvfedprs.genotypes.chunk import GenotypeSource
-
-    monkeypatch.setattr(products, "SPARSE_BATCH", batch)  # 5: a sum every few variants
+    Returns the calls (variants × samples: 0, 1, 2 ALT alleles, 3 missing) and sample IDs.
+    """
     rng = np.random.default_rng(11)
-    n, m = 300, 60
-    calls = np.zeros((m, n), dtype=int)  # 0, 1, 2 ALT alleles; 3 = missing
+    calls = np.zeros((m, n), dtype=int)
     for j in range(m):
-        if j % 3 == 0:  # common: stored as a full genotype vector
+        if j % 3 == 0:  # common: plink2 stores the full genotype vector
             calls[j] = rng.choice(3, size=n, p=[0.5, 0.35, 0.15])
-        else:  # rare: a handful of carriers
+        else:  # rare: a handful of carriers, stored as their list
             carriers = rng.choice(n, size=rng.integers(0, 9), replace=False)
             calls[j, carriers] = rng.choice([1, 2], size=len(carriers), p=[0.8, 0.2])
+            if j % 5 == 2:  # the rare allele is REF: a list against hom ALT
+                calls[j] = 2 - calls[j]
         if j % 4 == 1:
             calls[j, rng.choice(n, size=rng.integers(1, 4), replace=False)] = 3
     calls[5, :] = 0
     calls[5, [3, 40]] = 3  # only missing calls besides hom REF
     text = np.array(["0/0", "0/1", "1/1", "./."])[calls]
-    rows = [f"1 {100 * (j + 1)} v{j} A G . . . GT " + " ".join(g) for j, g in enumerate(text)]
+    rows = [
+        f"{1 + (j >= m // 2)} {100 * (j + 1)} v{j} A G . . . GT " + " ".join(g)
+        for j, g in enumerate(text)
+    ]
     samples = tuple(f"s{i}" for i in range(n))
-    vcf = write_vcf(tmp_path / "r.vcf", rows, samples=samples)
-    subprocess.run(
-        ["plink2", "--vcf", str(vcf), "--make-pgen", "--out", str(tmp_path / "r")],
-        check=True,
-        capture_output=True,
-    )
-    reader = pgenlib.PgenReader(bytes(tmp_path / "r.pgen"))
-    stored_sparse = [reader.has_sparse(j) for j in range(m)]
-    reader.close()
+    vcf = write_vcf(folder / "r.vcf", rows, samples=samples)
+    for make in ("--make-pgen", "--make-bed"):
+        subprocess.run(
+            ["plink2", "--vcf", str(vcf), make, "--out", str(folder / "r")],
+            check=True,
+            capture_output=True,
+        )
+    return calls, samples
+
+
+def _stored_sparse(pgen: Path, allele: int) -> list[bool]:
+    import pgenlib
+
+    reader = pgenlib.PgenReader(bytes(pgen))
+    try:
+        return [reader.has_sparse(j, allele) for j in range(reader.get_variant_ct())]
+    finally:
+        reader.close()
+
+
+@needs_plink2
+@pytest.mark.parametrize("batch", [1 << 20, 5])
+def test_pgen_sparse_records_dot_equals_dense_reference(tmp_path, monkeypatch, batch):
+    """Rare variants that plink2 stores as carrier lists are scored from those lists."""
+    from rvfedprs.genotypes import kernels
+    from rvfedprs.genotypes.chunk import GenotypeSource
+
+    monkeypatch.setattr(kernels, "SPARSE_BATCH", batch)  # 5: a sum every few variants
+    calls, samples = _rare_and_common_cohort(tmp_path)
+    m = len(calls)
+    stored_sparse = _stored_sparse(tmp_path / "r.pgen", 1)
     assert 0 < sum(stored_sparse) < m  # both the carrier lists and the decoded blocks are used
     source = open_genotypes(tmp_path / "r.pgen")
     x = np.where(calls == 3, np.nan, calls).T
+    rng = np.random.default_rng(12)
     index = np.flatnonzero(np.arange(m) % 7 != 6)
     coef = rng.normal(size=len(index))
     fill = rng.uniform(0, 2, size=len(index))
@@ -505,6 +528,76 @@ def test_pgen_sparse_records_dot_equals_dense_reference(tmp_path, monkeypatch, b
                 np.testing.assert_allclose(dense, expected, rtol=1e-12, atol=1e-12)
                 assert np.array_equal(missing, np.isnan(x[rows_][:, index]).sum(axis=0))
                 assert np.array_equal(missing, missing_dense) and missing.sum() > 0
+
+
+def _carriers_dense(source, index, count_ref, samples, n_rows: int) -> np.ndarray:
+    """``iter_carriers`` laid out densely (0 where no entry), each entry checked to be new."""
+    out = np.zeros((n_rows, len(index)), dtype=np.float32)
+    seen = np.zeros(out.shape, dtype=bool)
+    for variant, sample, dosage in source.iter_carriers(index, count_ref, 7, samples):
+        assert dosage.dtype == np.float32 and not (dosage == 0).any()
+        assert not seen[sample, variant].any()
+        seen[sample, variant] = True
+        out[sample, variant] = dosage
+    return out
+
+
+@needs_plink2
+@pytest.mark.parametrize("batch", [1 << 20, 5])
+def test_carriers_of_pgen_bed_vcf_and_per_chromosome_files_equal_dense_reference(
+    tmp_path, monkeypatch, batch
+):
+    """Carrier lists (.pgen), int8 codes (.bed) and float chunks (VCF) give the same entries."""
+    from rvfedprs.genotypes import kernels
+
+    monkeypatch.setattr(kernels, "SPARSE_BATCH", batch)
+    calls, samples = _rare_and_common_cohort(tmp_path)
+    m = len(calls)
+    for chrom in ("1", "2"):
+        subprocess.run(
+            ["plink2", "--pfile", str(tmp_path / "r"), "--chr", chrom, "--make-pgen", "--out",
+             str(tmp_path / f"c{chrom}")],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+    assert any(_stored_sparse(tmp_path / "r.pgen", 0))  # REF counted from a list too
+    assert any(_stored_sparse(tmp_path / "r.pgen", 1))
+    sources = {
+        "pgen": open_genotypes(tmp_path / "r.pgen"),
+        "bed": open_genotypes(tmp_path / "r"),
+        "vcf": open_genotypes(tmp_path / "r.vcf"),
+        "per chromosome": open_genotypes([tmp_path / "c1.pgen", tmp_path / "c2.pgen"]),
+    }
+    x = np.where(calls == 3, np.nan, calls).T.astype(np.float32)
+    rng = np.random.default_rng(13)
+    index = np.flatnonzero(np.arange(m) % 6 != 4)
+    count_ref = rng.random(len(index)) < 0.4
+    count_ref[np.flatnonzero(np.arange(m)[index] % 5 == 2)] = True  # REF-minor variants
+    subset = list(rng.permutation(samples)[:180])
+    for chosen, rows_ in ((None, slice(None)), (subset, [int(s[1:]) for s in subset])):
+        chosen_x = x[rows_][:, index]
+        want = np.where(count_ref, 2 - chosen_x, chosen_x)
+        for name, source in sources.items():
+            got = _carriers_dense(source, index, count_ref, chosen, len(chosen_x))
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        coef = rng.normal(size=len(index))
+        multi, missing = sources["per chromosome"].dosage_dot(index, coef, None, chosen, 5)
+        np.testing.assert_allclose(multi, _naive_dot(chosen_x, coef), rtol=1e-12, atol=1e-12)
+        assert np.array_equal(missing, np.isnan(chosen_x).sum(axis=0))
+    with pytest.raises(ValueError, match="count_ref must have"):
+        next(sources["pgen"].iter_carriers(index, count_ref[:-1]))
+
+
+def test_nonzero_cells_equals_numpy():
+    from rvfedprs.genotypes.kernels import nonzero_cells
+
+    rng = np.random.default_rng(14)
+    for shape in [(0, 5), (3, 0), (1, 1), (7, 13), (100, 37), (64, 8), (5, 1001)]:
+        block = np.where(rng.random(shape) < 0.02, rng.choice([1, 2, -9], size=shape), 0)
+        block = np.ascontiguousarray(block.astype(np.int8))
+        rows, cols = nonzero_cells(block)
+        want_rows, want_cols = np.nonzero(block)
+        assert np.array_equal(rows, want_rows) and np.array_equal(cols, want_cols), shape
 
 
 def test_hardcall_counts_equal_rounding_in_either_layout():

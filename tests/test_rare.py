@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -75,3 +77,37 @@ def test_real_data_against_dense_reference():
     assert matrix.shape == (500, len(rare))
     assert np.allclose(matrix.toarray(), dense)
     assert matrix.nnz < 0.05 * matrix.shape[0] * matrix.shape[1]
+
+
+@pytest.mark.skipif(shutil.which("plink2") is None, reason="plink2 not installed")
+def test_bed_pgen_and_vcf_give_identical_matrices(tmp_path):
+    """The .pgen's carrier lists and the .bed's int8 codes against the VCF's float chunks."""
+    if not CHR21.is_file():
+        pytest.skip("1kg chr21 data absent")
+    import pgenlib
+
+    # phase erased: a hard-call .pgen, whose rare variants plink2 stores as carrier lists
+    for make in (["--make-pgen", "erase-phase"], ["--make-bed"]):
+        subprocess.run(
+            ["plink2", "--vcf", str(CHR21), "--max-alleles", "2", *make, "--out",
+             str(tmp_path / "c")],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+    reader = pgenlib.PgenReader(bytes(tmp_path / "c.pgen"))
+    assert sum(reader.has_sparse(v) for v in range(reader.get_variant_ct())) > 100
+    reader.close()
+    vcf = open_genotypes(CHR21, multiallelic="exclude")
+    # every polymorphic variant "rare", so that common ones and REF-minor ones are read too
+    freqs = split_common_rare(allele_frequencies(allele_counts(vcf)), rare_maf_max=0.49)
+    rare = freqs[freqs["class"] == "rare"].sample(frac=1.0, random_state=2)
+    assert (rare["minor_allele"] == rare["ref"]).any()  # REF counted for some
+    samples = list(np.random.default_rng(3).permutation(vcf.samples)[:700])
+    want = rare_dosages(vcf, rare, samples=samples, chunk_size=50)
+    assert want.nnz > 0
+    for path in (tmp_path / "c.pgen", tmp_path / "c"):
+        for chosen in (samples, None):
+            got = rare_dosages(open_genotypes(path), rare, samples=chosen, chunk_size=50)
+            ref = want if chosen is not None else rare_dosages(vcf, rare, chunk_size=500)
+            assert got.shape == ref.shape and (got != ref).nnz == 0, path
+            assert np.array_equal(got.indptr, ref.indptr) and np.array_equal(got.data, ref.data)

@@ -18,6 +18,7 @@ from rvfedprs.exceptions import GenotypeFormatError, InputDataError
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "VARIANT_COLUMNS",
+    "block_carriers",
     "dot_dosages",
     "hardcall_counts",
     "GenotypeChunk",
@@ -265,6 +266,45 @@ class GenotypeSource:
             done += k
         return sums, n_missing
 
+    def iter_carriers(
+        self,
+        index: np.ndarray,
+        count_ref: np.ndarray | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        samples: Sequence[str] | None = None,
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The non-zero allele dosages of the variants at ``index``, as sparse triplets.
+
+        For rare variants, where almost every dosage is 0: a reader that stores such variants
+        as their carriers (a hard-call ``.pgen``) yields them without decoding the others.
+
+        Parameters
+        ----------
+        index : ndarray of int, shape (n_selected,)
+            Increasing variant positions (as for :meth:`iter_selected`).
+        count_ref : ndarray of bool, shape (n_selected,), optional
+            Where true, the REF allele is counted (``2 − ALT dosage``); default: ALT everywhere.
+        chunk_size : int
+        samples : sequence of str, optional
+
+        Yields
+        ------
+        variant : ndarray of int64
+            Positions in ``index``, in no particular order across the batches.
+        sample : ndarray of int64
+            Rows in the order of ``samples`` (default: the source's).
+        dosage : ndarray of float32
+            The counted allele's dosage, non-zero; NaN where the call is missing.
+        """
+        index = check_index(index)
+        count_ref = count_ref_mask(count_ref, len(index))
+        done = 0
+        for chunk in self.iter_selected(index, chunk_size, samples):
+            k = chunk.dosages.shape[1]
+            variant, sample, dosage = block_carriers(chunk.dosages, count_ref[done : done + k])
+            yield variant + done, sample, dosage
+            done += k
+
     def iter_counts(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
     ) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:
@@ -351,6 +391,41 @@ def hardcall_counts(
         part = dosages[gaps] if variant_major else dosages[:, gaps]
         alt_sum[gaps] = np.nansum(part, axis=axis, dtype=np.float64)
     return np.stack([n0, n1, n2, missing], axis=1), alt_sum
+
+
+def count_ref_mask(count_ref: np.ndarray | None, n: int) -> np.ndarray:
+    """``count_ref`` of :meth:`GenotypeSource.iter_carriers`, checked: ``n`` bools (None: none)."""
+    if count_ref is None:
+        return np.zeros(n, dtype=bool)
+    count_ref = np.asarray(count_ref, dtype=bool)
+    if count_ref.shape != (n,):
+        raise ValueError(f"count_ref must have {n} entries, like index; got {count_ref.shape}")
+    return count_ref
+
+
+def block_carriers(
+    dosages: np.ndarray, count_ref: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(variant, sample, dosage) of the non-zero and missing entries of a dosage block.
+
+    Parameters
+    ----------
+    dosages : ndarray, shape (n_samples, n_variants)
+        ALT dosages, NaN where missing.
+    count_ref : ndarray of bool, shape (n_variants,)
+        Variants whose REF allele is counted (``2 − ALT``).
+
+    Returns
+    -------
+    variant, sample : ndarray of int64
+    dosage : ndarray of float32
+        Non-zero; NaN where missing.
+    """
+    block = dosages.astype(np.float32, copy=False)
+    if count_ref.any():
+        block = np.where(count_ref, np.float32(2.0) - block, block)
+    sample, variant = np.nonzero(block)  # NaN is non-zero: missing calls are kept
+    return variant.astype(np.int64), sample.astype(np.int64), block[sample, variant]
 
 
 def dot_dosages(

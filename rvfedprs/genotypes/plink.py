@@ -35,13 +35,16 @@ from rvfedprs.genotypes.chunk import (
     check_chunk_size,
     check_index,
     check_unique_samples,
+    count_ref_mask,
     make_variant_table,
     normalise_chrom,
     sample_index,
 )
-from rvfedprs.genotypes.products import (
+from rvfedprs.genotypes.kernels import (
     PGENLIB_MISSING,
     add_sparse_products,
+    carrier_lists,
+    nonzero_cells,
     product_adder,
 )
 
@@ -239,7 +242,8 @@ class _PgenlibSource(GenotypeSource):
 
         By default the dosages have shape (n_samples, k), in the order of ``samples``, NaN
         where missing. With ``raw`` they are pgenlib's reused variant-major buffer of shape
-        (k, n_samples) in file order of the samples, -9 where missing (callers reorder).
+        (k, n_samples) in file order of the samples, -9 where missing (callers reorder); an
+        int8 ``dtype`` (with ``raw``) reads hard calls (``read_list``) instead of dosages.
         Buffers are kept under :data:`~rvfedprs.genotypes.chunk.CHUNK_BYTES`.
         """
         chunk_size = check_chunk_size(chunk_size)
@@ -254,12 +258,13 @@ class _PgenlibSource(GenotypeSource):
         raw_index = self._keep[positions].astype(np.uint32)
         reader = self._reader(subset)
         try:
+            read = reader.read_list if np.dtype(dtype) == np.int8 else reader.read_dosages_list
             buf = np.empty((min(chunk_size, max(len(positions), 1)), n_out), dtype=dtype)
             for start in range(0, len(positions), chunk_size):
                 part = positions[start : start + chunk_size]
                 out = buf[: len(part)]
                 if n_out:
-                    reader.read_dosages_list(raw_index[start : start + chunk_size], out)
+                    read(raw_index[start : start + chunk_size], out)
                 if raw:
                     yield part, out
                     continue
@@ -307,7 +312,7 @@ class _PgenlibSource(GenotypeSource):
         its carriers are added to the sums. pgenlib decodes the other variants into a reused
         float64 buffer; only the variants holding a missing dosage are filled, and one matrix
         product per chunk is added to the sums (in place by BLAS for large inputs, see
-        :data:`~rvfedprs.genotypes.products.INPLACE_MIN_CELLS`). The sums are reordered to
+        :data:`~rvfedprs.genotypes.kernels.INPLACE_MIN_CELLS`). The sums are reordered to
         ``samples`` once at the end.
         Which decoded variants hold a missing call comes from pgenlib's ``count`` for
         hard-call files (no pass over the decoded block), from a row minimum for files that
@@ -389,6 +394,66 @@ class _PgenlibSource(GenotypeSource):
                 add_product(x, coef[done : done + k])
             done += k
         return n_missing
+
+    def iter_carriers(
+        self,
+        index: np.ndarray,
+        count_ref: np.ndarray | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        samples: Sequence[str] | None = None,
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Non-zero allele dosages (see :meth:`GenotypeSource.iter_carriers`).
+
+        In a hard-call ``.pgen`` a variant stored as its carrier list against the genotype
+        that counts 0 (hom REF for an ALT count, hom ALT for a REF count) is read as that list
+        (:func:`~rvfedprs.genotypes.kernels.carrier_lists`). The other hard-call variants (all
+        of a ``.bed``) are decoded in chunks as int8 codes; a ``.pgen`` that stores dosages
+        is read as float dosages.
+        """
+        index = check_index(index, len(self.variants))
+        count_ref = count_ref_mask(count_ref, len(index))
+        subset, inverse = self._subset(samples)
+        to_row = None if inverse is None else np.argsort(inverse)  # subset position -> row
+        dense = np.arange(len(index))
+        if self.counts_hardcalls and len(index) and (subset is None or len(subset)):
+            reader = self._reader(subset)
+            try:
+                raw = self._keep[index].tolist()
+                allele = np.where(count_ref, 0, 1).tolist()
+                stored_sparse = np.fromiter(map(reader.has_sparse, raw, allele), bool, len(raw))
+                rows = np.flatnonzero(stored_sparse)
+                lists = carrier_lists(reader, [raw[r] for r in rows], [allele[r] for r in rows])
+                for start, _, var, who, call in lists:
+                    sample = who.astype(np.int64) if to_row is None else to_row[who]
+                    dosage = call.astype(np.float32)
+                    dosage[call == PGENLIB_MISSING] = np.nan
+                    yield rows[var + start], sample, dosage
+                dense = np.flatnonzero(~stored_sparse)
+            finally:
+                reader.close()
+        if not len(dense):
+            return
+        if not self.counts_hardcalls:  # dosages stored: read them as floats
+            parts = GenotypeSource.iter_carriers(
+                self, index[dense], count_ref[dense], chunk_size, samples
+            )
+            for variant, sample, dosage in parts:
+                yield dense[variant], sample, dosage
+            return
+        # hard calls decoded as int8 codes, the non-zero ones kept
+        flip_all = count_ref[dense]
+        done = 0
+        for _, calls in self._blocks(index[dense], chunk_size, samples, np.int8, raw=True):
+            k = len(calls)
+            flip = flip_all[done : done + k]
+            if flip.any():  # REF counted: 2 - ALT count, missing stays -9
+                rows = calls[flip]
+                calls[flip] = np.where(rows == PGENLIB_MISSING, rows, 2 - rows)
+            variant, who = nonzero_cells(calls)
+            dosage = calls[variant, who].astype(np.float32)
+            dosage[dosage == PGENLIB_MISSING] = np.nan
+            yield dense[variant + done], (who if to_row is None else to_row[who]), dosage
+            done += k
 
     def _missing_calls(self, index: np.ndarray, samples: Sequence[str] | None) -> np.ndarray:
         """Missing hard calls among ``samples`` of each variant at ``index`` (pgenlib ``count``)."""

@@ -12,6 +12,7 @@ from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes.chunk import (
     DEFAULT_CHUNK_SIZE,
     GenotypeSource,
+    block_carriers,
     sample_index,
     variant_keys,
 )
@@ -74,33 +75,34 @@ def rare_dosages(
     rows_parts, cols_parts, vals_parts = [], [], []
     found = np.zeros(len(keys), dtype=bool)
     n_samples = None
-    if source.variants is not None:  # read only the rare variants' columns
+    if source.variants is not None:  # only the rare variants' carriers are read
         at = pd.Index(variant_keys(source.variants)).get_indexer(keys)
-        chunks = source.iter_selected(np.sort(at[at >= 0]), chunk_size, samples)
+        listed = np.flatnonzero(at >= 0)
+        column = listed[np.argsort(at[listed])]  # result column of each variant read, in order
+        found[column] = True
         n_samples = len(sample_index(source.samples, samples, source.path))
+        carriers = source.iter_carriers(at[column], minor_is_ref[column], chunk_size, samples)
+        for variant, sample, dosage in carriers:
+            rows_parts.append(sample)
+            cols_parts.append(column[variant])
+            vals_parts.append(dosage)
     else:
-        chunks = source.iter_chunks(chunk_size=chunk_size, samples=samples)
-    for chunk in chunks:
-        n_samples = len(chunk.samples)
-        target = position.reindex(chunk.keys.to_numpy()).to_numpy()
-        here = np.flatnonzero(~np.isnan(target))
-        if not len(here):
-            continue
-        cols = target[here].astype(np.int64)
-        if found[cols].any():
-            raise InputDataError(
-                f"rare variant {keys[cols[found[cols]][0]]} occurs twice in {source.path}"
-            )
-        found[cols] = True
-        block = chunk.dosages[:, here].astype(np.float32)
-        block = np.where(minor_is_ref[cols], 2.0 - block, block).astype(np.float32)
-        missing = np.isnan(block)
-        if missing.any():
-            block = np.where(missing, fill[cols].astype(np.float32), block)
-        r, c = np.nonzero(block)
-        rows_parts.append(r.astype(np.int64))
-        cols_parts.append(cols[c])
-        vals_parts.append(block[r, c])
+        for chunk in source.iter_chunks(chunk_size=chunk_size, samples=samples):
+            n_samples = len(chunk.samples)
+            target = position.reindex(chunk.keys.to_numpy()).to_numpy()
+            here = np.flatnonzero(~np.isnan(target))
+            if not len(here):
+                continue
+            cols = target[here].astype(np.int64)
+            if found[cols].any():
+                raise InputDataError(
+                    f"rare variant {keys[cols[found[cols]][0]]} occurs twice in {source.path}"
+                )
+            found[cols] = True
+            variant, sample, dosage = block_carriers(chunk.dosages[:, here], minor_is_ref[cols])
+            rows_parts.append(sample)
+            cols_parts.append(cols[variant])
+            vals_parts.append(dosage)
     if n_samples is None:
         raise InputDataError(f"{source.path}: no variants to read rare dosages from")
     if not found.all():
@@ -112,9 +114,12 @@ def rare_dosages(
         rows = np.concatenate(rows_parts)
         cols = np.concatenate(cols_parts)
         vals = np.concatenate(vals_parts).astype(np.float32)
+        missing = np.isnan(vals)
+        vals[missing] = fill[cols[missing]].astype(np.float32)  # the global mean, 2 × maf
     else:
         rows = cols = np.zeros(0, dtype=np.int64)
         vals = np.zeros(0, dtype=np.float32)
     matrix = sp.csr_matrix((vals, (rows, cols)), shape=(n_samples, len(keys)), dtype=np.float32)
     matrix.sum_duplicates()
+    matrix.eliminate_zeros()  # a missing call imputed as 0 (a variant with maf 0)
     return matrix

@@ -14,6 +14,8 @@ from rvfedprs.genotypes.chunk import (
     GenotypeChunk,
     GenotypeSource,
     check_index,
+    count_ref_mask,
+    sample_index,
 )
 from rvfedprs.genotypes.formats import genotype_format
 
@@ -98,12 +100,62 @@ class MultiFileSource(GenotypeSource):
         if self.variants is None:
             yield from super().iter_selected(index, chunk_size, samples, dtype)
             return
+        for source, _, part in self._shares(index):
+            yield from source.iter_selected(part, chunk_size, samples, dtype)
+
+    def iter_carriers(
+        self,
+        index: np.ndarray,
+        count_ref: np.ndarray | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        samples: Sequence[str] | None = None,
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each file's :meth:`GenotypeSource.iter_carriers` for its share of ``index``."""
+        if self.variants is None:
+            yield from super().iter_carriers(index, count_ref, chunk_size, samples)
+            return
+        count_ref = count_ref_mask(count_ref, len(index))
+        for source, rows, part in self._shares(index):
+            for variant, sample, dosage in source.iter_carriers(
+                part, count_ref[rows], chunk_size, samples
+            ):
+                yield variant + rows.start, sample, dosage
+
+    def dosage_dot(
+        self,
+        index: np.ndarray,
+        coef: np.ndarray,
+        fill: np.ndarray | None = None,
+        samples: Sequence[str] | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The sum of each file's :meth:`GenotypeSource.dosage_dot` over its share of ``index``."""
+        if self.variants is None:
+            return super().dosage_dot(index, coef, fill, samples, chunk_size)
+        coef = np.asarray(coef, dtype=np.float64)
+        if coef.shape[:1] != np.shape(index)[:1] or (
+            fill is not None and np.shape(fill) != np.shape(index)
+        ):
+            raise ValueError(f"coef and fill must have {len(index)} rows, like index")
+        n_out = len(sample_index(self.samples, samples, self.path))
+        sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64)
+        n_missing = np.zeros(len(index), dtype=np.int64)
+        for source, rows, part in self._shares(index):
+            part_fill = None if fill is None else np.asarray(fill)[rows]
+            add, n_missing[rows] = source.dosage_dot(
+                part, coef[rows], part_fill, samples, chunk_size
+            )
+            sums += add
+        return sums, n_missing
+
+    def _shares(self, index: np.ndarray) -> Iterator[tuple[GenotypeSource, slice, np.ndarray]]:
+        """(file, its rows of ``index``, their positions in the file) for each file with any."""
         index = check_index(index, len(self.variants))
         bounds = np.searchsorted(index, self._offsets)
         for i, source in enumerate(self.sources):
-            part = index[bounds[i] : bounds[i + 1]] - self._offsets[i]
-            if len(part):
-                yield from source.iter_selected(part, chunk_size, samples, dtype)
+            rows = slice(int(bounds[i]), int(bounds[i + 1]))
+            if rows.stop > rows.start:
+                yield source, rows, index[rows] - self._offsets[i]
 
     def iter_counts(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None

@@ -1,14 +1,16 @@
-"""Kernels that add ``coef × ALT dosage`` products of pgenlib reads to per-sample sums.
+"""Kernels on pgenlib's reads: block products and carrier lists.
 
-Used by the PLINK readers' ``dosage_dot`` (:mod:`rvfedprs.genotypes.plink`): a decoded block
-is added by one matrix product (:func:`product_adder`), a variant stored as its carriers only by
-touching those carriers (:func:`add_sparse_products`). Sums are float64 and equal a dense
-numpy product to rounding (tested).
+Used by the PLINK readers (:mod:`rvfedprs.genotypes.plink`). A decoded block is added to
+per-sample sums by one matrix product (:func:`product_adder`). A variant that a hard-call
+``.pgen`` stores as the list of its carriers (plink2's "difflist" against a common genotype,
+how it writes most rare variants) is read as that list (:func:`carrier_lists`), and only its
+carriers are touched: added to sums (:func:`add_sparse_products`) or kept as sparse entries
+(``iter_carriers``). Sums are float64 and equal a dense numpy product to rounding (tested).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -17,6 +19,8 @@ __all__ = [
     "PGENLIB_MISSING",
     "SPARSE_BATCH",
     "add_sparse_products",
+    "carrier_lists",
+    "nonzero_cells",
     "product_adder",
 ]
 
@@ -59,6 +63,49 @@ def product_adder(sums: np.ndarray, n_blocks: int) -> Callable[[np.ndarray, np.n
     return add_inplace
 
 
+def carrier_lists(
+    reader, raw: Sequence[int], allele: Sequence[int] | None = None
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Read variants stored as carrier lists, in batches of about :data:`SPARSE_BATCH` entries.
+
+    Parameters
+    ----------
+    reader : pgenlib.PgenReader
+        Open on the file, with the sample subset wanted.
+    raw : sequence of int
+        Raw variant indices, each one pgenlib reads sparse for its ``allele`` (``has_sparse``).
+    allele : sequence of int, optional
+        Per variant, the allele counted: 1 (ALT; the list is against hom REF, the default) or
+        0 (REF; the list is against hom ALT).
+
+    Yields
+    ------
+    start, stop : int
+        The batch's variants are ``raw[start:stop]``.
+    variant : ndarray of int64
+        Per entry, its variant's position in the batch (0 .. stop − start − 1).
+    sample : ndarray of uint32
+        Per entry, the sample's position in the reader's subset.
+    call : ndarray of int8
+        Per entry, the counted allele's count (1 or 2), or -9 where the call is missing.
+    """
+    read = reader.read_sparse8
+    alleles = [1] * len(raw) if allele is None else allele
+    ids: list[np.ndarray] = []
+    calls: list[np.ndarray] = []
+    held = start = 0
+    for i, (variant, counted) in enumerate(zip(raw, alleles, strict=True)):
+        who, call = read(variant, counted)
+        ids.append(who)
+        calls.append(call)
+        held += len(who)
+        if held >= SPARSE_BATCH or i == len(raw) - 1:
+            lengths = [len(c) for c in calls]
+            var = np.repeat(np.arange(i + 1 - start), lengths)
+            yield start, i + 1, var, np.concatenate(ids), np.concatenate(calls)
+            ids, calls, held, start = [], [], 0, i + 1
+
+
 def add_sparse_products(
     reader,
     raw: np.ndarray,
@@ -94,14 +141,7 @@ def add_sparse_products(
     n_missing = np.zeros(len(raw), dtype=np.int64)
     columns = [sums] if sums.ndim == 1 else [sums[:, s] for s in range(sums.shape[1])]
     coef = coef.reshape(len(coef), -1)
-    ids: list[np.ndarray] = []
-    calls: list[np.ndarray] = []
-    held = start = 0
-
-    def flush(stop: int) -> None:
-        var = np.repeat(np.arange(stop - start), [len(c) for c in calls])
-        who = np.concatenate(ids)
-        call = np.concatenate(calls)  # int8: 1 (het), 2 (hom ALT) or -9 (missing)
+    for start, stop, var, who, call in carrier_lists(reader, raw.tolist()):
         gap = np.flatnonzero(call == PGENLIB_MISSING)
         gap_var = var[gap]
         miss = np.bincount(gap_var, minlength=stop - start)
@@ -119,16 +159,21 @@ def add_sparse_products(
             if len(gap):
                 weights[gap] = value[gap_var] * c[gap_var]
             column += np.bincount(who, weights=weights, minlength=n_out)
-
-    read = reader.read_sparse8
-    for i, variant in enumerate(raw.tolist()):
-        who, call = read(variant)
-        ids.append(who)
-        calls.append(call)
-        held += len(who)
-        if held >= SPARSE_BATCH:
-            flush(i + 1)
-            ids, calls, held, start = [], [], 0, i + 1
-    if start < len(raw):
-        flush(len(raw))
     return n_missing
+
+
+def nonzero_cells(block: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of the non-zero cells of a C-contiguous int8 block, as ``numpy.nonzero``.
+
+    Tests 8 cells at a time (the block's bytes read as 64-bit words) and looks inside only
+    the non-zero words: ~10x faster than ``numpy.nonzero`` on a block of rare variants' codes.
+    """
+    if block.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    flat = block.reshape(-1)
+    full = len(flat) // 8 * 8
+    words = np.flatnonzero(flat[:full].view(np.uint64))
+    cells = (words[:, None] * 8 + np.arange(8)).ravel()
+    cells = np.concatenate([cells[flat[cells] != 0], np.flatnonzero(flat[full:]) + full])
+    return np.divmod(cells, block.shape[1])
