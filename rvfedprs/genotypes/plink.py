@@ -7,10 +7,12 @@ fifth column (PLINK's A1, usually minor) is the ALT allele and the sixth column 
 Both formats are decoded by pgenlib (plink2's own reader, compiled): a ``.bed`` is a ``.pgen`` in
 its PLINK1 storage mode, opened with its sample count. Genotype counts come from pgenlib's
 ``count`` (plink2's SIMD genotype counter; hard calls), dosages from ``read_dosages_list`` into
-float buffers, per-sample missingness from ``read_range``'s int8 codes. A PRS over a hard-call
-``.pgen`` reads the variants plink2 stored as carrier lists (most rare ones) as those lists
-(``read_sparse8``) and decodes only the others. A ``.pgen`` that stores
-dosages (8-bit variant types) has its ALT sums and counts taken from the dosages instead.
+float buffers, per-sample missingness from ``read_range``'s int8 codes. A PRS
+(``dosage_dot``) and the rare variants' sparse dosages (``iter_carriers``) over a hard-call
+``.pgen`` read the variants plink2 stored as carrier lists (most rare ones) as those lists
+(``read_sparse8``) and decode only the others (see :mod:`rvfedprs.genotypes.kernels`). A
+``.pgen`` that stores dosages (8-bit variant types) has its ALT sums and counts taken from the
+dosages instead.
 ``BedSource(path, engine="pandas-plink")`` reads through pandas-plink's dask array instead (the
 reader the design first named; identical chunks, tested; 10-100x slower, see BENCHMARKS.md).
 """
