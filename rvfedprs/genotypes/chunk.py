@@ -393,6 +393,17 @@ def hardcall_counts(
     return np.stack([n0, n1, n2, missing], axis=1), alt_sum
 
 
+def check_dot_args(
+    index: np.ndarray, coef: np.ndarray, fill: np.ndarray | None, n_variants: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``dosage_dot``'s arguments checked (``coef`` and ``fill`` one row per index) as arrays."""
+    index = check_index(index, n_variants)
+    coef = np.asarray(coef, dtype=np.float64)
+    if coef.shape[:1] != index.shape or (fill is not None and np.shape(fill) != index.shape):
+        raise ValueError(f"coef and fill must have {len(index)} rows, like index")
+    return index, coef, None if fill is None else np.asarray(fill, dtype=np.float64)
+
+
 def count_ref_mask(count_ref: np.ndarray | None, n: int) -> np.ndarray:
     """``count_ref`` of :meth:`GenotypeSource.iter_carriers`, checked: ``n`` bools (None: none)."""
     if count_ref is None:

@@ -35,6 +35,7 @@ from rvfedprs.genotypes.chunk import (
     GenotypeChunk,
     GenotypeSource,
     check_chunk_size,
+    check_dot_args,
     check_index,
     check_unique_samples,
     count_ref_mask,
@@ -320,11 +321,7 @@ class _PgenlibSource(GenotypeSource):
         hard-call files (no pass over the decoded block), from a row minimum for files that
         store dosages.
         """
-        index = check_index(index, len(self.variants))
-        coef = np.asarray(coef, dtype=np.float64)
-        if coef.shape[:1] != index.shape or (fill is not None and np.shape(fill) != index.shape):
-            raise ValueError(f"coef and fill must have {len(index)} rows, like index")
-        fill = None if fill is None else np.asarray(fill, dtype=np.float64)
+        index, coef, fill = check_dot_args(index, coef, fill, len(self.variants))
         subset, inverse = self._subset(samples)
         n_out = len(sample_index(self.samples, samples, self.path))
         sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64, order="F")

@@ -13,6 +13,7 @@ from rvfedprs.genotypes.chunk import (
     DEFAULT_CHUNK_SIZE,
     GenotypeChunk,
     GenotypeSource,
+    check_dot_args,
     check_index,
     count_ref_mask,
     sample_index,
@@ -132,16 +133,12 @@ class MultiFileSource(GenotypeSource):
         """The sum of each file's :meth:`GenotypeSource.dosage_dot` over its share of ``index``."""
         if self.variants is None:
             return super().dosage_dot(index, coef, fill, samples, chunk_size)
-        coef = np.asarray(coef, dtype=np.float64)
-        if coef.shape[:1] != np.shape(index)[:1] or (
-            fill is not None and np.shape(fill) != np.shape(index)
-        ):
-            raise ValueError(f"coef and fill must have {len(index)} rows, like index")
+        index, coef, fill = check_dot_args(index, coef, fill, len(self.variants))
         n_out = len(sample_index(self.samples, samples, self.path))
         sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64)
         n_missing = np.zeros(len(index), dtype=np.int64)
         for source, rows, part in self._shares(index):
-            part_fill = None if fill is None else np.asarray(fill)[rows]
+            part_fill = None if fill is None else fill[rows]
             add, n_missing[rows] = source.dosage_dot(
                 part, coef[rows], part_fill, samples, chunk_size
             )
