@@ -22,6 +22,7 @@ __all__ = [
     "carrier_lists",
     "nonzero_cells",
     "product_adder",
+    "stored_as_lists",
 ]
 
 PGENLIB_MISSING = -9  # pgenlib's code for a missing genotype or dosage
@@ -61,6 +62,15 @@ def product_adder(sums: np.ndarray, n_blocks: int) -> Callable[[np.ndarray, np.n
                 column[:] = out
 
     return add_inplace
+
+
+def stored_as_lists(reader, raw: Sequence[int], allele: Sequence[int] | None = None) -> np.ndarray:
+    """Whether pgenlib reads each ``raw`` variant as a carrier list for its counted ``allele``.
+
+    ``allele`` as in :func:`carrier_lists` (default: ALT everywhere). A ``.bed`` has none.
+    """
+    alleles = [1] * len(raw) if allele is None else allele
+    return np.fromiter(map(reader.has_sparse, raw, alleles), dtype=bool, count=len(raw))
 
 
 def carrier_lists(

@@ -49,6 +49,7 @@ from rvfedprs.genotypes.kernels import (
     carrier_lists,
     nonzero_cells,
     product_adder,
+    stored_as_lists,
 )
 
 __all__ = ["BedSource", "PgenSource"]
@@ -316,10 +317,9 @@ class _PgenlibSource(GenotypeSource):
         float64 buffer; only the variants holding a missing dosage are filled, and one matrix
         product per chunk is added to the sums (in place by BLAS for large inputs, see
         :data:`~rvfedprs.genotypes.kernels.INPLACE_MIN_CELLS`). The sums are reordered to
-        ``samples`` once at the end.
-        Which decoded variants hold a missing call comes from pgenlib's ``count`` for
-        hard-call files (no pass over the decoded block), from a row minimum for files that
-        store dosages.
+        ``samples`` once at the end. Which decoded variants hold a missing call comes from
+        pgenlib's ``count`` for hard-call files (no pass over the decoded block), from a row
+        minimum for files that store dosages.
         """
         index, coef, fill = check_dot_args(index, coef, fill, len(self.variants))
         subset, inverse = self._subset(samples)
@@ -330,9 +330,7 @@ class _PgenlibSource(GenotypeSource):
         if self.counts_hardcalls and n_out:
             reader = self._reader(subset)
             try:
-                has_sparse = reader.has_sparse
-                raw = self._keep[index].tolist()
-                stored_sparse = np.fromiter(map(has_sparse, raw), bool, len(raw))
+                stored_sparse = stored_as_lists(reader, self._keep[index].tolist())
                 if stored_sparse.any():
                     rows = np.flatnonzero(stored_sparse)
                     n_missing[rows] = add_sparse_products(
@@ -419,7 +417,7 @@ class _PgenlibSource(GenotypeSource):
             try:
                 raw = self._keep[index].tolist()
                 allele = np.where(count_ref, 0, 1).tolist()
-                stored_sparse = np.fromiter(map(reader.has_sparse, raw, allele), bool, len(raw))
+                stored_sparse = stored_as_lists(reader, raw, allele)
                 rows = np.flatnonzero(stored_sparse)
                 lists = carrier_lists(reader, [raw[r] for r in rows], [allele[r] for r in rows])
                 for start, _, var, who, call in lists:
