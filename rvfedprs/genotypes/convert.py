@@ -7,6 +7,8 @@ read, so that results do not depend on it: GT calls (a haploid call counts as ho
 half-missing call ``0/.`` as missing), or DS dosages when the VCF declares DS (stored at plink2's
 precision of 1/16384, the only difference from reading the VCF directly), and for a BGEN the
 expected ALT count with the REF allele chosen by ``bgen_ref_allele`` and IDs from its ``.sample``.
+Phase is erased (``--make-pgen erase-phase``): nothing here reads it, and an unphased copy stores
+each rare variant as the list of its carriers, which the PRS and rare-dosage reads use directly.
 """
 
 from __future__ import annotations
@@ -92,7 +94,9 @@ def to_pgen(
         raise GenotypeFormatError(
             f"{path} is a {kind} file; only {list(CONVERTIBLE_FORMATS)} are converted"
         )
-    args += ["--make-pgen", "--out", str(out_prefix), "--threads", str(threads)]
+    # Phase is dropped: rvfedprs reads ALT dosages only, and only an unphased hard-call record
+    # of a rare variant is stored as its carrier list (read without decoding, kernels.py).
+    args += ["--make-pgen", "erase-phase", "--out", str(out_prefix), "--threads", str(threads)]
     if memory_mib is not None:
         args += ["--memory", str(memory_mib)]
     done = subprocess.run(["plink2", *args], capture_output=True, text=True)

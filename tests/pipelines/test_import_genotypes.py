@@ -30,6 +30,34 @@ def test_converted_pgen_reads_like_the_vcf(tiny_cohort, tmp_path):
 
 
 @needs_plink2
+def test_phase_is_erased_so_rare_records_are_carrier_lists(tmp_path):
+    """A phased VCF's copy holds unphased hard calls, with its rare variant as a carrier list."""
+    import pgenlib
+
+    header = (
+        "##fileformat=VCFv4.2\n##contig=<ID=1>\n"
+        '##FORMAT=<ID=GT,Number=1,Type=String,Description="GT">\n'
+        "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t"
+        + "\t".join(f"s{i}" for i in range(64))
+        + "\n"
+    )
+    common = ["0|1", "1|0", "1|1", "0|0"] * 16
+    rare = ["0|0"] * 63 + ["1|0"]
+    rows = [f"1\t{10 * (j + 1)}\tv{j}\tA\tG\t.\t.\t.\tGT\t" + "\t".join(g) + "\n"
+            for j, g in enumerate([common, rare])]  # fmt: skip
+    (tmp_path / "p.vcf").write_text(header + "".join(rows))
+    pgen = to_pgen(tmp_path / "p.vcf", tmp_path / "p")
+    reader = pgenlib.PgenReader(bytes(pgen))
+    try:
+        assert not reader.hardcall_phase_present()
+        assert [reader.has_sparse(j) for j in range(2)] == [False, True]
+    finally:
+        reader.close()
+    direct = next(open_genotypes(tmp_path / "p.vcf").iter_chunks()).dosages
+    assert np.array_equal(next(open_genotypes(pgen).iter_chunks()).dosages, direct)
+
+
+@needs_plink2
 def test_ds_dosages_keep_plink2_precision_and_bad_input_is_named(tmp_path):
     header = (
         "##fileformat=VCFv4.2\n##contig=<ID=1>\n"
