@@ -19,6 +19,7 @@ __all__ = [
     "PGENLIB_MISSING",
     "SPARSE_BATCH",
     "add_sparse_products",
+    "calls_as_dosages",
     "carrier_lists",
     "nonzero_cells",
     "product_adder",
@@ -114,6 +115,13 @@ def carrier_lists(
             var = np.repeat(np.arange(i + 1 - start), lengths)
             yield start, i + 1, var, np.concatenate(ids), np.concatenate(calls)
             ids, calls, held, start = [], [], 0, i + 1
+
+
+def calls_as_dosages(call: np.ndarray) -> np.ndarray:
+    """Int8 allele counts from pgenlib as float32 dosages, NaN where missing (-9)."""
+    dosage = call.astype(np.float32)
+    dosage[call == PGENLIB_MISSING] = np.nan
+    return dosage
 
 
 def add_sparse_products(

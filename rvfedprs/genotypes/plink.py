@@ -46,6 +46,7 @@ from rvfedprs.genotypes.chunk import (
 from rvfedprs.genotypes.kernels import (
     PGENLIB_MISSING,
     add_sparse_products,
+    calls_as_dosages,
     carrier_lists,
     nonzero_cells,
     product_adder,
@@ -330,12 +331,13 @@ class _PgenlibSource(GenotypeSource):
         if self.counts_hardcalls and n_out:
             reader = self._reader(subset)
             try:
-                stored_sparse = stored_as_lists(reader, self._keep[index].tolist())
+                raw = self._keep[index]
+                stored_sparse = stored_as_lists(reader, raw.tolist())
                 if stored_sparse.any():
                     rows = np.flatnonzero(stored_sparse)
                     n_missing[rows] = add_sparse_products(
                         reader,
-                        self._keep[index[rows]],
+                        raw[rows],
                         coef[rows],
                         None if fill is None else fill[rows],
                         sums,
@@ -422,34 +424,46 @@ class _PgenlibSource(GenotypeSource):
                 lists = carrier_lists(reader, [raw[r] for r in rows], [allele[r] for r in rows])
                 for start, _, var, who, call in lists:
                     sample = who.astype(np.int64) if to_row is None else to_row[who]
-                    dosage = call.astype(np.float32)
-                    dosage[call == PGENLIB_MISSING] = np.nan
-                    yield rows[var + start], sample, dosage
+                    yield rows[var + start], sample, calls_as_dosages(call)
                 dense = np.flatnonzero(~stored_sparse)
             finally:
                 reader.close()
         if not len(dense):
             return
-        if not self.counts_hardcalls:  # dosages stored: read them as floats
+        if self.counts_hardcalls:
+            parts = self._dense_carriers(
+                index[dense], count_ref[dense], chunk_size, samples, to_row
+            )
+        else:  # dosages stored: read them as floats
             parts = GenotypeSource.iter_carriers(
                 self, index[dense], count_ref[dense], chunk_size, samples
             )
-            for variant, sample, dosage in parts:
-                yield dense[variant], sample, dosage
-            return
-        # hard calls decoded as int8 codes, the non-zero ones kept
-        flip_all = count_ref[dense]
+        for variant, sample, dosage in parts:
+            yield dense[variant], sample, dosage
+
+    def _dense_carriers(
+        self,
+        index: np.ndarray,
+        count_ref: np.ndarray,
+        chunk_size: int,
+        samples: Sequence[str] | None,
+        to_row: np.ndarray | None,
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """:meth:`iter_carriers` of hard calls decoded as int8 codes, the non-zero ones kept.
+
+        ``to_row`` maps a position in pgenlib's (sorted) sample subset to its row in
+        ``samples``; None when they agree.
+        """
         done = 0
-        for _, calls in self._blocks(index[dense], chunk_size, samples, np.int8, raw=True):
+        for _, calls in self._blocks(index, chunk_size, samples, np.int8, raw=True):
             k = len(calls)
-            flip = flip_all[done : done + k]
+            flip = count_ref[done : done + k]
             if flip.any():  # REF counted: 2 - ALT count, missing stays -9
                 rows = calls[flip]
                 calls[flip] = np.where(rows == PGENLIB_MISSING, rows, 2 - rows)
             variant, who = nonzero_cells(calls)
-            dosage = calls[variant, who].astype(np.float32)
-            dosage[dosage == PGENLIB_MISSING] = np.nan
-            yield dense[variant + done], (who if to_row is None else to_row[who]), dosage
+            sample = who if to_row is None else to_row[who]
+            yield variant + done, sample, calls_as_dosages(calls[variant, who])
             done += k
 
     def _missing_calls(self, index: np.ndarray, samples: Sequence[str] | None) -> np.ndarray:
