@@ -163,26 +163,23 @@ def to_markdown(rows: list[dict], cohort: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and sys.argv[1:2] == ["--worker"]:
+    if argv is None and sys.argv[1:2] == ["--worker"]:  # one measured process
         worker(*sys.argv[2:])
         return 0
     import argparse
-    import json
     import subprocess
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.add_argument("--bfile", help="PLINK1 prefix (a .pgen copy is made)")
     parser.add_argument("--pfile", help="an existing .pgen prefix to use instead of the copy")
     parser.add_argument("--tasks", default="counts,score")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default="benchmarks/results/bounds.json")
     args = parser.parse_args(argv)
-    if args.worker:
-        worker(*args.worker)
-        return 0
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_readers import save_results
+
     me = [sys.executable, __file__, "--worker"]
     p2 = ["plink2", "--threads", "1"]
     with tempfile.TemporaryDirectory() as name:
@@ -220,10 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             row["sums_equal_6g"] = bool((np.abs(ours - theirs) <= 0.5001 * scale).all())
             row["n_used"] = int(len(np.load(weights)["raw"]))
             rows.append(row)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"cohort": cohort, "rows": rows}, indent=1))
-    out.with_suffix(".md").write_text(to_markdown(rows, cohort) + "\n")
+    save_results(args.out, cohort, rows, to_markdown(rows, cohort))
     print(to_markdown(rows, cohort))
     return 0
 

@@ -24,7 +24,6 @@ the tables give median walls and the median of the paired ratios.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_readers import measure  # noqa: E402
+from bench_readers import measure, save_results  # noqa: E402
 from bench_score import write_pgs_file  # noqa: E402
 
 PLINK2_INPUT = {
@@ -256,10 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = summarise(runs)
             results += rows
             print(to_markdown(rows, cohort), flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"cohort": cohort, "rows": results}, indent=1))
-    out.with_suffix(".md").write_text(to_markdown(results, cohort) + "\n")
+    save_results(args.out, cohort, results, to_markdown(results, cohort))
     print(to_markdown(results, cohort))
     return 0
 

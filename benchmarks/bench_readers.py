@@ -94,6 +94,14 @@ def measure(cmd: list[str]) -> dict:
     }
 
 
+def save_results(out: str | Path, cohort: str, rows: list[dict], markdown: str) -> None:
+    """Write ``{"cohort", "rows"}`` as JSON to ``out`` and ``markdown`` beside it (``.md``)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"cohort": cohort, "rows": rows}, indent=1))
+    out.with_suffix(".md").write_text(markdown + "\n")
+
+
 def worker(kind: str, path: str, chunk_size: int, keep: str = "", engine: str = "pgenlib") -> None:
     """One full pass of our reader (``kind`` = read: dosages; counts: allele counts)."""
     start = time.perf_counter()
