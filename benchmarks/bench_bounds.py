@@ -7,7 +7,8 @@ process under ``/usr/bin/time``, paired repeats, medians, as ``bench_formats.py`
 
 * start — ``python`` + ``import numpy, pgenlib`` and nothing else (no pandas, no rvfedprs).
 * counts — start, then pgenlib's ``count`` (plink2's genotype counter) on every variant of the
-  ``.bed`` / ``.pgen``; no variant table is read or written (only its lines are counted).
+  ``.bed`` / ``.pgen``; no variant table is read or written (only the samples' lines are
+  counted; the ``.psam`` has one header line, as plink2 writes it).
   Against ``plink2 --freq``, which also reads the variants and writes a table.
 * PRS (``.pgen``) — start, then our product kernels (``rvfedprs/genotypes/kernels.py`` loaded
   by path, without the package and so without pandas) over the variants our matcher used,
@@ -48,10 +49,9 @@ def worker(kind: str, prefix: str, weights: str = "") -> None:
         print(f"done {time.perf_counter() - start:.3f} s")
         return
     fmt = "bed" if kind == "counts_bed" else "pgen"
-    header = 0 if fmt == "bed" else 1
-    n_samples = _lines(f"{prefix}.{'fam' if fmt == 'bed' else 'psam'}") - header
-    n_variants = _lines(f"{prefix}.{'bim' if fmt == 'bed' else 'pvar'}") - header
+    n_samples = _lines(f"{prefix}.fam") if fmt == "bed" else _lines(f"{prefix}.psam") - 1
     reader = pgenlib.PgenReader(f"{prefix}.{fmt}".encode(), raw_sample_ct=n_samples)
+    n_variants = reader.get_variant_ct()
     if kind.startswith("counts"):
         counts = np.empty((n_variants, 4), dtype=np.uint32)
         count = reader.count
