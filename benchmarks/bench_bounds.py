@@ -40,6 +40,14 @@ def _lines(path: str) -> int:
         return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
 
 
+def _open(fmt: str, prefix: str):
+    """(pgenlib reader of ``prefix.bed`` or ``.pgen``, its number of samples)."""
+    import pgenlib
+
+    n_samples = _lines(f"{prefix}.fam") if fmt == "bed" else _lines(f"{prefix}.psam") - 1
+    return pgenlib.PgenReader(f"{prefix}.{fmt}".encode(), raw_sample_ct=n_samples), n_samples
+
+
 def worker(kind: str, prefix: str, weights: str = "") -> None:
     """One bound process: ``start``, ``counts_bed``, ``counts_pgen`` or ``prs`` (see module)."""
     start = time.perf_counter()
@@ -48,9 +56,7 @@ def worker(kind: str, prefix: str, weights: str = "") -> None:
     if kind == "start":
         print(f"done {time.perf_counter() - start:.3f} s")
         return
-    fmt = "bed" if kind == "counts_bed" else "pgen"
-    n_samples = _lines(f"{prefix}.fam") if fmt == "bed" else _lines(f"{prefix}.psam") - 1
-    reader = pgenlib.PgenReader(f"{prefix}.{fmt}".encode(), raw_sample_ct=n_samples)
+    reader, n_samples = _open("bed" if kind == "counts_bed" else "pgen", prefix)
     n_variants = reader.get_variant_ct()
     if kind.startswith("counts"):
         counts = np.empty((n_variants, 4), dtype=np.uint32)
@@ -171,12 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--bfile", help="PLINK1 prefix (a .pgen copy is made)")
-    parser.add_argument("--pfile", help="an existing .pgen prefix to use instead of the copy")
+    parser.add_argument("--bfile", help="PLINK1 prefix (its .pgen copy is made unless --pfile)")
+    parser.add_argument("--pfile", help="a .pgen prefix of the same cohort, used as it is")
     parser.add_argument("--tasks", default="counts,score")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default="benchmarks/results/bounds.json")
     args = parser.parse_args(argv)
+    if not (args.bfile or args.pfile):
+        parser.error("give --bfile, --pfile or both")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_readers import save_results
 
@@ -189,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run([*p2, "--bfile", args.bfile, "--make-pgen", "--out", str(tmp / "c")],
                            check=True, capture_output=True)  # fmt: skip
             pfile = str(tmp / "c")
-        n_samples = _lines(f"{pfile}.psam") - 1
-        cohort = f"{n_samples} × {_lines(f'{pfile}.pvar') - 1}"
+        reader, n_samples = _open("pgen", pfile)
+        cohort = f"{n_samples} × {reader.get_variant_ct()}"
+        reader.close()
         rows = [{"bound": "python + numpy + pgenlib imports",
                  **paired([*me, "start", pfile], [], args.repeats)}]  # fmt: skip
         if "counts" in args.tasks:
