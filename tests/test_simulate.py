@@ -89,8 +89,9 @@ def test_every_file_of_the_layout_is_written(cohort):
     assert truth.columns.tolist() == [
         "variant_key", "id", "chrom", "pos", "ref", "alt", "effect_allele", "effect", "kind",
         "cluster", "sharing", "frequency", "group_frequency", "group_carriers",
-        "group_carrier_cases", "odds_ratio", "founder_cluster", "founder_fold",
+        "group_carrier_cases", "odds_ratio", "founder_cluster", "founder_fold", "gene",
     ]  # fmt: skip
+    assert (truth["gene"] == "").all()  # no genes unless phenotype.rare_genes asks for them
     assert set(truth["kind"]) == {"common", "rare"}
     # one row per causal variant and group in which it acts: common ones in every cluster
     common = truth[truth["kind"] == "common"]

@@ -20,6 +20,7 @@ from rvfedprs.simulate.effects import (
     alpha_sigma2,
     alpha_variance,
     correlated_effects,
+    correlation_matrix,
     expected_h2,
     liability_odds_ratio,
 )
@@ -83,6 +84,105 @@ def test_risk_fraction_sets_the_sign_of_base_effects_not_their_size():
     assert abs((base**2).mean() - 1) < 4 * np.sqrt(2 / n)
 
 
+def test_scalar_rho_draws_are_unchanged_bit_for_bit():
+    """The numbers the scalar path drew before matrices and signs existed (issue 29)."""
+    effects, base = correlated_effects(
+        np.random.default_rng(11), np.array([0.1, 0.2, 0.3, 0.4]), 3, 0.5, risk_fraction=0.8
+    )
+    np.testing.assert_array_equal(effects, [
+        [0.07388241459159048, -0.10955596305184596, 0.1318413523539717],
+        [0.06094582096280475, 0.17080343145357874, 0.0552699916695457],
+        [0.04043826100293384, 0.21909771133217276, 0.29576294320692864],
+        [-0.041426679971039264, -0.02735703916239563, 0.20980227303439908],
+    ])  # fmt: skip
+    np.testing.assert_array_equal(
+        base, [0.02979695111064471, 0.10547683860668505, 0.17091790727158804, 0.02242577561824704]
+    )
+
+
+def _fisher_ok(r, rho, n):
+    """r within 4 SE of rho on Fisher's z scale (|rho| < 1)."""
+    return abs(np.arctanh(r) - np.arctanh(rho)) < 4 / np.sqrt(n - 3)
+
+
+@pytest.mark.parametrize(
+    "matrix",
+    [
+        [[1.0, -0.6, 0.3], [-0.6, 1.0, 0.2], [0.3, 0.2, 1.0]],
+        -0.4,  # a negative scalar: the equicorrelation matrix, allowed down to -1/(G-1) = -0.5
+        [[1.0, 0.5, -0.5], [0.5, 1.0, 0.0], [-0.5, 0.0, 1.0]],
+    ],
+)
+def test_matrix_effects_have_the_requested_correlations_and_alpha_variance(matrix):
+    rng = np.random.default_rng(12)
+    n = 4000
+    effects, _ = correlated_effects(rng, np.ones(n), 3, matrix, risk_fraction=0.5)
+    target = correlation_matrix(matrix, 3)
+    observed = np.corrcoef(effects.T)
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        assert _fisher_ok(observed[a, b], target[a, b], n), (a, b, observed[a, b])
+    for column in effects.T:
+        assert abs(column.var(ddof=1) - 1) < 4 * np.sqrt(2 / (n - 1))
+
+
+def test_opposite_effects_from_a_singular_matrix_or_a_scalar_minus_one():
+    sd = np.exp(np.random.default_rng(13).normal(size=500))
+    for rho in ([[1, -1], [-1, 1]], -1.0):
+        effects, _ = correlated_effects(np.random.default_rng(14), sd, 2, rho)
+        np.testing.assert_allclose(effects[:, 1], -effects[:, 0], rtol=1e-12, atol=1e-15)
+        assert np.corrcoef(effects.T)[0, 1] == pytest.approx(-1)
+        assert abs(np.mean(effects[:, 0] ** 2 / sd**2) - 1) < 4 * np.sqrt(2 / len(sd))
+    # a block: groups 1 and 2 opposite, group 3 independent of both
+    block = [[1, -1, 0], [-1, 1, 0], [0, 0, 1]]
+    effects, _ = correlated_effects(np.random.default_rng(15), np.ones(3000), 3, block)
+    np.testing.assert_allclose(effects[:, 1], -effects[:, 0], atol=1e-12)
+    assert _fisher_ok(np.corrcoef(effects[:, 0], effects[:, 2])[0, 1], 0.0, 3000)
+
+
+def test_risk_fraction_with_a_matrix_signs_the_principal_axis_and_keeps_the_covariance():
+    n = 6000
+    matrix = np.array([[1.0, 0.6, 0.6], [0.6, 1.0, 0.6], [0.6, 0.6, 1.0]])
+    effects, base = correlated_effects(np.random.default_rng(16), np.ones(n), 3, matrix + 0.0,
+                                       risk_fraction=0.8)  # fmt: skip
+    # the principal axis of an equicorrelation matrix is the mean effect
+    positive = (effects.mean(axis=1) > 0).mean()
+    assert abs(positive - 0.8) < 4 * np.sqrt(0.8 * 0.2 / n)
+    assert np.array_equal(np.sign(base), np.sign(effects.mean(axis=1)))
+    # flipping whole rows leaves the second moments sd² Sigma
+    moments = effects.T @ effects / n
+    assert np.all(np.abs(moments - matrix) < 4 * np.sqrt((1 + matrix**2) / n))
+    # given signs (one per gene, say) replace the draw
+    sign = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    effects, base = correlated_effects(np.random.default_rng(17), np.ones(n), 3, matrix,
+                                       sign=sign)  # fmt: skip
+    assert np.array_equal(np.sign(effects.mean(axis=1)), sign)
+    _, base = correlated_effects(np.random.default_rng(17), np.ones(n), 3, 0.5, sign=sign)
+    assert np.array_equal(np.sign(base), sign)
+
+
+@pytest.mark.parametrize(
+    ("value", "n_groups", "message"),
+    [
+        (-0.6, 3, r"rho: -0.6 is below -1/\(G-1\) = -0.5 for G = 3 groups: 3 groups' effects "
+                  r"cannot all be pairwise correlated below that"),
+        (1.5, 2, r"rho: a correlation must be in \[-1, 1\], got 1.5"),
+        ([[1, 0.5], [0.4, 1]], 2, r"must be symmetric; entry \[0, 1\] = 0.5 but \[1, 0\] = 0.4"),
+        ([[1, 0.5], [0.5, 0.9]], 2, r"the diagonal must be 1 .* got \[1.0, 0.9\]"),
+        ([[1, -0.9, -0.9], [-0.9, 1, -0.9], [-0.9, -0.9, 1]], 3,
+         r"not positive semi-definite \(smallest eigenvalue -0.8\)"),
+        ([[1, 0], [0, 1]], 3,
+         r"needs a 3 x 3 matrix .* got shape \(2, 2\): \[\[1, 0\], \[0, 1\]\]"),
+        ([[1, 2], [2, 1]], 2, r"entries must be in \[-1, 1\], got \[\[1, 2\], \[2, 1\]\]"),
+        ([[1, 0], [0]], 2, r"is not a matrix of numbers"),
+    ],
+)  # fmt: skip
+def test_bad_correlations_are_refused_naming_the_problem_and_value(value, n_groups, message):
+    with pytest.raises(ConfigError, match=message):
+        correlation_matrix(value, n_groups, name="rho")
+    with pytest.raises(ConfigError):  # the drawing function checks them as well
+        correlated_effects(np.random.default_rng(0), np.ones(3), n_groups, value)
+
+
 def test_liability_odds_ratio_matches_a_large_liability_simulation():
     rng = np.random.default_rng(4)
     k, beta, n = 1 / 11, 0.8, 400_000
@@ -110,6 +210,11 @@ def test_alpha_model_architecture_api():
         random_seed=1,
     )  # fmt: skip
     np.testing.assert_array_equal(arch.effects, again.effects)
+    opposite = CausalArchitecture.alpha_model(
+        [0, 4, 9], frequencies=[0.002, 0.004, 0.01], h2=0.02, n_groups=2,
+        correlation=[[1, -1], [-1, 1]], random_seed=1,
+    )  # fmt: skip
+    np.testing.assert_allclose(opposite.effects[:, 1], -opposite.effects[:, 0], atol=1e-12)
     with pytest.raises(ConfigError, match="needs 0 < p < 1 for alpha < 0; got frequency 0.0"):
         alpha_variance(np.array([0.1, 0.0]), -0.3)
 

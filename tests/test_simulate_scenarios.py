@@ -58,13 +58,35 @@ def test_each_scenario_has_its_signature(run):
         return
     assert not rare.empty
     sharing = set(rare["sharing"])
+    wide = rare.pivot(index="variant_key", columns="cluster", values="effect")
     if name in ("shared_rho05", "shared_rho1", "founder"):
         assert sharing == {"shared"}
-        wide = rare.pivot(index="variant_key", columns="cluster", values="effect")
         identical = np.allclose(wide.to_numpy(), wide.to_numpy()[:, :1])
         assert identical == (name != "shared_rho05")
+    elif name == "sign_conflict":
+        assert sharing == {"shared"}
+        np.testing.assert_array_equal(wide["cluster2"], -wide["cluster1"])
+        np.testing.assert_array_equal(wide["cluster3"], wide["cluster1"])
+    elif name == "causal_in_one_group":
+        assert sharing == {"shared", "private"}
+        # shared variants act in cluster1 only: no row (effect 0) in the other clusters
+        assert set(rare.loc[rare["sharing"] == "shared", "cluster"]) == {"cluster1"}
+        assert rare.groupby("cluster")["sharing"].apply(set).to_dict() == {
+            "cluster1": {"shared", "private"}, "cluster2": {"private"}, "cluster3": {"private"}
+        }  # fmt: skip
     else:
         assert sharing == {"private"}
+    if name == "gene_burden":
+        genes = pd.read_csv(cohort.paths["genes"], sep="\t", dtype={"chrom": str})
+        assert len(genes) == 20 and (genes["end"] - genes["start"] + 1 == 20_000).all()
+        assert (rare["gene"] != "").all()
+        region = genes.set_index("gene")
+        assert rare.apply(lambda r: region.at[r.gene, "start"] <= r.pos <= region.at[r.gene, "end"],
+                          axis=1).all()  # fmt: skip
+        assert (np.sign(rare["effect"]).groupby(rare["gene"]).nunique() == 1).all()
+        assert (rare["gene"].value_counts() > 1).any()  # genes hold several causal variants
+    else:
+        assert (rare["gene"] == "").all() and "genes" not in cohort.paths
     if name == "founder":
         assert (rare["founder_cluster"] != "").all()
         assert summary["causal"]["n_founder"] == rare["variant_key"].nunique()

@@ -1,8 +1,9 @@
 """Cohort and phenotype simulation (design §2).
 
 msprime coalescent or Balding–Nichols genotypes, a liability-threshold phenotype with an
-α-model architecture (shared and private rare variants, cross-group effect correlation, founder
-enrichment, imperfect PGS portability, an architecture partition apart from ancestry), and a
+α-model architecture (shared and private rare variants, a cross-group effect correlation matrix
+with per-group signs and nulls, rare causal variants concentrated in genes, founder enrichment,
+imperfect PGS portability, an architecture partition apart from ancestry), and a
 clumping + thresholding PGS from a discovery GWAS, written in the CINECA layout. Named
 scenarios of the scenario map are in ``scenarios.yaml``.
 

@@ -3,23 +3,32 @@
 :func:`draw_architecture` chooses the causal variants from allele counts
 (:mod:`rvfedprs.simulate.causal`) and draws their effects (:mod:`rvfedprs.simulate.effects`):
 common variants with one effect per ancestry cluster (correlation r_g), rare variants with one
-effect per architecture group (shared ones correlated ρ across groups, private ones acting in one
-group). :func:`founder_genotypes` redraws founder-enriched variants in their cluster.
+effect per architecture group (private ones acting in one group; shared ones with a group × group
+correlation ρ or matrix, optional per-group signs, and optionally causal in some groups only).
+Rare causal variants in genes share their gene's effect direction. :func:`founder_genotypes`
+redraws founder-enriched variants in their cluster.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from rvfedprs.exceptions import ConfigError
 from rvfedprs.simulate.causal import SiteLayout, choose_common, choose_founders, choose_rare
 from rvfedprs.simulate.effects import alpha_sigma2, alpha_variance, correlated_effects, expected_h2
 from rvfedprs.simulate.phenotype import CausalArchitecture
 
-__all__ = ["Architecture", "draw_architecture", "founder_genotypes"]
+__all__ = [
+    "Architecture",
+    "draw_architecture",
+    "founder_genotypes",
+    "shared_causal_groups",
+    "group_signs",
+]
 
 
 @dataclass
@@ -45,6 +54,8 @@ class Architecture:
         ``{"common": [per cluster], "rare": [per group]}`` (before founder enrichment).
     candidates : dict
         How many variants qualified (rare: shared and private per group).
+    rare_gene : ndarray of str, shape (n_rare,)
+        The gene each rare causal variant was drawn in, "" for one outside genes.
     """
 
     common: CausalArchitecture
@@ -57,6 +68,46 @@ class Architecture:
     sigma2: dict[str, float]
     expected_h2: dict[str, list[float]]
     candidates: dict[str, Any]
+    rare_gene: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=object))
+
+
+def shared_causal_groups(pheno: Mapping[str, Any], group_names: Sequence[str]) -> np.ndarray | None:
+    """Which groups shared rare variants act in (``rare_shared_causal_groups``); None: all.
+
+    Raises
+    ------
+    ConfigError
+        Naming the groups that are not architecture groups, and the choices.
+    """
+    wanted = pheno.get("rare_shared_causal_groups")
+    if wanted is None:
+        return None
+    unknown = [g for g in wanted if g not in group_names]
+    if unknown:
+        raise ConfigError(
+            f"'simulate.phenotype.rare_shared_causal_groups': {unknown} not among the "
+            f"architecture groups {list(group_names)}"
+        )
+    return np.isin(np.asarray(group_names), wanted)
+
+
+def group_signs(pheno: Mapping[str, Any], group_names: Sequence[str]) -> np.ndarray | None:
+    """The per-group signs of shared rare effects (``rare_effect_signs``); None: all 1.
+
+    Raises
+    ------
+    ConfigError
+        When there is not one sign per architecture group.
+    """
+    signs = pheno.get("rare_effect_signs")
+    if signs is None:
+        return None
+    if len(signs) != len(group_names):
+        raise ConfigError(
+            f"'simulate.phenotype.rare_effect_signs': {len(signs)} signs {list(signs)} for "
+            f"{len(group_names)} architecture groups {list(group_names)} (give one per group)"
+        )
+    return np.asarray(signs, dtype=np.float64)
 
 
 def draw_architecture(
@@ -66,6 +117,8 @@ def draw_architecture(
     *,
     group_names: Sequence[str],
     eligible: np.ndarray | None = None,
+    gene: np.ndarray | None = None,
+    gene_names: Sequence[str] = (),
 ) -> Architecture:
     """Choose the causal variants and draw their α-model effects (module docstring).
 
@@ -80,6 +133,12 @@ def draw_architecture(
         Names of the architecture groups (for messages and truth tables).
     eligible : ndarray of bool, shape (n_variants,), optional
         Variants that may be causal (those observed in the output).
+    gene : ndarray of int, shape (n_variants,), optional
+        Each variant's gene (a position in ``gene_names``), -1 outside genes; with it,
+        ``pheno["rare_genes"]["fraction_in_genes"]`` of the rare causal variants come from
+        genes, and each gene draws one sign (risk with probability ``rare_risk_fraction``) that
+        all its causal variants' base effects take.
+    gene_names : sequence of str
 
     Returns
     -------
@@ -99,6 +158,9 @@ def draw_architecture(
         rng, common_sd, sites.n_clusters, pheno["common_effect_correlation"]
     )
     # rare: one effect column per architecture group
+    mask = shared_causal_groups(pheno, group_names)
+    signs = group_signs(pheno, group_names)
+    risk = pheno["rare_risk_fraction"]
     choice = choose_rare(
         rng,
         sites,
@@ -109,21 +171,35 @@ def draw_architecture(
         min_count=pheno["rare_min_count"],
         group_names=group_names,
         eligible=eligible,
+        shared_causal=mask,
+        gene=gene,
+        gene_fraction=pheno["rare_genes"]["fraction_in_genes"] if gene is not None else 1.0,
     )
     group_freq = sites.frequencies(sites.group, sites.n_groups)[choice.index]
     sigma2_rare = alpha_sigma2(pheno["h2_rare"], choice.frequency, group_freq, choice.causal, alpha)
     rare_sd = np.sqrt(sigma2_rare * alpha_variance(choice.frequency, alpha))
     rare_effects = np.zeros((len(choice.index), sites.n_groups))
     shared = choice.shared
+    in_gene = np.full(len(choice.index), -1) if gene is None else gene[choice.index]
+    sign = None
+    if gene is not None:  # one direction per gene; variants outside genes draw their own
+        per_gene = np.where(rng.random(len(gene_names)) < risk, 1.0, -1.0)
+        own = np.where(rng.random(len(choice.index)) < risk, 1.0, -1.0)
+        sign = np.where(in_gene >= 0, per_gene[in_gene], own)
     if shared.any():
         rare_effects[shared], _ = correlated_effects(
             rng, rare_sd[shared], sites.n_groups, pheno["rare_effect_correlation"],
-            risk_fraction=pheno["rare_risk_fraction"],
+            risk_fraction=risk, sign=None if sign is None else sign[shared],
         )  # fmt: skip
+        if signs is not None:
+            rare_effects[shared] *= signs
+        if mask is not None:
+            rare_effects[shared] = np.where(mask, rare_effects[shared], 0.0)
     if (~shared).any():
         private, _ = correlated_effects(
-            rng, rare_sd[~shared], 1, 1.0, risk_fraction=pheno["rare_risk_fraction"]
-        )
+            rng, rare_sd[~shared], 1, 1.0, risk_fraction=risk,
+            sign=None if sign is None else sign[~shared],
+        )  # fmt: skip
         rare_effects[~shared] = private * choice.causal[~shared]
     founders = choose_founders(
         rng,
@@ -150,6 +226,7 @@ def draw_architecture(
             ).tolist(),
         },
         candidates=choice.candidates,
+        rare_gene=np.array([gene_names[g] if g >= 0 else "" for g in in_gene], dtype=object),
     )
 
 

@@ -6,15 +6,18 @@ the sites are involved: ancestry clusters (which variants a site carries) and ar
 groups (which variants act on the trait there; by default the same partition).
 
 - Common causal variants: target-cohort MAF >= ``causal_common_maf``; causal everywhere.
-- Shared rare causal variants: causal in every group; ALT frequency over the whole cohort in
-  [rare_freq_min, rare_freq_max] and at least ``rare_min_count`` target copies in each of two
-  groups or more.
+- Shared rare causal variants: causal in every group (or in the groups of
+  ``rare_shared_causal_groups`` only: effect 0 elsewhere); ALT frequency over the whole cohort
+  in [rare_freq_min, rare_freq_max] and at least ``rare_min_count`` target copies in each of two
+  groups or more (one of them a group where they are causal).
 - Private rare causal variants of group m: causal in m only; frequency over m's populations in
   the band, at least ``rare_min_count`` target copies in m, and no target copy outside the
   ancestry clusters of m's sites (a recent mutation of those clusters; with the default
   partition, carried in group m only).
 - Founder enrichment: some shared variants get, in one ancestry cluster, ``fold`` times the
   frequency they have elsewhere.
+- Genes: with gene regions, a share of each kind of rare causal variant is drawn among the
+  candidates inside genes and the rest among those outside (:mod:`rvfedprs.simulate.genes`).
 """
 
 from __future__ import annotations
@@ -136,12 +139,19 @@ def choose_rare(
     min_count: int,
     group_names: Sequence[str],
     eligible: np.ndarray | None = None,
+    shared_causal: np.ndarray | None = None,
+    gene: np.ndarray | None = None,
+    gene_fraction: float = 1.0,
 ) -> RareChoice:
     """Draw shared, then each group's private rare causal variants (module docstring).
 
     Each group gets ``n_per_group`` causal variants, ``round(shared_fraction * n_per_group)`` of
     them the shared ones; fewer when fewer qualify (logged, counted in ``candidates``).
     ``eligible`` (bool, shape (n_variants,)) restricts the candidates to observed variants.
+    ``shared_causal`` (bool, shape (n_groups,)) names the groups where shared variants act (all
+    when absent). With ``gene`` (int, shape (n_variants,): each variant's gene, -1 outside
+    genes), ``round(gene_fraction * n)`` of each draw of ``n`` come from inside genes and the
+    rest from outside.
     """
     n_groups = sites.n_groups
     observed = np.ones(sites.target_ac.shape[1], dtype=bool) if eligible is None else eligible
@@ -149,29 +159,39 @@ def choose_rare(
     def in_band(f: np.ndarray) -> np.ndarray:
         return (f >= freq_min) & (f <= freq_max) & observed
 
+    def draw(ok: np.ndarray, n: int, what: str) -> np.ndarray:
+        if gene is None:
+            return _draw(rng, np.flatnonzero(ok), n, what)
+        n_in = int(round(gene_fraction * n))
+        inside = _draw(rng, np.flatnonzero(ok & (gene >= 0)), n_in, f"{what} (in genes)")
+        outside = _draw(rng, np.flatnonzero(ok & (gene < 0)), n - n_in, f"{what} (outside genes)")
+        return np.concatenate([inside, outside])
+
     group_target_ac = np.stack(
         [sites.target_ac[sites.group == m].sum(0) for m in range(n_groups)]
     )  # (n_groups, n_variants)
-    well_carried = (group_target_ac >= min_count).sum(0)
+    well_carried = group_target_ac >= min_count
     pooled = sites.pooled_frequency()
-    shared_ok = in_band(pooled) & (well_carried >= min(2, n_groups))
+    shared_ok = in_band(pooled) & (well_carried.sum(0) >= min(2, n_groups))
+    shared_row = np.ones(n_groups, dtype=bool)
+    if shared_causal is not None:
+        shared_row = np.asarray(shared_causal, dtype=bool)
+        shared_ok &= well_carried[shared_row].any(0)
     n_shared_wanted = int(round(shared_fraction * n_per_group))
-    shared_idx = _draw(rng, np.flatnonzero(shared_ok), n_shared_wanted, "shared")
+    shared_idx = draw(shared_ok, n_shared_wanted, "shared")
     chosen = set(shared_idx.tolist())
     index = list(shared_idx)
-    causal_rows = [np.ones(n_groups, dtype=bool)] * len(shared_idx)
+    causal_rows = [shared_row] * len(shared_idx)
     frequency = list(pooled[shared_idx])
     private_candidates = {}
     for m in range(n_groups):
         clusters_of_m = np.unique(sites.cluster[sites.group == m])
         outside = sites.target_ac[~np.isin(sites.cluster, clusters_of_m)].sum(0)
         f_m = sites.frequency(sites.group, m)
-        ok = in_band(f_m) & (group_target_ac[m] >= min_count) & (outside == 0)
+        ok = in_band(f_m) & well_carried[m] & (outside == 0)
         ok[list(chosen)] = False
         private_candidates[group_names[m]] = int(ok.sum())
-        picked = _draw(
-            rng, np.flatnonzero(ok), n_per_group - len(shared_idx), f"private to {group_names[m]}"
-        )
+        picked = draw(ok, n_per_group - len(shared_idx), f"private to {group_names[m]}")
         chosen.update(picked.tolist())
         index.extend(picked)
         row = np.zeros(n_groups, dtype=bool)
@@ -183,12 +203,15 @@ def choose_rare(
     causal = np.array(causal_rows, dtype=bool).reshape(-1, n_groups)[order]
     shared = np.zeros(len(index), dtype=bool)
     shared[: len(shared_idx)] = True
+    candidates: dict[str, Any] = {"shared": int(shared_ok.sum()), "private": private_candidates}
+    if gene is not None:
+        candidates["shared_in_genes"] = int((shared_ok & (gene >= 0)).sum())
     return RareChoice(
         index=index_arr,
         causal=causal,
         shared=shared[order],
         frequency=np.asarray(frequency, dtype=np.float64)[order],
-        candidates={"shared": int(shared_ok.sum()), "private": private_candidates},
+        candidates=candidates,
     )
 
 

@@ -9,14 +9,17 @@ with the number of variants:
    population over target and discovery individuals;
 3. the architecture (:func:`~rvfedprs.simulate.architecture.draw_architecture`): common causal
    variants with per-cluster effects, shared and private rare causal variants with per-group
-   effects (α-model), founder enrichment (genotypes of a few variants redrawn in one cluster);
+   effects (α-model; a group × group correlation, signs and nulls for shared ones; optionally
+   concentrated in genes, :mod:`~rvfedprs.simulate.genes`), founder enrichment (genotypes of a
+   few variants redrawn in one cluster);
 4. the phenotype: liability = common part + rare part + noise, cases = top liabilities per site;
 5. a writing pass (:func:`~rvfedprs.simulate.passes.write_and_test`): the target cohort's
    VCF/PLINK files (unobserved variants left out and counted) and the discovery GWAS;
 6. the PGS (:mod:`~rvfedprs.simulate.gwas`): summary statistics, LD clumping and the p-value
    threshold chosen on the discovery cohort's validation part, the PGS Catalog scoring file;
-7. truth tables (:mod:`~rvfedprs.simulate.truth`), checks (PGS AUC, carriers, Fst) and the
-   provenance record with the resolved parameters and the outputs' checksums.
+7. truth tables (:mod:`~rvfedprs.simulate.truth`), the gene region files when there are genes,
+   checks (PGS AUC, carriers, Fst) and the provenance record with the resolved parameters and
+   the outputs' checksums.
 """
 
 from __future__ import annotations
@@ -36,9 +39,16 @@ from rvfedprs.genotypes.scorefile import write_scorefile
 from rvfedprs.genotypes.writers import GRCH37_LENGTHS
 from rvfedprs.provenance import draw_seed, file_sha256, write_provenance
 from rvfedprs.simulate.alleles import is_strand_ambiguous, is_transition, substitution_matrix
-from rvfedprs.simulate.architecture import draw_architecture, founder_genotypes
+from rvfedprs.simulate.architecture import (
+    draw_architecture,
+    founder_genotypes,
+    group_signs,
+    shared_causal_groups,
+)
 from rvfedprs.simulate.causal import SiteLayout
 from rvfedprs.simulate.demography import all_pairs, hudson_fst, population_layout, summarise_fst
+from rvfedprs.simulate.effects import correlation_matrix
+from rvfedprs.simulate.genes import draw_genes, gene_index, write_regions
 from rvfedprs.simulate.gwas import (
     clumping_thresholding,
     ld_pairs,
@@ -104,6 +114,9 @@ class SimulatedCohort:
             "genetic_values": out / "truth" / "genetic_values.tsv",
             "provenance": out / "provenance.json",
         }
+        if (out / "regions" / "genes.tsv").exists():
+            found["genes"] = out / "regions" / "genes.tsv"
+            found["genes_bed"] = out / "regions" / "genes.bed"
         if (out / "genotypes" / "cohort.bed").exists():
             found["plink"] = out / "genotypes" / "cohort"
         for vcf in sorted((out / "genotypes").glob("chr*.vcf.gz")):
@@ -174,6 +187,33 @@ def _check_params(params: Mapping[str, Any]) -> None:
         )
     if not (params["output"]["write_vcf"] or params["output"]["write_plink"]):
         raise ConfigError("'simulate.output': write_vcf and write_plink are both false")
+    genes = pheno["rare_genes"]
+    if genes["n_genes"] * genes["gene_length_bp"] > params["region_length"]:
+        raise ConfigError(
+            f"'simulate.phenotype.rare_genes': {genes['n_genes']} genes of "
+            f"{genes['gene_length_bp']} bp must fit in one chromosome's region (region_length "
+            f"{params['region_length']})"
+        )
+    per_gene = params["balding_nichols"]["rare_loci_per_gene"]
+    if (
+        genes["n_genes"]
+        and params["model"] == "balding_nichols"
+        and per_gene > genes["gene_length_bp"]
+    ):
+        raise ConfigError(
+            f"'simulate.balding_nichols.rare_loci_per_gene': {per_gene} loci do not fit in a "
+            f"gene of {genes['gene_length_bp']} bp"
+        )
+
+
+def _check_groups(pheno: Mapping[str, Any], groups: Sequence[str]) -> None:
+    """The shared rare variants' cross-group knobs against the architecture groups."""
+    correlation_matrix(
+        pheno["rare_effect_correlation"], len(groups),
+        name="'simulate.phenotype.rare_effect_correlation'",
+    )  # fmt: skip
+    group_signs(pheno, groups)
+    shared_causal_groups(pheno, groups)
 
 
 def _layout(params: Mapping[str, Any]) -> pd.DataFrame:
@@ -206,7 +246,9 @@ def _layout(params: Mapping[str, Any]) -> pd.DataFrame:
     return layout
 
 
-def _make_source(params: Mapping[str, Any], layout: pd.DataFrame, seed: int):
+def _make_source(
+    params: Mapping[str, Any], layout: pd.DataFrame, seed: int, genes: pd.DataFrame | None
+):
     from rvfedprs.simulate.sources import BaldingNicholsSource, MsprimeSource
 
     common = {
@@ -229,7 +271,7 @@ def _make_source(params: Mapping[str, Any], layout: pd.DataFrame, seed: int):
             mutation_rate=params["mutation_rate"],
             **common,
         )
-    return BaldingNicholsSource(frame, **params["balding_nichols"], **common)
+    return BaldingNicholsSource(frame, **params["balding_nichols"], genes=genes, **common)
 
 
 def _sequenced(variants: pd.DataFrame, params: Mapping[str, Any], rng) -> np.ndarray:
@@ -283,22 +325,33 @@ def run_simulation(
     outputs = params["output"]
     pheno = params["phenotype"]
     show = bool(outputs["progress"])
-    seeds = np.random.SeedSequence(seed).generate_state(7)
+    seeds = np.random.SeedSequence(seed).generate_state(8)  # a prefix of it does not change
     timings: dict[str, float] = {}
 
     # ---- 1. genotype model ------------------------------------------------------------------
     layout = _layout(params)
+    clusters = list(dict.fromkeys(layout["cluster"]))
+    groups = list(dict.fromkeys(layout["architecture"]))
+    _check_groups(pheno, groups)
+    genes = None
+    if pheno["rare_genes"]["n_genes"] > 0:
+        genes = draw_genes(
+            np.random.default_rng(seeds[7]),
+            params["chromosomes"],
+            region_start=params["region_start"],
+            region_length=params["region_length"],
+            n_genes=pheno["rare_genes"]["n_genes"],
+            gene_length=pheno["rare_genes"]["gene_length_bp"],
+        )
     n_individuals = int(layout["n_target"].sum() + layout["n_discovery"].sum())
     chunk = max(1, min(outputs["chunk_variants"], _CHUNK_BYTES // (2 * n_individuals)))
     log.info("simulating %s genotypes of %d individuals", params["model"], n_individuals)
     t0 = time.perf_counter()
-    source = _make_source(params, layout, int(seeds[0]))
+    source = _make_source(params, layout, int(seeds[0]), genes)
     timings["genotype_model_s"] = time.perf_counter() - t0
     inds = source.individuals
     pop = inds["pop_index"].to_numpy()
     is_target = inds["role"].to_numpy() == "target"
-    clusters = list(dict.fromkeys(layout["cluster"]))
-    groups = list(dict.fromkeys(layout["architecture"]))
     cluster_of_pop = np.array([clusters.index(c) for c in layout["cluster"]])
     group_of_pop = np.array([groups.index(g) for g in layout["architecture"]])
 
@@ -321,8 +374,15 @@ def run_simulation(
     observed = (_maf(total_target, n_target_total) >= _ARRAY_MAF_MIN) | _sequenced(
         variants, params, np.random.default_rng(seeds[5])
     )
+    gene_of = None
+    if genes is not None:  # genes are sequenced, as an exome capture targets them
+        gene_of = gene_index(genes, variants["chrom"], variants["pos"])
+        observed |= gene_of >= 0
     rng = np.random.default_rng(seeds[1])
-    arch = draw_architecture(rng, sites, pheno, group_names=groups, eligible=observed)
+    arch = draw_architecture(
+        rng, sites, pheno, group_names=groups, eligible=observed, gene=gene_of,
+        gene_names=[] if genes is None else genes["gene"].tolist(),
+    )  # fmt: skip
     replacements = founder_genotypes(
         np.random.default_rng(seeds[4]), source, arch.founders, cluster_of_pop[pop]
     )
@@ -457,6 +517,17 @@ def run_simulation(
         groups=groups,
         seed=seed,
     )
+    if genes is not None:
+        regions = write_regions(out, genes)
+        in_genes = arch.rare_gene[arch.rare_gene != ""]
+        summary["genes"] = {
+            "n_genes": int(len(genes)),
+            "gene_length_bp": int(pheno["rare_genes"]["gene_length_bp"]),
+            "files": {key: str(path.relative_to(out)) for key, path in regions.items()},
+            "n_rare_causal_in_genes": int(len(in_genes)),
+            "n_genes_with_causal": int(len(set(in_genes))),
+            "n_variants_in_genes": int((kept & (gene_of >= 0)).sum()),
+        }
     maf = _maf(total_target, n_target_total)
     summary.update(
         n_discovery_samples=int(len(disc_rows)),

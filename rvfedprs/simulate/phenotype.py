@@ -80,7 +80,7 @@ class CausalArchitecture:
         h2: float,
         alpha: float = -0.3,
         n_groups: int = 1,
-        correlation: float = 1.0,
+        correlation: float | Sequence[Sequence[float]] = 1.0,
         risk_fraction: float = 0.5,
         random_seed: int | None = None,
     ) -> CausalArchitecture:
@@ -101,8 +101,9 @@ class CausalArchitecture:
         alpha : float
         n_groups : int
             Effect columns; 1 gives a 1-D effect vector.
-        correlation : float
-            Cross-group effect correlation ρ.
+        correlation : float or array_like, shape (n_groups, n_groups)
+            Cross-group effect correlation ρ, or a correlation matrix
+            (:func:`rvfedprs.simulate.effects.correlated_effects`).
         risk_fraction : float
             Probability that a base effect is positive (0.5: symmetric).
         random_seed : int, optional

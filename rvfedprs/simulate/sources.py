@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from rvfedprs.exceptions import ConfigError
 from rvfedprs.simulate.demography import build_demography
 
 __all__ = ["MsprimeSource", "BaldingNicholsSource", "OverlaySource", "individual_table"]
@@ -226,9 +227,13 @@ class BaldingNicholsSource:
     F = ``fst_within`` around their cluster's. Rare loci are added on top, with log-uniform
     frequencies in [rare_freq_min, rare_freq_max]: ``n_rare_per_cluster`` private to each
     cluster (that frequency in its populations, 0 elsewhere) and ``n_rare_shared`` at the same
-    frequency in every population. Genotypes are Binomial(2, population frequency), so in
-    Hardy–Weinberg equilibrium within each site, drawn locus by locus from a stream keyed by
-    (seed, locus), so any pass or subset reproduces them. Alleles are drawn from the
+    frequency in every population. With ``genes`` (``chrom, start, end``, 1-based inclusive:
+    :mod:`rvfedprs.simulate.genes`), ``rare_loci_per_gene`` of each chromosome's rare loci,
+    drawn at random, are moved to uniform positions inside each of its genes (genes hold most
+    of an exome's rare variants); the others keep uniform positions over the region.
+    Genotypes are Binomial(2, population frequency), so in Hardy–Weinberg equilibrium within
+    each site, drawn locus by locus from a stream keyed by (seed, locus), so any pass or subset
+    reproduces them. Alleles are drawn from the
     substitution matrix (:mod:`rvfedprs.simulate.alleles`).
     """
 
@@ -251,6 +256,8 @@ class BaldingNicholsSource:
         rare_freq_max: float,
         substitutions: np.ndarray,
         random_seed: int,
+        rare_loci_per_gene: int = 0,
+        genes: pd.DataFrame | None = None,
     ) -> None:
         from rvfedprs.simulate.alleles import BASES
 
@@ -268,6 +275,7 @@ class BaldingNicholsSource:
         self.tables: list[pd.DataFrame] = []
         self.freqs: list[np.ndarray] = []  # per chromosome, shape (n_populations, n_variants)
         offset = 0
+        genes_on = {} if genes is None else dict(list(genes.groupby(genes["chrom"].astype(str))))
 
         def rare_freqs(size: int) -> np.ndarray:
             low, high = np.log(rare_freq_min), np.log(rare_freq_max)
@@ -286,11 +294,17 @@ class BaldingNicholsSource:
                 private[np.ix_(cluster_of_pop == k, columns)] = rare_freqs(n_private)
             shared = np.broadcast_to(rare_freqs(n_shared), (len(layout), n_shared))
             freqs = np.concatenate([pk, private, shared], axis=1)
-            freqs = freqs[:, rng.permutation(freqs.shape[1])]
+            order = rng.permutation(freqs.shape[1])
+            freqs = freqs[:, order]
             m = freqs.shape[1]
             if m > region_length:
                 raise ValueError(f"{m} loci do not fit in a region of {region_length} bp")
             pos = region_start + np.sort(rng.choice(region_length, size=m, replace=False))
+            if chrom in genes_on:
+                pos, moved = _into_genes(
+                    rng, pos, order >= n_common, genes_on[chrom], rare_loci_per_gene, chrom
+                )
+                freqs = freqs[:, moved]
             ref = rng.integers(0, 4, size=m)
             alt = (rng.random(m)[:, None] >= cumulative[ref]).sum(axis=1).clip(max=3)
             self.tables.append(
@@ -382,6 +396,36 @@ class OverlaySource:
         sidx = np.asarray(sidx, dtype=np.int64)
         rows = np.asarray(rows)
         return self._patch(sidx, rows, self.base.fetch(sidx, rows))
+
+
+def _into_genes(
+    rng: np.random.Generator,
+    pos: np.ndarray,
+    rare: np.ndarray,
+    genes: pd.DataFrame,
+    per_gene: int,
+    chrom: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Move ``per_gene`` random rare loci into each gene (free positions, uniform).
+
+    Returns the new positions, sorted, and the column order that sorts them.
+    """
+    candidates = np.flatnonzero(rare)
+    wanted = per_gene * len(genes)
+    if wanted > len(candidates):
+        raise ConfigError(
+            f"'simulate.balding_nichols.rare_loci_per_gene': {per_gene} loci in each of the "
+            f"{len(genes)} genes on chromosome {chrom} exceed its {len(candidates)} rare loci"
+        )
+    moved = rng.choice(candidates, size=wanted, replace=False)
+    staying = np.setdiff1d(np.arange(len(pos)), moved)
+    pos = pos.copy()
+    for k, (start, end) in enumerate(zip(genes["start"], genes["end"], strict=True)):
+        free = np.setdiff1d(np.arange(start, end + 1), pos[staying])
+        pos[moved[k * per_gene : (k + 1) * per_gene]] = rng.choice(free, per_gene, replace=False)
+        staying = np.r_[staying, moved[k * per_gene : (k + 1) * per_gene]]
+    order = np.argsort(pos, kind="stable")
+    return pos[order], order
 
 
 def _share(total: int, parts: int, k: int) -> int:

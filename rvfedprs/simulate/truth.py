@@ -6,7 +6,8 @@ Written under the output folder (design §2, docs/ARCHITECTURE.md):
 - ``phenotypes.tsv``: ``eid, Subject id, <name>, <name>_liability``;
 - ``truth/causal_variants.tsv``: one row per causal variant and group in which it acts (the
   ancestry cluster for common variants, the architecture group for rare ones) with its effect,
-  frequencies, carriers and the odds ratio its effect implies;
+  frequencies, carriers, the odds ratio its effect implies and its gene (empty outside genes);
+  a shared variant with no effect in a group (``rare_shared_causal_groups``) has no row there;
 - ``truth/causal_sites.tsv``: one row per causal variant and site where it has an effect;
 - ``truth/sites.tsv``: per site: cluster, architecture group, size, cases, prevalence,
   threshold, carriers, realised h²;
@@ -124,6 +125,7 @@ def write_tables(
         [arch.founders[int(c)]["fold"] if int(c) in arch.founders else np.nan
          for c in arch.rare.indices]
     )  # fmt: skip
+    rare_gene = arch.rare_gene if len(arch.rare_gene) else np.full(len(arch.rare.indices), "")
     for kind, columns, effects, label_of_site, labels, freq, carriers, cases, alt in (
         ("common", arch.common.indices, arch.common.effects, site_cluster, clusters,
          arch.common_frequency, carriers_c, cases_c, alt_c),
@@ -150,6 +152,7 @@ def write_tables(
             rows["odds_ratio"] = liability_odds_ratio(effects[acts, m], prevalence[members].mean())
             rows["founder_cluster"] = founder_cluster[acts] if kind == "rare" else ""
             rows["founder_fold"] = founder_fold[acts] if kind == "rare" else np.nan
+            rows["gene"] = rare_gene[acts] if kind == "rare" else ""
             frames.append(rows)
     causal = pd.concat(frames, ignore_index=True)
     causal.to_csv(out / "truth" / "causal_variants.tsv", sep="\t", index=False,
