@@ -272,8 +272,8 @@ def test_multiallelic_error_or_logged_exclusion(tmp_path, caplog):
     with pytest.raises(
         GenotypeFormatError, match=r"multi-allelic record 1:9 rsM C>T,G \(record 2\)"
     ):
-        read_all(open_genotypes(vcf))
-    source = open_genotypes(vcf, multiallelic="exclude")
+        read_all(open_genotypes(vcf, multiallelic="error"))
+    source = open_genotypes(vcf)  # exclude by default, as the pipeline's on_multiallelic
     variants, x, _ = read_all(source)
     assert variants["id"].tolist() == ["rsA", "rsB"]
     assert source.excluded == [("1", 9, "rsM", "C", "T,G", "multiallelic")]
@@ -328,8 +328,8 @@ def test_pgen_with_multiallelic_variants_against_vcf():
     if not (folder / "chr21_phase3_start.pgen").is_file():
         pytest.skip("1kg chr21 data absent")
     with pytest.raises(GenotypeFormatError, match=r"multi-allelic variant 21:9415721 rs569225703"):
-        open_genotypes(folder / "chr21_phase3_start.pgen")
-    pgen = open_genotypes(folder / "chr21_phase3_start.pgen", multiallelic="exclude")
+        open_genotypes(folder / "chr21_phase3_start.pgen", multiallelic="error")
+    pgen = open_genotypes(folder / "chr21_phase3_start.pgen")
     assert len(pgen.excluded) == 3
     vp, xp, _ = read_all(pgen, chunk_size=100)
     vv, xv, _ = read_all(open_genotypes(folder / "1kg_phase3_chr21_start.vcf.gz"))

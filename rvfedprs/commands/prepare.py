@@ -3,7 +3,9 @@
 ``rvfedprs prepare score --genotypes PATH --scorefile FILE [FILE ...] --out FILE.tsv`` writes the
 PRS SUM per sample (``sample_id, SUM, n_matched``; with several scores ``<name>_SUM,
 <name>_n_matched`` each) and the per-row match log beside it (``FILE.match.tsv``, one section per
-score).
+score); multi-allelic records skipped in the genotypes are listed in ``FILE.excluded.tsv``. Bad
+input (a scoring file without rows, a score nothing matches, a wrong build...) stops it with a
+one-line error (exit 2) before anything is written.
 
 Further sub-commands live in their own modules ``rvfedprs/commands/prepare_<name>.py`` (each
 with ``HELP``, ``add_arguments(parser)``, ``run(args)``) listed in :data:`EXTRA_SUBCOMMANDS`;
@@ -93,9 +95,17 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         help="VCF FORMAT field giving dosages",
     )
     parser.add_argument(
+        "--on-multiallelic",
+        choices=("exclude", "error"),
+        default="exclude",
+        help="a multi-allelic record: skip it (logged, listed in FILE.excluded.tsv) or stop",
+    )
+    parser.add_argument(  # the former switch, now the default
         "--exclude-multiallelic",
-        action="store_true",
-        help="skip (and log) multi-allelic records instead of failing",
+        dest="on_multiallelic",
+        action="store_const",
+        const="exclude",
+        help=argparse.SUPPRESS,
     )
     parser.add_argument(
         "--genome-build",
@@ -123,6 +133,7 @@ def _run_score(args: argparse.Namespace) -> int:
     from rvfedprs.genotypes import open_genotypes
     from rvfedprs.genotypes.convert import converted
     from rvfedprs.genotypes.frequencies import read_frequency_file
+    from rvfedprs.genotypes.readers import skipped_variants
     from rvfedprs.genotypes.scoring import score
     from rvfedprs.tsv import write_tsv
 
@@ -136,7 +147,7 @@ def _run_score(args: argparse.Namespace) -> int:
         source = open_genotypes(
             paths,
             field=args.field,
-            multiallelic="exclude" if args.exclude_multiallelic else "error",
+            multiallelic=args.on_multiallelic,
             bgen_ref_allele=args.bgen_ref_allele,
         )
         scores, log = score(
@@ -148,13 +159,21 @@ def _run_score(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size,
             genome_build=args.genome_build,
         )
+        skipped = skipped_variants(source)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_tsv(scores, out, float_format="%.10g")
-    match_path = out.with_name(out.name.removesuffix(".tsv") + ".match.tsv")
-    write_tsv(log, match_path)
+    stem = out.name.removesuffix(".tsv")
+    match_path = out.with_name(stem + ".match.tsv")
+    tables = [(scores, out, "%.10g"), (log, match_path, None)]
+    if len(skipped):
+        tables.append((skipped, out.with_name(stem + ".excluded.tsv"), None))
+    for table, path, float_format in tables:  # each complete before it takes its name
+        part = path.with_name(path.name + ".part")
+        write_tsv(table, part, float_format=float_format)
+        part.replace(path)
     counts = log["status"].value_counts().to_dict()
     used = [c for c in scores.columns if c.endswith("n_matched")]
     matched = ", ".join(f"{c}={int(scores[c].iloc[0])}" for c in used) if len(scores) else ""
-    print(f"scored {len(scores)} samples ({matched}; {counts}); wrote {out} and {match_path}")
+    wrote = ", ".join(str(path) for _, path, _ in tables)
+    print(f"scored {len(scores)} samples ({matched}; {counts}); wrote {wrote}")
     return 0

@@ -8,10 +8,21 @@ older files). Sample IDs come from the ``.sample`` file beside the ``.bgen`` (it
 column, as plink2 ``--sample`` reads it), else from the IDs embedded in the file; a file with
 neither is an error. A ``.bgi`` index beside the file is used by the reader when present.
 
+Ploidy is stored per sample and variant (male chrX calls are haploid in the files plink2 and
+the imputation servers write). A haploid call is read as plink2 imports it, as homozygous: ALT
+dosage 2 × P(ALT) (the VCF reader reads a haploid ``GT`` the same way), and ploidy 0 as missing.
+Where a variant holds haploid calls, :meth:`BgenSource.dosage_dot` imputes a missing dosage as
+2·p with p counted as plink2 counts it when it knows the sexes: a haploid call is one allele, a
+diploid call two (``plink2 --bgen F ref-first --sample F.sample --score``: equal, tested). The
+allele counts (:meth:`BgenSource.iter_counts`) count a haploid call as homozygous, as every
+reader does: equal to ``plink2 --geno-counts`` with its ``HAP_*`` columns folded into the
+homozygous ones. Only variants that hold a non-diploid sample pay for any of this; the ploidy
+array is the one the decoder filled anyway.
+
 Refused with an error naming the file and the value: layout 1 (BGEN v1.1: re-export it with
 ``plink2 --export bgen-1.2``), probabilities stored with more than 16 bits (plink2's dosage
-precision is 1/16384; convert with ``bits=16``), and samples of ploidy other than 2 (checked on
-the first variant's block, since decoding each block's ploidy would double the read time).
+precision is 1/16384; convert with ``bits=16``), and samples of ploidy above 2 (plink2 refuses
+them too).
 """
 
 from __future__ import annotations
@@ -31,8 +42,10 @@ from rvfedprs.genotypes.chunk import (
     GenotypeChunk,
     GenotypeSource,
     check_chunk_size,
+    check_dot_args,
     check_index,
     check_unique_samples,
+    dot_dosages,
     hardcall_counts,
     make_variant_table,
     normalise_chrom,
@@ -155,17 +168,17 @@ class BgenSource(GenotypeSource):
             )
         first = _first_block(self.bgen, info)
         if first is not None:
-            low, high, bits = first
+            _, high, bits = first
             if not 1 <= bits <= _MAX_BITS:
                 raise GenotypeFormatError(
                     f"{self.bgen}: probabilities stored with {bits} bits; rvfedprs reads 1 to "
                     f"{_MAX_BITS} bits (plink2's dosage precision), e.g. `plink2 --export "
                     "bgen-1.2 bits=16`"
                 )
-            if (low, high) != (2, 2):
+            if high > 2:
                 raise GenotypeFormatError(
-                    f"{self.bgen}: the first variant has samples of ploidy "
-                    f"{sorted({low, high} - {2})}; only diploid genotypes are read"
+                    f"{self.bgen}: the first variant has samples of ploidy {high}; only "
+                    "haploid and diploid calls are read (as plink2)"
                 )
         sample_path = Path(sample_file) if sample_file is not None else None
         if sample_path is None and self.bgen.with_suffix(".sample").is_file():
@@ -189,6 +202,7 @@ class BgenSource(GenotypeSource):
             )
         check_unique_samples(self.samples, str(sample_path or self.bgen))
         self.multiallelic = multiallelic
+        self._all_diploid = b"\x02" * info["n_samples"]  # a variant's ploidy bytes, all 2
         self._read_variants(info["n_variants"])
 
     def _read_variants(self, n_variants: int) -> None:
@@ -229,11 +243,32 @@ class BgenSource(GenotypeSource):
             )
         self.variants = make_variant_table(chrom, pos, ids, ref, alt)
         self.excluded = [(*e, "multiallelic") for e in excluded]
+        if excluded:
+            shown = ", ".join(f"{c}:{p} {n}" for c, p, n, *_ in excluded[:3])
+            logger.warning(
+                "%s: excluded %d multi-allelic variants (%s%s)",
+                self.bgen, len(excluded), shown, ", ..." if len(excluded) > 3 else "",
+            )  # fmt: skip
         self._keep = np.asarray(keep, dtype=np.int64)
 
-    def _dosage(self, var) -> np.ndarray:
-        dose = var.alt_dosage  # expected copies of the second allele
-        return dose if self.ref_allele == "first" else 2.0 - dose
+    def _dosage(self, var) -> tuple[np.ndarray, np.ndarray | None]:
+        """(ALT dosage of every sample, the haploid samples or None when all are diploid)."""
+        try:
+            dose = var.alt_dosage  # expected copies of the second allele: P(2nd) when haploid
+        except ValueError as exc:  # the decoder's refusal of ploidy > 2
+            raise GenotypeFormatError(
+                f"{self.bgen}: variant {var.chrom}:{var.pos} {var.rsid or var.varid} has "
+                f"samples of ploidy {int(var.ploidy.max())}; only haploid and diploid calls "
+                "are read (as plink2)"
+            ) from exc
+        ploidy = var.ploidy  # filled by the decode above: a copy, no second decode
+        haploid = None
+        if ploidy.tobytes() != self._all_diploid:  # ~0.3 µs; ploidy 0 decodes as NaN already
+            haploid = ploidy == 1
+            dose = np.where(haploid, np.float32(2.0) * dose, dose)  # homozygous, as plink2
+            if not haploid.any():
+                haploid = None
+        return (dose if self.ref_allele == "first" else 2.0 - dose), haploid
 
     def iter_chunks(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
@@ -252,30 +287,64 @@ class BgenSource(GenotypeSource):
         index = check_index(index, len(self.variants))
         rows = None if samples is None else sample_index(self.samples, samples, self.path)
         out_samples = self.samples if rows is None else self.samples[rows]
-        for part, block in self._blocks(index, chunk_size, rows, dtype):
+        for part, block, _ in self._blocks(index, chunk_size, rows, dtype):
             yield GenotypeChunk(
                 self.variants.iloc[part].reset_index(drop=True),
                 block.T.copy(order="F"),
                 out_samples,
             )
 
+    def dosage_dot(
+        self,
+        index: np.ndarray,
+        coef: np.ndarray,
+        fill: np.ndarray | None = None,
+        samples: Sequence[str] | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """See :meth:`GenotypeSource.dosage_dot`; products on the decode buffer (no copy).
+
+        With no ``fill``, a missing dosage of a variant holding haploid calls counts 2·p, p
+        with a haploid call as one allele and a diploid call as two (plink2's frequency when
+        it knows the sexes); elsewhere the called samples' mean dosage, as every reader.
+        """
+        index, coef, fill = check_dot_args(index, coef, fill, len(self.variants))
+        rows = None if samples is None else sample_index(self.samples, samples, self.path)
+        n_out = len(self.samples) if rows is None else len(rows)
+        sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64)
+        n_missing = np.zeros(len(index), dtype=np.int64)
+        done = 0
+        for _, block, haploid in self._blocks(index, chunk_size, rows, np.float64):
+            part = slice(done, done + len(block))
+            done = part.stop
+            part_fill = fill[part] if fill is not None else None
+            if part_fill is None and haploid:
+                part_fill = _ploidy_fill(block, haploid)
+            add, n_missing[part] = dot_dosages(block.T, coef[part], part_fill)
+            sums += add
+        return sums, n_missing
+
     def iter_counts(
         self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
     ) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:
         """Per-variant ALT sums and hard-call counts, counted on the decode buffer (no transpose).
 
-        See :meth:`GenotypeSource.iter_counts`.
+        See :meth:`GenotypeSource.iter_counts`; a haploid call counts as homozygous.
         """
         rows = None if samples is None else sample_index(self.samples, samples, self.path)
         index = np.arange(len(self.variants))
-        for part, block in self._blocks(index, chunk_size, rows, np.float32):
+        for part, block, _ in self._blocks(index, chunk_size, rows, np.float32):
             counts, alt_sum = hardcall_counts(block, variant_major=True)
             yield self.variants.iloc[part].reset_index(drop=True), alt_sum, counts
 
     def _blocks(
         self, index: np.ndarray, chunk_size: int, rows: np.ndarray | None, dtype: type
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(positions, dosages of shape (k, n_samples)) per chunk: a reused variant-major buffer."""
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]]:
+        """(positions, dosages of shape (k, n_samples), haploid samples) per chunk.
+
+        The dosages are a reused variant-major buffer; the third item maps a row of the chunk
+        to its haploid samples (among ``rows``), for the rows that hold any (usually none).
+        """
         from bgen import BgenReader
 
         chunk_size = check_chunk_size(chunk_size)
@@ -283,6 +352,7 @@ class BgenSource(GenotypeSource):
         n_out = len(self.samples) if rows is None else len(rows)
         chunk_size = check_chunk_size(chunk_size, n_out, np.dtype(dtype).itemsize)
         buffer = np.empty((min(chunk_size, max(len(index), 1)), n_out), dtype=dtype)
+        haploid: dict[int, np.ndarray] = {}
         done = 0
         with BgenReader(self.path, delay_parsing=True) as reader:
             cursor = 0
@@ -291,9 +361,41 @@ class BgenSource(GenotypeSource):
                     break
                 if raw != wanted[cursor]:
                     continue
-                dose = self._dosage(var)
+                dose, hap = self._dosage(var)
                 buffer[cursor - done] = dose if rows is None else dose[rows]  # a contiguous row
+                if hap is not None:
+                    hap = hap if rows is None else hap[rows]
+                    if hap.any():
+                        haploid[cursor - done] = hap
                 cursor += 1
                 if cursor - done == len(buffer) or cursor == len(wanted):
-                    yield index[done:cursor], buffer[: cursor - done]
+                    yield index[done:cursor], buffer[: cursor - done], haploid
+                    haploid = {}
                     done = cursor
+
+
+def _ploidy_fill(block: np.ndarray, haploid: dict[int, np.ndarray]) -> np.ndarray:
+    """2·p per variant of a variant-major block, a haploid call counting as one allele.
+
+    Parameters
+    ----------
+    block : ndarray, shape (k, n_samples)
+        ALT dosages (a haploid call as homozygous, 0 to 2), NaN where missing.
+    haploid : dict of int to ndarray of bool
+        Rows of ``block`` holding haploid calls, and which samples they are.
+
+    Returns
+    -------
+    ndarray of float64, shape (k,)
+        The called samples' mean dosage, each haploid call weighing one half (it is one allele
+        of ALT frequency dosage/2; a diploid call is two alleles): 2 × the ALT frequency that
+        ``plink2 --freq`` reports when it knows the sexes. NaN where nothing is called.
+    """
+    called = ~np.isnan(block)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fill = np.where(called, block, 0.0).sum(axis=1) / called.sum(axis=1)
+        for row, hap in haploid.items():
+            ok = called[row]
+            weight = np.where(hap[ok], 0.5, 1.0)
+            fill[row] = weight @ block[row, ok] / weight.sum()
+    return fill

@@ -26,9 +26,10 @@ import pandas as pd
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.genotypes.alleles import complement, upper
 from rvfedprs.genotypes.chunk import variant_keys
-from rvfedprs.genotypes.scorefile import ScoreFile
+from rvfedprs.genotypes.scorefile import ScoreFile, declared_build
 
 __all__ = [
+    "LOW_MATCH_SHARE",
     "MATCH_STATUSES",
     "MATCH_TYPES",
     "USABLE_STATUSES",
@@ -54,6 +55,9 @@ MATCH_STATUSES = (
 )
 #: Statuses whose rows are scored.
 USABLE_STATUSES = ("matched", "flipped")
+#: A score with a usable share below this is suspect whatever ``min_overlap`` allows: the share
+#: a scoring file on another genome build gets (positions agree only by chance).
+LOW_MATCH_SHARE = 0.01
 #: pgsc_calc's match types (which genotype allele the effect allele is, on which strand).
 MATCH_TYPES = ("refalt", "altref", "refalt_flip", "altref_flip", "no_oa_ref", "no_oa_alt")
 #: Our status → pgsc_calc's ``match_status``.
@@ -369,8 +373,57 @@ class ScoreMatcher:
         return log.drop(columns=["pre_status"])
 
 
-def check_overlap(log: pd.DataFrame, min_overlap: float, genotypes: str) -> dict[str, int]:
+def _build_note(scorefile: ScoreFile | None, genotype_build: str | None) -> str:
+    """What the builds say, for a message about a score that (almost) nothing matched."""
+    if scorefile is None:
+        return ""
+    declared = declared_build(scorefile)
+    if declared is None:
+        return (
+            f"; {scorefile.path} declares no genome build: check that it and the genotypes are "
+            "on the same one"
+        )
+    if genotype_build is None:
+        return (
+            f"; {scorefile.path} declares genome_build={declared} and the genotypes' build is "
+            "unknown: if they are on another one, use the scoring file harmonised to theirs "
+            "(PGS Catalog *_hmPOS_GRCh37/38)"
+        )
+    if genotype_build != declared:
+        return (
+            f"; {scorefile.path} declares genome_build={declared}, but the genotypes are "
+            f"{genotype_build}: use the scoring file harmonised to {genotype_build} "
+            f"(PGS Catalog *_hmPOS_{genotype_build})"
+        )
+    return f"; both {scorefile.path} and the genotypes are {declared}"
+
+
+def check_overlap(
+    log: pd.DataFrame,
+    min_overlap: float,
+    genotypes: str,
+    *,
+    scorefiles: Sequence[ScoreFile] = (),
+    genotype_build: str | None = None,
+) -> dict[str, int]:
     """Usable rows per score; raise when a score's usable share is below ``min_overlap``.
+
+    Whatever ``min_overlap`` allows (0 turns that check off), a score with no usable row is
+    refused: its PRS would be 0 for every sample, which is never a result. A score with a
+    usable share below :data:`LOW_MATCH_SHARE` is refused when the scoring file declares
+    another build than ``genotype_build``, and logged as a warning otherwise.
+
+    Parameters
+    ----------
+    log : DataFrame
+        The match log (:meth:`ScoreMatcher.match_log`).
+    min_overlap : float
+    genotypes : str
+        What the genotypes are, for the messages.
+    scorefiles : sequence of ScoreFile
+        The files of the scores, to name them and their declared build in the messages.
+    genotype_build : str, optional
+        The genotypes' build when known (``GRCh37``/``GRCh38``).
 
     Returns
     -------
@@ -380,8 +433,9 @@ def check_overlap(log: pd.DataFrame, min_overlap: float, genotypes: str) -> dict
     Raises
     ------
     InputDataError
-        Naming the score, the counts and the statuses.
+        Naming the score, its file, the counts, the statuses and what the builds say.
     """
+    files = {name: sf for sf in scorefiles for name in sf.scores}
     usable: dict[str, int] = {}
     for name, section in log.groupby("accession", sort=False):
         n_ok = int(section["status"].isin(USABLE_STATUSES).sum())
@@ -389,11 +443,30 @@ def check_overlap(log: pd.DataFrame, min_overlap: float, genotypes: str) -> dict
         counts = section["status"].value_counts().to_dict()
         logger.info("score %s: %d of %d rows usable (%s)", name, n_ok, n_rows, counts)
         fraction = n_ok / max(n_rows, 1)
+        sf = files.get(str(name))
+        label = f"score {name}" + (f" ({sf.path})" if sf is not None else "")
+        note = _build_note(sf, genotype_build) if fraction < LOW_MATCH_SHARE else ""
         if fraction < min_overlap:
             raise InputDataError(
-                f"only {n_ok} of {n_rows} rows of score {name} ({fraction:.1%}) match the "
-                f"genotypes in {genotypes}, below min_overlap={min_overlap:g}; statuses: {counts}"
+                f"only {n_ok} of {n_rows} rows of {label} ({fraction:.1%}) match the "
+                f"genotypes in {genotypes}, below min_overlap={min_overlap:g}; statuses: "
+                f"{counts}{note}"
             )
+        if n_ok == 0:
+            raise InputDataError(
+                f"none of the {n_rows} rows of {label} matches the genotypes in {genotypes} "
+                f"(statuses: {counts}): its PRS would be 0 for every sample, so none is "
+                f"written{note}"
+            )
+        if fraction < LOW_MATCH_SHARE:
+            declared = declared_build(sf) if sf is not None else None
+            message = (
+                f"only {n_ok} of {n_rows} rows of {label} ({fraction:.2%}) match the "
+                f"genotypes in {genotypes} (statuses: {counts}){note}"
+            )
+            if declared is not None and genotype_build not in (None, declared):
+                raise InputDataError(message)
+            logger.warning("%s; min_overlap=%g lets it through", message, min_overlap)
         usable[str(name)] = n_ok
     return usable
 
@@ -427,8 +500,13 @@ def match_scorefile(
         (:data:`MATCH_STATUSES`), ``variant_key``, ``variant_id``, ``variant_index``,
         ``counted_allele``, ``counts_alt``, ``ambiguous``, ``match_type``, ``weight_used``,
         ``match_status``.
+
+    Raises
+    ------
+    InputDataError
+        See :func:`check_overlap` (a score no row of which matches is refused).
     """
     matcher = ScoreMatcher(scorefile, keep_ambiguous=keep_ambiguous)
     log = matcher.match_log(matcher.resolve(matcher.candidates(variants)))
-    check_overlap(log, min_overlap, genotypes)
+    check_overlap(log, min_overlap, genotypes, scorefiles=[scorefile])
     return log

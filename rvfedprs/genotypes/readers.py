@@ -23,6 +23,7 @@ from rvfedprs.genotypes.formats import genotype_format
 __all__ = [
     "READER_OPTIONS",
     "MultiFileSource",
+    "genotype_build",
     "open_genotypes",
     "open_with_options",
     "skipped_variants",
@@ -166,7 +167,7 @@ def open_genotypes(
     path_or_paths: str | Path | Sequence[str | Path],
     *,
     field: str = "auto",
-    multiallelic: str = "error",
+    multiallelic: str = "exclude",
     bgen_ref_allele: str = "first",
 ) -> GenotypeSource:
     """Open genotype files for chunked reading.
@@ -180,9 +181,12 @@ def open_genotypes(
         :data:`~rvfedprs.genotypes.formats.GENOTYPE_FORMATS`.
     field : {"auto", "GT", "DS"}
         For VCF/BCF: the FORMAT field giving dosages (``"auto"``: DS when declared, else GT).
-    multiallelic : {"error", "exclude"}
-        Multi-allelic records raise a :class:`GenotypeFormatError` naming the record, or are
-        skipped and logged (``source.excluded``).
+    multiallelic : {"exclude", "error"}
+        A record with several ALT alleles (1000 Genomes' ``T>A,C``) is skipped with a logged
+        warning and listed in ``source.excluded`` (:func:`skipped_variants`), as the pipeline's
+        ``on_multiallelic`` default does; or raises a :class:`GenotypeFormatError` naming the
+        record. Split records at one position are read as they are (the pipeline's site QC
+        excludes them).
     bgen_ref_allele : {"first", "last"}
         For BGEN: which allele of each variant is REF (plink2's ``ref-first``/``ref-last``).
 
@@ -200,6 +204,20 @@ def open_genotypes(
         return _open_one(path_or_paths, field, multiallelic, bgen_ref_allele)
     sources = [_open_one(p, field, multiallelic, bgen_ref_allele) for p in path_or_paths]
     return sources[0] if len(sources) == 1 else MultiFileSource(sources)
+
+
+def genotype_build(source: GenotypeSource) -> str | None:
+    """The genome build the genotype files declare (a VCF's ``##contig`` lengths), if any.
+
+    Returns
+    -------
+    str or None
+        ``"GRCh37"`` or ``"GRCh38"`` when every file that tells one tells the same; None when
+        none does (PLINK and BGEN files carry no build) or they disagree.
+    """
+    builds = {getattr(one, "genome_build", None) for one in getattr(source, "sources", [source])}
+    builds.discard(None)
+    return builds.pop() if len(builds) == 1 else None
 
 
 def open_with_options(paths: Sequence[str | Path], options: Mapping[str, str]) -> GenotypeSource:

@@ -198,6 +198,10 @@ def _weights(raw: pd.DataFrame, path: Path, header: dict[str, str]) -> tuple[np.
                 f"{path}: {column} {raw[column].iloc[i]!r} on row {i + 1} is not a number"
             )
         out[:, k] = values.to_numpy(dtype=np.float64)
+        if np.isnan(out[:, k]).all():
+            raise InputDataError(
+                f"{path}: {column} is blank on every row; score {names[k]!r} has no variants"
+            )
     return out, names
 
 
@@ -246,14 +250,21 @@ def read_scorefile(path: str | Path) -> ScoreFile:
     Raises
     ------
     InputDataError
-        Missing ``effect_allele`` or weight columns, a non-numeric weight (naming the row and
-        value), a row both dominant and recessive, or a file whose every row is complex or
-        unplaceable (nothing could be scored).
+        A file with no variant rows (only ``#`` lines and the column header), missing
+        ``effect_allele`` or weight columns, a non-numeric weight (naming the row and value),
+        a weight column blank on every row, a row both dominant and recessive, or a file whose
+        every row is complex or unplaceable (nothing could be scored).
     """
     path = Path(path)
     if not path.is_file():
         raise InputDataError(f"scoring file {path} does not exist")
     raw, header = _read_raw(path)
+    if len(raw) == 0:
+        raise InputDataError(
+            f"{path}: the scoring file has no variant rows (only its header: "
+            f"{len(header)} '#key=value' lines and the columns {list(raw.columns)}); a score "
+            "of no variants would be 0 for every sample"
+        )
     if "effect_allele" not in raw.columns:
         raise InputDataError(
             f"{path}: no 'effect_allele' column (columns: {list(raw.columns)}); "

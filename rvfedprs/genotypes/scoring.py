@@ -13,6 +13,12 @@ genotypes (after a strand flip) and the weight (:func:`write_plink2_scorefile`).
 ``is_dominant`` / ``is_recessive`` are scored with plink2's ``dominant`` / ``recessive`` models
 on the effect-allele dosage x: ``min(x, 1)`` and ``max(x - 1, 0)``; a missing genotype counts q,
 the effect-allele frequency, under either model (as plink2 imputes it; tested).
+
+A haploid call (male chrX: a BGEN sample of ploidy 1, a VCF's ``GT`` of one allele) counts as
+homozygous, 0 or 2 effect alleles, as plink2 reads it; where a BGEN variant holds haploid calls
+a missing one counts 2·p with a haploid call as one allele, as ``plink2 --score`` counts p when
+it knows the sexes (:meth:`~rvfedprs.genotypes.bgen.BgenSource.dosage_dot`). A score that
+nothing matches is refused whatever ``min_overlap`` says: its SUM would be 0 everywhere.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from rvfedprs.genotypes.matching import (
     ScoreMatcher,
     check_overlap,
 )
+from rvfedprs.genotypes.readers import genotype_build
 from rvfedprs.genotypes.scorefile import (
     ScoreFile,
     declared_build,
@@ -304,7 +311,11 @@ def score(
         impute missing dosages as 2·p of the effect allele, so every scored variant must be
         listed. Default: frequencies over the scored samples (plink2's mean imputation).
     min_overlap : float
-        Fewest usable rows (matched or flipped) per score, as a fraction of its rows.
+        Fewest usable rows (matched or flipped) per score, as a fraction of its rows. Even at
+        0, a score no row of which matches is refused (its SUM would be 0 for every sample),
+        and one matching under 1% of its rows is refused when its file declares another build
+        than the genotypes (``genome_build``, else a VCF's ``##contig`` lengths) and logged as
+        a warning otherwise (:func:`~rvfedprs.genotypes.matching.check_overlap`).
     samples : sequence of str, optional
         Samples to score, in this order (default: all).
     chunk_size : int
@@ -327,9 +338,9 @@ def score(
     Raises
     ------
     InputDataError
-        When a score's usable fraction is below ``min_overlap``, the build disagrees, a row
-        matches two genotype variants, a scored variant is absent from ``frequencies``, or two
-        scores share a name.
+        When a score's usable fraction is below ``min_overlap``, no row of a score matches,
+        the build disagrees, a row matches two genotype variants, a scored variant is absent
+        from ``frequencies``, or two scores share a name.
 
     Notes
     -----
@@ -360,7 +371,8 @@ def score(
     log = pd.concat(
         [m.match_log(r) for m, r in zip(matchers, resolved, strict=True)], ignore_index=True
     )
-    n_ok = check_overlap(log, min_overlap, source.path)
+    build = normalise_build(genome_build) if genome_build else genotype_build(source)
+    n_ok = check_overlap(log, min_overlap, source.path, scorefiles=files, genotype_build=build)
     rows_out = sample_index(source.samples, samples, source.path)
     scores = pd.DataFrame({"sample_id": source.samples[rows_out]})
     single = len(names) == 1

@@ -1,4 +1,8 @@
-"""Chunked VCF / BCF reader (cyvcf2): ALT-allele dosages from ``GT`` or ``DS``."""
+"""Chunked VCF / BCF reader (cyvcf2): ALT-allele dosages from ``GT`` or ``DS``.
+
+The header's ``##contig`` lengths tell the genome build when they are those of GRCh37 or GRCh38
+(:attr:`VcfSource.genome_build`; None otherwise), for the scoring file's build check.
+"""
 
 from __future__ import annotations
 
@@ -21,13 +25,55 @@ from rvfedprs.genotypes.chunk import (
     sample_index,
 )
 
-__all__ = ["VcfSource"]
+__all__ = ["VcfSource", "build_from_contigs"]
 
 logger = logging.getLogger(__name__)
 
 _FIELDS = ("auto", "GT", "DS")
 _MULTIALLELIC = ("error", "exclude")
 _BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+#: Chromosome lengths that differ between the builds (autosomes and X), GRCh37 then GRCh38.
+_CONTIG_LENGTHS = {
+    "1": (249250621, 248956422), "2": (243199373, 242193529), "3": (198022430, 198295559),
+    "4": (191154276, 190214555), "5": (180915260, 181538259), "6": (171115067, 170805979),
+    "7": (159138663, 159345973), "8": (146364022, 145138636), "9": (141213431, 138394717),
+    "10": (135534747, 133797422), "11": (135006516, 135086622), "12": (133851895, 133275309),
+    "13": (115169878, 114364328), "14": (107349540, 107043718), "15": (102531392, 101991189),
+    "16": (90354753, 90338345), "17": (81195210, 83257441), "18": (78077248, 80373285),
+    "19": (59128983, 58617616), "20": (63025520, 64444167), "21": (48129895, 46709983),
+    "22": (51304566, 50818468), "X": (155270560, 156040895),
+}  # fmt: skip
+
+
+def build_from_contigs(contigs: dict[str, object]) -> str | None:
+    """``"GRCh37"`` or ``"GRCh38"`` when the contig lengths are that build's, else None.
+
+    Parameters
+    ----------
+    contigs : dict
+        Contig name (``chr1``, ``1``, ``X``...) to its length (int or str; None when absent).
+
+    Returns
+    -------
+    str or None
+        The build every recognised length belongs to; None when none is recognised or they
+        disagree (a synthetic or a patched reference).
+    """
+    builds = set()
+    for name, length in contigs.items():
+        try:
+            chrom = normalise_chrom(name)
+        except GenotypeFormatError:
+            continue
+        known = _CONTIG_LENGTHS.get(chrom)
+        if known is None or length is None or not str(length).isdigit():
+            continue
+        if int(length) in known:
+            builds.add(("GRCh37", "GRCh38")[known.index(int(length))])
+        else:
+            return None
+    return builds.pop() if len(builds) == 1 else None
 
 
 def _check_compression(path: Path) -> None:
@@ -138,6 +184,12 @@ class VcfSource(GenotypeSource):
                 check_unique_samples(names, self.path)
             raise GenotypeFormatError(f"{self.path}: not a readable VCF/BCF ({exc})") from exc
         formats = {h["ID"] for h in vcf.header_iter() if h.type == "FORMAT" and "ID" in h.info()}
+        try:
+            contigs = dict(zip(vcf.seqnames, vcf.seqlens, strict=True))
+        except Exception:  # cyvcf2 raises bare Exception when a contig has no length
+            contigs = {}
+        #: GRCh37/GRCh38 from the ``##contig`` lengths, None when they tell neither
+        self.genome_build = build_from_contigs(contigs)
         vcf.close()
         if field == "auto":
             field = "DS" if "DS" in formats else "GT"
