@@ -30,6 +30,7 @@ __all__ = [
     "set_parameters",
     "parameter_groups",
     "PARAMETER_GROUPS",
+    "linear_parameters",
 ]
 
 PARAMETER_GROUPS: tuple[str, ...] = ("common", "rare", "head")
@@ -280,6 +281,102 @@ def parameter_groups(names: Iterable[str]) -> dict[str, list[str]]:
             )
         groups[group].append(name)
     return groups
+
+
+def _layer_names(parameters: Mapping[str, np.ndarray], pathway: str) -> list[str]:
+    """The linear layers of one pathway, input first (``rare.input``/``common.fc0``, ``fc1``…)."""
+    names = [n[: -len(".weight")] for n in parameters if n.startswith(f"{pathway}.")]
+    names = [n for n in names if n.endswith(("input", "fc0")) or ".fc" in n]
+    return sorted(
+        names, key=lambda n: 0 if n.endswith(("input", "fc0")) else int(n.split("fc")[-1])
+    )
+
+
+def _carry_linear(out: dict[str, np.ndarray], layers: Sequence[str], coef: np.ndarray) -> None:
+    """Units 0 and 1 of a ReLU pathway carry (z, −z), z = coef · input, through every layer.
+
+    ReLU(z) − ReLU(−z) = z, so a head weighting the last layer's units 0 and 1 by (1, −1) reads
+    the linear function back exactly; every later layer passes units 0 and 1 through unchanged.
+    """
+    first = out[f"{layers[0]}.weight"]
+    if first.shape[0] < 2:
+        raise ValueError(
+            f"layer {layers[0]!r} has {first.shape[0]} unit; a linear start needs at least 2"
+        )
+    first[0], first[1] = coef, -coef
+    out[f"{layers[0]}.bias"][:2] = 0.0
+    for name in layers[1:]:
+        weight, bias = out[f"{name}.weight"], out[f"{name}.bias"]
+        if weight.shape[0] < 2:
+            raise ValueError(f"layer {name!r} has {weight.shape[0]} unit; a linear start needs 2")
+        weight[:2] = 0.0
+        weight[0, 0] = weight[1, 1] = 1.0
+        bias[:2] = 0.0
+
+
+def linear_parameters(
+    template: Mapping[str, np.ndarray],
+    *,
+    intercept: float,
+    common_coef: Sequence[float],
+    rare_coef: Sequence[float] | None = None,
+) -> dict[str, np.ndarray]:
+    """Parameters of a two-pathway model whose logit is a linear model (the floor, a GLM).
+
+    logit = intercept + common_coef · [PRS, covariates] (+ rare_coef · a), exactly: units 0
+    and 1 of the common backbone carry (z, −z) of the linear predictor on its input, the head
+    reads them with weights (1, −1) and its bias is the intercept (likewise the specialist for
+    ``rare_coef``). Every other head weight is 0, so the rest of the network, left as in
+    ``template``, adds nothing until training moves those weights: a model started here ranks
+    exactly as the linear model does, and its gradients still reach every layer after the
+    first step.
+
+    Parameters
+    ----------
+    template : mapping
+        A model's parameters (:func:`get_parameters`): the shapes and the untouched weights.
+    intercept : float
+    common_coef : sequence of float, length 1 + n_covariates
+        Coefficients of the standardised PRS and covariates.
+    rare_coef : sequence of float, length n_rare, optional
+        Coefficients of the rare dosages; None leaves the specialist as in ``template`` (its
+        head weights 0).
+
+    Returns
+    -------
+    dict of str to float32 array
+
+    Raises
+    ------
+    ValueError
+        When a coefficient vector does not fit the model's input, or a pathway layer has fewer
+        than 2 units.
+    """
+    out = {name: np.array(value, dtype=np.float32, copy=True) for name, value in template.items()}
+    common = _layer_names(out, "common")
+    rare = _layer_names(out, "rare")
+    common_coef = np.asarray(common_coef, dtype=np.float64)
+    if common_coef.shape != (out[f"{common[0]}.weight"].shape[1],):
+        raise ValueError(
+            f"{common_coef.size} PRS/covariate coefficients for a backbone input of "
+            f"{out[f'{common[0]}.weight'].shape[1]}"
+        )
+    _carry_linear(out, common, common_coef)
+    head = out["head.weight"]
+    head[:] = 0.0
+    width = out[f"{common[-1]}.weight"].shape[0]
+    head[0, 0], head[0, 1] = 1.0, -1.0
+    if rare_coef is not None:
+        rare_coef = np.asarray(rare_coef, dtype=np.float64)
+        if rare_coef.shape != (out[f"{rare[0]}.weight"].shape[1],):
+            raise ValueError(
+                f"{rare_coef.size} rare coefficients for {out[f'{rare[0]}.weight'].shape[1]} "
+                "rare-variant columns"
+            )
+        _carry_linear(out, rare, rare_coef)
+        head[0, width], head[0, width + 1] = 1.0, -1.0
+    out["head.bias"][:] = float(intercept)
+    return out
 
 
 def _strip_prefix(name: str) -> str:

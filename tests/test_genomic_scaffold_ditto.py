@@ -19,7 +19,8 @@ from rvfedprs.strategies.scaffold import CORRECTION_KEY
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update
 
 P = 80
-MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0}
+# random w^0 (no floor start): the round-1 oracle below starts from initial_parameters
+MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0, "start_from_floor": False}
 SGD = LocalTrainingConfig(epochs=1, lr=0.05, momentum=0.0, batch_size=32)
 TRAIN = LocalTrainingConfig(epochs=1, lr=0.05, momentum=0.0, batch_size=32)
 

@@ -4,6 +4,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 from _federation_fixtures import write_federation
+from sklearn.linear_model import LogisticRegression
 
 from rvfedprs.bloom import BloomSpec, contains
 from rvfedprs.exceptions import InputDataError
@@ -13,7 +14,7 @@ from rvfedprs.genomic.client import ClientContext, fit_client
 from rvfedprs.genomic.data import combine_moments, load_federation, pool_clients, prs_moments
 from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import initial_parameters
-from rvfedprs.model import TwoPathwayModel, set_parameters
+from rvfedprs.model import TwoPathwayModel, linear_parameters, set_parameters
 from rvfedprs.strategies import FitInstruction, get_strategy
 from rvfedprs.training import LocalTrainingConfig, local_update
 
@@ -162,7 +163,16 @@ def test_fedavg_with_one_client_equals_local_training(federation):
         one, get_strategy("fedavg"), rounds=2, model_config=MODEL, training=TRAIN, random_seed=3
     )
     model = TwoPathwayModel(federation.n_rare, common_hidden=(4,), rare_hidden=(8,))
-    set_parameters(model, initial_parameters(federation.n_rare, MODEL, 3))
+    # w^0: the initial network started at the floor, the unpenalised logistic fit on the PRS
+    data = federation.train["client00"]
+    floor = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12)
+    floor.fit(data.prs.reshape(-1, 1).astype(np.float64), data.y.astype(int))
+    start = linear_parameters(
+        initial_parameters(federation.n_rare, MODEL, 3),
+        intercept=float(floor.intercept_[0]),
+        common_coef=floor.coef_.ravel(),
+    )
+    set_parameters(model, start)
     for rnd in (1, 2):
         local_update(
             model, federation.train["client00"], TRAIN, random_seed=derive_seed(3, rnd, "client00")

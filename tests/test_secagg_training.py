@@ -42,7 +42,7 @@ SEED = 3
 PARAMS = SecAggParams()
 COMPATIBLE = {
     "fedavg", "fedprox", "fedadam", "fedavg_w", "fedavgm",
-    "fedce", "fedce_carried", "fedce_global_head", "fedce_oracle", "fedce_random",
+    "fedce", "fedce_carried", "fedce_global_head", "fedce_oracle", "fedce_random", "fedglm",
 }  # fmt: skip
 
 
@@ -67,7 +67,8 @@ def _config(fed, name="fedavg", secure=True, rounds=1, **sections):
         None,
         overrides={
             "train": {"strategy": name, "rounds": rounds, "seed": SEED, "data": str(fed.data_dir)},
-            "model": {"common_hidden": [4], "rare_hidden": [8]},
+            # the floor's own secure fit is tested in test_fedglm; here both runs start alike
+            "model": {"common_hidden": [4], "rare_hidden": [8], "start_from_floor": False},
             "fedce": {"n_clusters": 2, **sections.pop("fedce", {})},
             "secagg": secagg,
             **sections,
@@ -503,7 +504,8 @@ def test_rvfedprs_train_runs_secure_fedce_and_refuses_ditto(fed, tmp_path, capsy
     config.write_text(
         yaml.safe_dump(
             {
-                "model": {"common_hidden": [4], "rare_hidden": [8]},
+                # the floor's own secure fit is tested in test_fedglm; here both runs start alike
+            "model": {"common_hidden": [4], "rare_hidden": [8], "start_from_floor": False},
                 "train": {"data": str(fed.data_dir), "rounds": 2, "progress": False},
                 "fedce": {"n_clusters": 2},
                 "secagg": {"enabled": True},

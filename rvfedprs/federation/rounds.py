@@ -14,6 +14,7 @@ same seed:
   job's configuration a round goes through
   :meth:`~rvfedprs.federation.secagg.training.SecureAggregation.fit_round` and the strategy
   aggregates secure sums, never individual updates;
+- :func:`warm_start` — the task's fit before training (the genomic floor), through the same rounds;
 - :func:`serve` — one or more runs of a job (one strategy each) over one set of sites.
 """
 
@@ -54,6 +55,7 @@ __all__ = [
     "run_rounds",
     "serve",
     "run_job",
+    "warm_start",
 ]
 
 log = logging.getLogger(__name__)
@@ -343,6 +345,9 @@ def run_rounds(
     client_ids = transport.client_ids
     written: list[Path] = []
     for server_round in range(start + 1, rounds + 1):
+        if strategy.finished:  # a converged fit (FedGLM) needs no more rounds
+            log.info("%s finished after round %d", strategy.name, server_round - 1)
+            break
         instructions = strategy.configure_fit(server_round, client_ids)
         seeds = {c: client_seed(setup.random_seed, server_round, c) for c in client_ids}
         sums = notes = None
@@ -374,6 +379,51 @@ def run_rounds(
         if on_round is not None:
             on_round(entry)
     return written
+
+
+#: ``run_index`` of the warm-start fit's messages (the training runs count from 0).
+WARM_START_RUN = 1 << 20  # above any real run index; a non-negative seed word
+
+
+def warm_start(
+    task: Task,
+    transport: Transport,
+    job: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    *,
+    secure: SecureAggregation | None = None,
+) -> dict[str, Any]:
+    """Run the task's warm-start fit (:meth:`~Task.warm_start`) and return the settings with it.
+
+    The fit (the genomic task's floor: a federated GLM on PRS + covariates) goes through the
+    same rounds as training — the same transport, ``min_replies`` and, when on, secure
+    aggregation — until the strategy is :attr:`~Strategy.finished` or its round budget is
+    spent; no checkpoint is written. Tasks without one get ``settings`` back unchanged.
+    """
+    strategy, budget = task.warm_start(settings, job) or (None, 0)
+    if strategy is None:
+        return dict(settings)
+    if secure is not None:
+        secure.check(strategy)
+    seed = int(job["seed"])
+    setup = RunSetup(transport.client_ids, random_seed=seed)
+    strategy.initialize(task.initial_parameters(settings, initial_seed(seed)), setup.client_ids)
+    history: list[dict[str, Any]] = []
+    state: dict[str, dict[str, Any]] = {c: {} for c in transport.client_ids}
+    run_rounds(
+        strategy,
+        transport,
+        setup,
+        {**settings, "run_index": WARM_START_RUN},
+        rounds=budget,
+        start=0,
+        history=history,
+        client_state=state,
+        min_replies=min(int(job.get("min_replies") or 0) or len(transport.client_ids),
+                        len(transport.client_ids)),
+        secure=secure,
+    )  # fmt: skip
+    return task.with_warm_start(settings, strategy, history)
 
 
 def _progress(total: int, start: int, enabled: bool):
@@ -435,6 +485,7 @@ def serve(
     if secure is not None:
         for run in runs:
             secure.check(run.strategy)
+    settings = warm_start(task, transport, job, settings, secure=secure)
     results = []
     for index, run in enumerate(runs):
         link = transport.pooled(task) if run.strategy.pooled else transport

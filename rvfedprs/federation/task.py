@@ -169,6 +169,22 @@ class Task(ABC):
     def build_strategy(self, spec: Mapping[str, Any], job: Mapping[str, Any]) -> Strategy:
         """A fresh strategy for one run of the job (``spec``: ``strategy`` and its options)."""
 
+    def warm_start(
+        self, settings: Mapping[str, Any], job: Mapping[str, Any]
+    ) -> tuple[Strategy, int] | None:
+        """A federated fit to run before training and its round budget, or None (the default).
+
+        :func:`~rvfedprs.federation.rounds.warm_start` runs it over the sites and hands the
+        fitted strategy to :meth:`with_warm_start`.
+        """
+        return None
+
+    def with_warm_start(
+        self, settings: Mapping[str, Any], strategy: Strategy, history: Sequence[Mapping]
+    ) -> dict[str, Any]:
+        """The run settings with what the warm-start fit found (default: unchanged)."""
+        return dict(settings)
+
     def checkpoint_extra(self, settings: Mapping[str, Any], job: Mapping[str, Any]) -> dict:
         """What every checkpoint records besides the strategy (model shape, configuration)."""
         return {}

@@ -16,6 +16,9 @@ from ``instruction.config`` (design §5):
 - ``ditto_personal`` + ``ditto_lambda`` — after the global update, train the personal model v_k
   on f_k(v) + λ/2‖v − w^t‖² and return it as ``personal/<name>`` tensors.
 
+A federated GLM round (``glm``, :mod:`rvfedprs.strategies.fedglm`) trains nothing: :func:`glm_fit`
+returns the site's log-loss, gradient and Hessian sums at the coefficients sent.
+
 Every result reports ``metrics["local_steps"]`` (K) and ``metrics["lr"]`` (η_l).
 """
 
@@ -32,8 +35,9 @@ from rvfedprs.strategies.base import FitInstruction, FitResult
 from rvfedprs.strategies.ditto import personal_request, with_personal
 from rvfedprs.strategies.scaffold import client_correction
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
+from rvfedprs.training.glm import glm_reply
 
-__all__ = ["ClientContext", "fit_client", "build_model", "influential_bloom_bits"]
+__all__ = ["ClientContext", "fit_client", "glm_fit", "build_model", "influential_bloom_bits"]
 
 
 @dataclass
@@ -175,4 +179,19 @@ def fit_client(
         parameters=parameters,
         metrics=metrics,
         bloom_bits=bits,
+    )
+
+
+def glm_fit(instruction: FitInstruction, data: ClientData) -> FitResult:
+    """A federated GLM round (``instruction.config["glm"]``): the site's sums, no training.
+
+    See :func:`~rvfedprs.training.glm.glm_reply`; ``metrics["loss"]`` is the mean log-loss at
+    the coefficients sent.
+    """
+    parameters, loss = glm_reply(instruction.parameters, data, instruction.config["glm"])
+    return FitResult(
+        client_id=data.client_id,
+        n_samples=data.n_samples,
+        parameters=parameters,
+        metrics={"loss": loss, "local_steps": 0.0, "lr": 0.0},
     )

@@ -15,6 +15,7 @@ nothing about the data) and hands it back to a fresh node on a resumed run.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from rvfedprs.exceptions import ConfigError, InputDataError
 from rvfedprs.federation.inprocess import POOLED_CLIENT
 from rvfedprs.federation.seeds import initial_seed
 from rvfedprs.federation.task import Task
-from rvfedprs.genomic.client import ClientContext, fit_client
+from rvfedprs.genomic.client import ClientContext, fit_client, glm_fit
 from rvfedprs.genomic.data import (
     Federation,
     combine_covariate_moments,
@@ -39,9 +40,15 @@ from rvfedprs.genomic.data import (
     prs_moments,
     standardise_covariates,
 )
-from rvfedprs.model import get_parameters, model_from_config
+from rvfedprs.model import get_parameters, linear_parameters, model_from_config
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
+from rvfedprs.strategies.fedglm import FedGLM
 from rvfedprs.training import ClientData, DPState, LocalTrainingConfig, dp_settings
+
+log = logging.getLogger(__name__)
+
+#: The floor's Newton tolerance and round budget (it converges in ~5 rounds).
+FLOOR_TOL, FLOOR_ROUNDS = 1e-8, 30
 
 __all__ = [
     "GenomicSite",
@@ -299,6 +306,8 @@ class GenomicTask(Task):
         random_seed: int,
     ) -> FitResult:
         """One round of :func:`~rvfedprs.genomic.client.fit_client` on the site's data."""
+        if "glm" in instruction.config:  # a federated GLM round: sums, no training
+            return glm_fit(instruction, site.training_data(settings))
         dp = settings.get("dp")
         if dp is not None and "dp" not in state:
             state["dp"] = DPState.from_settings(dp)
@@ -395,11 +404,47 @@ class GenomicTask(Task):
         return settings
 
     def initial_parameters(self, settings: Mapping[str, Any], random_seed: int) -> dict:
-        """A freshly initialised two-pathway model of the run's width."""
+        """A freshly initialised two-pathway model of the run's width, started at the floor.
+
+        With the floor fitted (``settings["floor"]``, :meth:`with_warm_start`) the model's
+        logit is exactly the floor's (:func:`~rvfedprs.model.linear_parameters`); the rest of
+        the network keeps its random initialisation behind zero head weights.
+        """
         model = model_from_config(
             int(settings["n_rare"]), settings["model"], random_seed=random_seed
         )
-        return get_parameters(model)
+        parameters = get_parameters(model)
+        floor = settings.get("floor")
+        if floor is None:
+            return parameters
+        coef = np.asarray(floor["coef"], dtype=np.float64)
+        return linear_parameters(parameters, intercept=float(coef[0]), common_coef=coef[1:])
+
+    def warm_start(self, settings: Mapping[str, Any], job: Mapping[str, Any]):
+        """The floor (SPEC §4): an unpenalised federated GLM on PRS + covariates.
+
+        None when ``model.start_from_floor`` is false.
+        """
+        if not dict(settings["model"]).get("start_from_floor", True):
+            return None
+        return FedGLM(features="floor", l2=0.0, tol=FLOOR_TOL), FLOOR_ROUNDS
+
+    def with_warm_start(self, settings, strategy, history) -> dict[str, Any]:
+        """``settings["floor"]``: the floor's coefficients, rounds and convergence.
+
+        With DP-SGD on, the floor's sums (over PRS and covariates) are released outside ε,
+        as the Bloom filters are; the record says so.
+        """
+        floor = {
+            "coef": strategy.coef.tolist(),
+            "rounds": len(history),
+            "converged": bool(strategy.converged),
+        }
+        if settings.get("dp") is not None:
+            floor["outside_dp"] = True
+        if not strategy.converged:
+            log.warning("the floor's federated fit did not converge in %d rounds", len(history))
+        return {**dict(settings), "floor": floor}
 
     def build_strategy(self, spec: Mapping[str, Any], job: Mapping[str, Any]) -> Strategy:
         """Strategy ``spec["strategy"]`` with its options from the job's configuration.
@@ -421,6 +466,8 @@ class GenomicTask(Task):
     def checkpoint_extra(self, settings: Mapping[str, Any], job: Mapping[str, Any]) -> dict:
         """The model's width and shape and the configuration (``rvfedprs evaluate`` reads them)."""
         extra = {"n_rare": int(settings["n_rare"]), "model_config": dict(settings["model"])}
+        if settings.get("floor") is not None:
+            extra["floor"] = dict(settings["floor"])
         if job.get("config") is not None:
             extra["config"] = job["config"]
         return extra

@@ -53,6 +53,8 @@ _REGISTRY: dict[str, str] = {
     "fedce_random": "rvfedprs.strategies.fedce_random:FedCERandom",
     "fedce_global_head": "rvfedprs.strategies.fedce_global_head:FedCEGlobalHead",
     "fedce_carried": "rvfedprs.strategies.fedce_carried:FedCECarried",
+    # the exact federated GLM (SPEC §7)
+    "fedglm": "rvfedprs.strategies.fedglm:FedGLM",
 }
 
 #: Names accepted by :func:`get_strategy` (and by the ``train.strategy`` schema enum).
@@ -218,6 +220,9 @@ def strategy_from_config(
         options = {"step": section["fedatt_step"]}
     elif name == "ditto":
         options = {"lam": section["ditto_lambda"]}
+    elif name == "fedglm":
+        glm = config.get("fedglm") or validate_section("fedglm")
+        options = {key: glm[key] for key in ("features", "l2", "tol", "max_features")}
     strategy = get_strategy(name, **options)
     if (config.get("secagg") or {}).get("enabled", False):
         check_secure_aggregation(strategy)
@@ -233,11 +238,14 @@ def _oracle_groups(config: Mapping[str, Any]) -> dict[str, str] | None:
     return None if path is None else client_groups(path, section["oracle_column"])
 
 
-def _strategies_section(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``strategies`` section with its schema defaults filled in (it may be absent)."""
+def validate_section(name: str) -> dict[str, Any]:
+    """Section ``name`` holding only its schema defaults."""
     from rvfedprs.config import validate_config
 
+    return dict(validate_config({name: {}})[name])
+
+
+def _strategies_section(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``strategies`` section with its schema defaults filled in (it may be absent)."""
     section = config.get("strategies")
-    if section is None:
-        section = validate_config({"strategies": {}})["strategies"]
-    return dict(section)
+    return dict(section) if section is not None else validate_section("strategies")

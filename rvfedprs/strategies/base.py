@@ -140,6 +140,11 @@ class Strategy(ABC):
         """
         raise NotImplementedError(f"strategy {self.name!r}: {self.secagg_refusal}")
 
+    @property
+    def finished(self) -> bool:
+        """True when the strategy needs no more rounds (a converged fit); the engine stops."""
+        return False
+
     def clusters(self) -> dict[str, int]:
         """Client → cluster assignment (one cluster, 0, for strategies without clusters)."""
         return {client: 0 for client in getattr(self, "client_ids", [])}

@@ -208,6 +208,14 @@ class StudyTask(Task):
         """As the genomic task."""
         return self._genomic.initial_parameters(settings, random_seed)
 
+    def warm_start(self, settings: Mapping[str, Any], job: Mapping[str, Any]):
+        """As the genomic task (the floor)."""
+        return self._genomic.warm_start(settings, job)
+
+    def with_warm_start(self, settings, strategy, history) -> dict[str, Any]:
+        """As the genomic task."""
+        return self._genomic.with_warm_start(settings, strategy, history)
+
     def build_strategy(self, spec: Mapping[str, Any], job: Mapping[str, Any]) -> Strategy:
         """As the genomic task."""
         return self._genomic.build_strategy(spec, job)

@@ -1,0 +1,250 @@
+"""FedGLM: an L2-penalised logistic regression fitted exactly by federated Newton iterations.
+
+What a consortium gets if federation costs nothing (SPEC §7): the model a pooled
+``LogisticRegression(C = 1/l2)`` fits on [1, PRS, covariates (, rare dosages)], the intercept
+unpenalised. Every round the server sends the coefficients β_t; each site returns its sums of
+log-loss, gradient and Hessian at β_t (:func:`rvfedprs.training.glm.glm_reply`), as an update
+whose n_k-weighted average is the pooled per-sample statistics — so the same aggregation runs in
+the clear and under secure aggregation (one sum over every replying site). The server adds the
+penalty and takes a Newton step, halving it when the penalised objective went up (the loss
+at β_t arrives with the statistics at β_t). Converged when the Newton step's largest entry is
+below ``tol`` (or, under secure aggregation, below what the sums' quantisation error allows);
+the engine then stops the run early (:attr:`finished`).
+
+The fitted model is served as two-pathway network parameters
+(:func:`rvfedprs.model.linear_parameters`) whose logit is exactly the GLM's, so every evaluation,
+checkpoint and engine treats it as any other strategy's model. With ``features: floor`` it is
+the PRS-plus-covariates floor every network starts from (:mod:`rvfedprs.genomic.task`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rvfedprs.exceptions import ConfigError
+from rvfedprs.model import linear_parameters
+from rvfedprs.strategies.aggregation import Parameters, copy_parameters
+from rvfedprs.strategies.base import FitResult, GlobalModelStrategy
+from rvfedprs.training.glm import GLM_FEATURES, glm_width
+
+__all__ = ["FedGLM", "glm_dimensions"]
+
+
+def glm_dimensions(template: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    """(n_covariates, n_rare) of a two-pathway model's parameters."""
+    return (
+        int(np.shape(template["common.fc0.weight"])[1]) - 1,
+        int(np.shape(template["rare.input.weight"])[1]),
+    )
+
+
+class FedGLM(GlobalModelStrategy):
+    """Federated Newton–Raphson for an L2-penalised logistic regression.
+
+    Parameters
+    ----------
+    features : {"floor", "dosages"}
+        ``floor``: [PRS, covariates]; ``dosages``: and every rare-variant dosage column.
+    l2 : float
+        λ ≥ 0 of the penalty λ/2‖β‖² on every coefficient but the intercept, added to the
+        summed log-loss (scikit-learn's ``C = 1/λ``; 0 is unpenalised).
+    tol : float
+        Converged when max |Newton step| < tol.
+    max_features : int
+        The most coefficients the dense Newton system may have (each site sends a p × p
+        Hessian); more is refused with advice.
+    """
+
+    name = "fedglm"
+
+    def __init__(
+        self,
+        *,
+        features: str = "dosages",
+        l2: float = 1.0,
+        tol: float = 1e-10,
+        max_features: int = 2000,
+    ) -> None:
+        super().__init__()
+        if features not in GLM_FEATURES:
+            raise ValueError(f"features {features!r} unknown; choose from {list(GLM_FEATURES)}")
+        if not (np.isfinite(l2) and l2 >= 0):
+            raise ValueError(f"l2 must be a finite number >= 0, got {l2}")
+        if not tol > 0:
+            raise ValueError(f"tol must be > 0, got {tol}")
+        self.features = features
+        self.l2 = float(l2)
+        self.tol = float(tol)
+        self.max_features = int(max_features)
+        self.template: Parameters = {}
+        self.coef = np.zeros(0)
+        self._reset_search()
+
+    def _reset_search(self) -> None:
+        self.best: dict[str, Any] | None = None  # β, objective, direction at the best point
+        self.step = 1.0
+        self.iterations = 0
+        self.converged = False
+        self.last_step = 0.0
+        self._noise = 0.0
+
+    # --- rounds ----------------------------------------------------------------------------
+    def initialize(self, global_parameters, client_ids):
+        """Start from β = 0 for the network ``global_parameters`` describes (its input widths).
+
+        Raises
+        ------
+        ConfigError
+            When the GLM would have more than ``max_features`` coefficients.
+        """
+        self.template = copy_parameters(global_parameters)
+        self.client_ids = sorted(client_ids)
+        n_covariates, n_rare = glm_dimensions(self.template)
+        width = glm_width(self.features, n_covariates, n_rare)
+        if width > self.max_features:
+            raise ConfigError(
+                f"a GLM on {self.features} has {width} coefficients, more than max_features "
+                f"{self.max_features} (each site would send a {width} x {width} Hessian); use "
+                "features: floor, or raise fedglm.max_features"
+            )
+        self.coef = np.zeros(width)
+        self._reset_search()
+        self.parameters = self._message(self.coef)
+
+    def _message(self, coef: np.ndarray) -> Parameters:
+        width = coef.size
+        return {
+            "glm.coef": np.asarray(coef, dtype=np.float64).copy(),
+            "glm.gradient": np.zeros(width),
+            "glm.hessian": np.zeros((width, width)),
+        }
+
+    @property
+    def finished(self) -> bool:
+        """True once the Newton iterations have converged (the engine stops the run)."""
+        return self.converged
+
+    def client_config(self, server_round: int) -> dict[str, Any]:
+        """Every site computes its GLM sums on ``features``."""
+        return {"glm": {"features": self.features, "hessian": True}}
+
+    def aggregate_fit(self, server_round, results):
+        """Newton step from the n_k-weighted average of the sites' statistics."""
+        self._n_total = float(sum(r.n_samples for r in results))
+        self._mean_loss = _mean_loss(results)
+        self._noise = 0.0
+        super().aggregate_fit(server_round, results)
+
+    def aggregate_sums(self, server_round, results, sums):
+        """Newton step from the secure sum (its quantisation error bounds the tolerance)."""
+        self._n_total = float(sum(r.n_samples for r in results))
+        self._mean_loss = _mean_loss(results)
+        self._noise = float(sums["model"].error_bound) / max(float(sums["model"].weight), 1e-300)
+        super().aggregate_sums(server_round, results, sums)
+
+    def server_update(self, server_round: int, average: Parameters) -> Parameters:
+        """The next coefficients to evaluate (a Newton step, or a halved one)."""
+        sent = self.parameters
+        beta = np.asarray(sent["glm.coef"], dtype=np.float64)
+        n = self._n_total
+        gradient = n * (np.asarray(average["glm.gradient"]) - sent["glm.gradient"])
+        hessian = n * (np.asarray(average["glm.hessian"]) - sent["glm.hessian"])
+        penalty = np.full(beta.size, self.l2)
+        penalty[0] = 0.0  # the intercept is not penalised
+        objective = n * self._mean_loss + 0.5 * float(np.sum(penalty * beta * beta))
+        self.iterations += 1
+        if self.best is not None and objective > self.best["objective"] * (1 + 1e-12) + 1e-12:
+            # β_t made the objective worse: halve the step from the best point
+            self.step *= 0.5
+            self.coef = self.best["beta"].copy()
+            nxt = self.best["beta"] - self.step * self.best["direction"]
+            self.last_step = float(np.max(np.abs(self.step * self.best["direction"])))
+            return self._message(nxt)
+        gradient = gradient + penalty * beta
+        system = 0.5 * (hessian + hessian.T) + np.diag(penalty)
+        direction = _solve(system, gradient)
+        self.best = {"beta": beta, "objective": objective, "direction": direction}
+        self.step = 1.0
+        self.coef = beta - direction
+        self.last_step = float(np.max(np.abs(direction)))
+        allowed = self.tol
+        if self._noise > 0:  # secure sums: the statistics carry quantisation error ≤ _noise
+            spread = float(np.abs(np.linalg.pinv(system)).sum(axis=1).max())
+            allowed += 10.0 * n * self._noise * spread
+        self.converged = self.last_step < allowed
+        return self._message(self.coef)
+
+    # --- the fitted model ------------------------------------------------------------------
+    def network_parameters(self, coef: np.ndarray | None = None) -> Parameters:
+        """Two-pathway parameters whose logit equals the GLM's (``coef`` default: the fit)."""
+        coef = self.coef if coef is None else np.asarray(coef, dtype=np.float64)
+        n_covariates, _ = glm_dimensions(self.template)
+        common = coef[1 : 2 + n_covariates]
+        rare = coef[2 + n_covariates :] if self.features == "dosages" else None
+        return linear_parameters(
+            self.template, intercept=float(coef[0]), common_coef=common, rare_coef=rare
+        )
+
+    def parameters_for(self, client_id):
+        """The fitted GLM as network parameters, whoever asks."""
+        return self.network_parameters()
+
+    def state_dict(self):
+        """Coefficients, the search state and the network template."""
+        state = super().state_dict()
+        state.update(
+            template=copy_parameters(self.template),
+            coef=self.coef.copy(),
+            step=self.step,
+            iterations=self.iterations,
+            converged=self.converged,
+            best=None
+            if self.best is None
+            else {
+                "beta": self.best["beta"].copy(),
+                "objective": float(self.best["objective"]),
+                "direction": self.best["direction"].copy(),
+            },
+        )
+        return state
+
+    def load_state_dict(self, state):
+        """Restore from :meth:`state_dict`."""
+        super().load_state_dict(state)
+        self.template = copy_parameters(state["template"])
+        self.coef = np.asarray(state["coef"], dtype=np.float64).copy()
+        self.step = float(state["step"])
+        self.iterations = int(state["iterations"])
+        self.converged = bool(state["converged"])
+        best = state.get("best")
+        self.best = None if best is None else {
+            "beta": np.asarray(best["beta"], dtype=np.float64),
+            "objective": float(best["objective"]),
+            "direction": np.asarray(best["direction"], dtype=np.float64),
+        }  # fmt: skip
+
+    def summary(self) -> dict[str, Any]:
+        """``coef``, ``iterations``, ``converged`` and the last step's size."""
+        return {
+            "coef": self.coef.tolist(),
+            "iterations": self.iterations,
+            "converged": self.converged,
+            "last_step": self.last_step,
+        }
+
+
+def _mean_loss(results: Sequence[FitResult]) -> float:
+    n = np.array([r.n_samples for r in results], dtype=np.float64)
+    return float(np.average([r.metrics["loss"] for r in results], weights=n))
+
+
+def _solve(system: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """system⁻¹ rhs by Cholesky, falling back to least squares for a singular system."""
+    try:
+        factor = np.linalg.cholesky(system)
+        return np.linalg.solve(factor.T, np.linalg.solve(factor, rhs))
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(system, rhs, rcond=None)[0]

@@ -1,0 +1,154 @@
+"""The client half of the federated GLM: a site's logistic-regression sums at given coefficients.
+
+An L2-penalised logistic regression on [1, PRS, covariates (, rare dosages)] is fitted exactly
+by federated Newton iterations (:mod:`rvfedprs.strategies.fedglm`): at the coefficients β the
+server sends, each site returns the sums over its training samples
+
+- the log-loss Σ_i ℓ_i(β),
+- the gradient Σ_i x_i (p_i − y_i),
+- the Hessian Σ_i p_i (1 − p_i) x_i x_iᵀ,
+
+and the server adds the penalty and takes the Newton step. The sums over sites are the pooled
+sums, so the fit equals the pooled fit (to the Newton tolerance). Everything here is float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from rvfedprs.exceptions import ConfigError
+from rvfedprs.training.data import ClientData
+
+__all__ = [
+    "GLM_FEATURES",
+    "glm_design",
+    "glm_width",
+    "logistic_sums",
+    "glm_reply",
+    "GLM_TENSORS",
+]
+
+#: What a GLM takes beside the intercept: ``floor`` = [PRS, covariates]; ``dosages`` adds every
+#: rare-variant dosage column.
+GLM_FEATURES: tuple[str, ...] = ("floor", "dosages")
+
+#: The tensors of a GLM round's message: the coefficients sent, the statistics returned.
+GLM_TENSORS: tuple[str, ...] = ("glm.coef", "glm.gradient", "glm.hessian")
+
+
+def glm_width(features: str, n_covariates: int, n_rare: int) -> int:
+    """The number of coefficients (intercept included) of a GLM on ``features``."""
+    if features not in GLM_FEATURES:
+        raise ConfigError(f"GLM features {features!r} unknown; choose from {list(GLM_FEATURES)}")
+    return 2 + int(n_covariates) + (int(n_rare) if features == "dosages" else 0)
+
+
+def glm_design(data: ClientData, features: str) -> sp.csr_matrix:
+    """[1, PRS, covariates (, rare dosages)] of a client's samples, float64 CSR.
+
+    Parameters
+    ----------
+    data : ClientData
+        PRS and covariates standardised with the federated moments.
+    features : str
+        One of :data:`GLM_FEATURES`.
+    """
+    glm_width(features, data.n_covariates, data.rare.shape[1])  # checks the name
+    dense = np.column_stack(
+        [np.ones(data.n_samples), data.prs.astype(np.float64), data.covariates.astype(np.float64)]
+    )
+    blocks = [sp.csr_matrix(dense)]
+    if features == "dosages":
+        blocks.append(data.rare.astype(np.float64))
+    return sp.hstack(blocks, format="csr")
+
+
+def logistic_sums(
+    x: sp.csr_matrix | np.ndarray, y: np.ndarray, coef: np.ndarray, *, hessian: bool = True
+) -> tuple[float, np.ndarray, np.ndarray | None]:
+    """Σ log-loss, Σ gradient and (optionally) Σ Hessian of the logistic model at ``coef``.
+
+    Parameters
+    ----------
+    x : sparse or dense matrix, shape (n, p)
+    y : array, shape (n,)
+        0/1 outcomes.
+    coef : array, shape (p,)
+
+    Returns
+    -------
+    loss : float
+        Σ_i [log(1 + e^{η_i}) − y_i η_i], η = x β (computed without overflow).
+    gradient : array of float64, shape (p,)
+        xᵀ (σ(η) − y).
+    hessian : array of float64, shape (p, p), or None
+        xᵀ diag(σ(η)(1 − σ(η))) x.
+    """
+    coef = np.asarray(coef, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    eta = np.asarray(x @ coef, dtype=np.float64).reshape(-1)
+    loss = float(np.sum(np.logaddexp(0.0, eta) - y * eta))
+    prob = 0.5 * (1.0 + np.tanh(0.5 * eta))  # σ(η), stable for any η
+    gradient = np.asarray(x.T @ (prob - y), dtype=np.float64).reshape(-1)
+    if not hessian:
+        return loss, gradient, None
+    weight = prob * (1.0 - prob)
+    if sp.issparse(x):
+        weighted = sp.csr_matrix(x.multiply(weight[:, None]))
+        matrix = (x.T @ weighted).toarray()
+    else:
+        matrix = x.T @ (x * weight[:, None])
+    return loss, gradient, np.asarray(matrix, dtype=np.float64)
+
+
+def glm_reply(
+    parameters: Mapping[str, np.ndarray], data: ClientData, config: Mapping[str, Any]
+) -> tuple[dict[str, np.ndarray], float]:
+    """A site's answer to a GLM round: its sums per training sample, as an update.
+
+    The reply holds ``glm.coef`` unchanged and ``glm.gradient`` / ``glm.hessian`` equal to what
+    was sent plus the site's sums divided by its n_k. The n_k-weighted average of the replies
+    (plain or secure) is then what was sent plus Σ_k sums_k / Σ_k n_k: the pooled per-sample
+    statistics, without the server ever needing a site's own.
+
+    Parameters
+    ----------
+    parameters : mapping
+        The instruction's tensors (:data:`GLM_TENSORS`).
+    data : ClientData
+        The site's training split (standardised).
+    config : mapping
+        ``features`` (:data:`GLM_FEATURES`) and ``hessian`` (bool).
+
+    Returns
+    -------
+    parameters : dict of str to float64 array
+    loss : float
+        The site's mean log-loss at the coefficients sent.
+
+    Raises
+    ------
+    ConfigError
+        When the coefficients sent do not fit the site's design matrix.
+    """
+    x = glm_design(data, str(config["features"]))
+    coef = np.asarray(parameters["glm.coef"], dtype=np.float64)
+    if coef.shape != (x.shape[1],):
+        raise ConfigError(
+            f"client {data.client_id}: the GLM's {coef.size} coefficients do not fit its "
+            f"{x.shape[1]} features ({config['features']})"
+        )
+    want_hessian = bool(config.get("hessian", True))
+    loss, gradient, hessian = logistic_sums(x, data.y, coef, hessian=want_hessian)
+    n = float(data.n_samples)
+    out = {
+        "glm.coef": coef.copy(),
+        "glm.gradient": np.asarray(parameters["glm.gradient"], np.float64) + gradient / n,
+    }
+    if want_hessian:
+        out["glm.hessian"] = np.asarray(parameters["glm.hessian"], np.float64) + hessian / n
+    return out, loss / n

@@ -1,0 +1,202 @@
+"""The exact federated GLM and the floor every network starts from (issue 29, SPEC §4 and §7).
+
+Oracle: scikit-learn's ``LogisticRegression`` (newton-cholesky, tight tolerance) on the pooled
+training data, with ``C = 1/l2`` (``C = inf`` unpenalised): the federated Newton fit must equal
+it to 1e-6 in the clear and under secure aggregation, and the network parameters it is served as
+must predict what scikit-learn predicts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _federation_fixtures import write_federation  # noqa: E402
+
+from rvfedprs.config import validate_config  # noqa: E402
+from rvfedprs.exceptions import ConfigError  # noqa: E402
+from rvfedprs.genomic.data import load_federation, pool_clients  # noqa: E402
+from rvfedprs.model import (  # noqa: E402
+    TwoPathwayModel,
+    get_parameters,
+    linear_parameters,
+    set_parameters,
+)
+from rvfedprs.run import train  # noqa: E402
+from rvfedprs.strategies import get_strategy  # noqa: E402
+from rvfedprs.training.glm import glm_design, logistic_sums  # noqa: E402
+
+# 30-bit quantisation on [-0.25, 0.25] (the statistics are far inside it): the sums are exact to
+# ~1e-9 per entry, the coefficients to ~3e-7
+SECAGG_EXACT = {
+    "enabled": True,
+    "quantization_bits": 30,
+    "modulus_bits": 62,
+    "clipping_range": 0.25,
+}
+
+
+@pytest.fixture(scope="module")
+def federation_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("glm")
+    return write_federation(root, n_clients=4, n_clusters=2, covariates=("age", "sex"))["data"]
+
+
+def _sklearn(pooled, features: str, l2: float) -> np.ndarray:
+    x = glm_design(pooled, features)[:, 1:]
+    c = np.inf if l2 == 0 else 1.0 / l2
+    model = LogisticRegression(C=c, solver="newton-cholesky", tol=1e-12, max_iter=1000)
+    model.fit(x, pooled.y.astype(int))
+    return np.concatenate([model.intercept_, model.coef_.ravel()])
+
+
+def _train(data: Path, out: Path, **sections):
+    config = validate_config(
+        {
+            "train": {
+                "data": str(data),
+                "strategy": "fedglm",
+                "rounds": 30,
+                "seed": 3,
+                "progress": False,
+            },
+            **sections,
+        }
+    )
+    return train(config, out)
+
+
+def _network_logits(parameters, data) -> np.ndarray:
+    model = TwoPathwayModel(data.rare.shape[1], n_covariates=data.n_covariates, initialise=False)
+    set_parameters(model, parameters)
+    model.eval()
+    with torch.no_grad():
+        out = model(
+            torch.as_tensor(data.prs),
+            torch.as_tensor(data.rare.toarray()),
+            covariates=torch.as_tensor(data.covariates),
+        )
+    return out.numpy().astype(np.float64)
+
+
+def test_logistic_sums_match_autograd():
+    rng = np.random.default_rng(0)
+    x = sp.random(50, 6, density=0.4, random_state=1, format="csr") + sp.eye(50, 6)
+    y = (rng.random(50) < 0.3).astype(float)
+    beta = rng.normal(size=6)
+    loss, gradient, hessian = logistic_sums(x, y, beta)
+    b = torch.tensor(beta, requires_grad=True)
+    xt = torch.tensor(x.toarray())
+    f = torch.nn.functional.binary_cross_entropy_with_logits(
+        xt @ b, torch.tensor(y), reduction="sum"
+    )
+    (g,) = torch.autograd.grad(f, b, create_graph=True)
+    h = torch.stack([torch.autograd.grad(g[i], b, retain_graph=True)[0] for i in range(6)])
+    assert loss == pytest.approx(float(f), rel=1e-12)
+    np.testing.assert_allclose(gradient, g.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(hessian, h.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(("features", "l2"), [("floor", 0.0), ("dosages", 1.0), ("dosages", 5.0)])
+def test_fedglm_equals_pooled_sklearn(federation_dir, tmp_path, features, l2):
+    result = _train(federation_dir, tmp_path, fedglm={"features": features, "l2": l2})
+    federation = load_federation(federation_dir)
+    expected = _sklearn(pool_clients(federation.train), features, l2)
+    strategy = result.strategy
+    assert strategy.converged
+    np.testing.assert_allclose(strategy.coef, expected, rtol=0, atol=1e-6)
+    # Newton converges in a handful of rounds; the run stops there, not at train.rounds
+    assert len(result.history) == strategy.iterations < 15
+    # the network it is served as has the GLM's logit
+    test = pool_clients(federation.test)
+    logits = _network_logits(strategy.parameters_for("client00"), test)
+    np.testing.assert_allclose(logits, glm_design(test, features) @ expected, atol=2e-4)
+
+
+def test_fedglm_under_secure_aggregation(federation_dir, tmp_path):
+    result = _train(
+        federation_dir, tmp_path, fedglm={"features": "dosages", "l2": 1.0}, secagg=SECAGG_EXACT
+    )
+    expected = _sklearn(pool_clients(load_federation(federation_dir).train), "dosages", 1.0)
+    assert result.strategy.converged
+    np.testing.assert_allclose(result.strategy.coef, expected, rtol=0, atol=1e-6)
+    # every round was a secure sum over all four sites
+    assert all(len(e["secagg"]["model"]) == 4 for e in result.history)
+
+
+def test_fedglm_refuses_too_many_features(federation_dir, tmp_path):
+    with pytest.raises(ConfigError, match=r"more than max_features 10 .*features: floor"):
+        _train(federation_dir, tmp_path, fedglm={"features": "dosages", "max_features": 10})
+
+
+def test_fedglm_rejects_bad_options():
+    with pytest.raises(ConfigError, match="l2 must be a finite number >= 0, got -1"):
+        get_strategy("fedglm", l2=-1.0)
+    with pytest.raises(ConfigError, match="features 'burden' unknown"):
+        get_strategy("fedglm", features="burden")
+
+
+def test_linear_parameters_give_the_linear_logit():
+    rng = np.random.default_rng(4)
+    for common, rare in [((16,), (64,)), ((8, 4), (6, 3, 2))]:
+        model = TwoPathwayModel(30, n_covariates=2, common_hidden=common, rare_hidden=rare,
+                                random_seed=1)  # fmt: skip
+        template = get_parameters(model)
+        c, r = rng.normal(size=3), rng.normal(size=30)
+        prs, cov = rng.normal(size=40), rng.normal(size=(40, 2))
+        a = (rng.random((40, 30)) < 0.1) * 2.0
+        for rare_coef in (r, None):
+            set_parameters(model, linear_parameters(template, intercept=-0.7, common_coef=c,
+                                                    rare_coef=rare_coef))  # fmt: skip
+            with torch.no_grad():
+                out = model(torch.tensor(prs, dtype=torch.float32),
+                            torch.tensor(a, dtype=torch.float32),
+                            covariates=torch.tensor(cov, dtype=torch.float32)).numpy()  # fmt: skip
+            expected = -0.7 + np.column_stack([prs, cov]) @ c
+            if rare_coef is not None:
+                expected = expected + a @ r
+            np.testing.assert_allclose(out, expected, atol=1e-5)
+    with pytest.raises(ValueError, match="layer 'common.fc0' has 1 unit"):
+        small = get_parameters(TwoPathwayModel(5, common_hidden=(1,), random_seed=0))
+        linear_parameters(small, intercept=0.0, common_coef=[1.0])
+
+
+def test_training_starts_at_the_floor(federation_dir, tmp_path):
+    """Round 0 is the floor exactly; one round of FedAvg does not fall below it."""
+    federation = load_federation(federation_dir)
+    floor_coef = _sklearn(pool_clients(federation.train), "floor", 0.0)
+    test = pool_clients(federation.test)
+    floor_auc = roc_auc_score(test.y, glm_design(test, "floor") @ floor_coef)
+    config = validate_config(
+        {
+            "train": {
+                "data": str(federation_dir),
+                "strategy": "fedavg",
+                "rounds": 1,
+                "seed": 5,
+                "progress": False,
+            }
+        }  # fmt: skip
+    )
+    result = train(config, tmp_path / "fedavg")
+    # the floor the run started from is the pooled unpenalised fit
+    from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
+
+    record = load_checkpoint(latest_checkpoint(tmp_path / "fedavg"))
+    np.testing.assert_allclose(record["floor"]["coef"], floor_coef, atol=1e-6)
+    assert record["floor"]["converged"]
+    assert result.history[0]["auc"] >= floor_auc - 0.02
+    # and without the floor start, the same run starts from PyTorch's random initialisation
+    config["model"]["start_from_floor"] = False
+    plain = train(config, tmp_path / "plain")
+    assert "floor" not in load_checkpoint(latest_checkpoint(tmp_path / "plain"))
+    assert plain.history[0]["auc"] != result.history[0]["auc"]
