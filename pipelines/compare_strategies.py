@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from rvfedprs.evaluation.checks import Z95, auc_warnings  # noqa: E402
 from rvfedprs.evaluation.report.plots import save_figure  # noqa: E402
 from rvfedprs.exceptions import InputDataError  # noqa: E402
 from rvfedprs.rulelog import logged_rule  # noqa: E402
@@ -293,6 +294,19 @@ def _ci(row, metric: str) -> str:
     return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def floor_warnings(table: pd.DataFrame) -> list[str]:
+    """Strategies whose test AUC is below 0.5, or below the floor beyond its 95% interval."""
+    floor = table.loc[table["strategy"] == FLOOR, "auc"]
+    floor_auc = float(floor.iloc[0]) if len(floor) else None
+    out = []
+    for row in table.itertuples(index=False):
+        if row.strategy in (FLOOR, ORACLE):
+            continue
+        se = (_number(row.auc_ci_high) - _number(row.auc_ci_low)) / (2 * Z95)
+        out += auc_warnings(row.strategy, _number(row.auc), se=se, floor_auc=floor_auc)
+    return out
+
+
 def markdown_report(table: pd.DataFrame) -> str:
     """The comparison with intervals, floor and ceiling, and carrier AUC per true cluster."""
     header = (
@@ -318,6 +332,10 @@ def markdown_report(table: pd.DataFrame) -> str:
         for row in table.to_dict("records"):
             cells = [_fmt(_number(row[f"carrier_auc_{c}"])) for c in clusters]
             lines.append(f"| {row['strategy']} | " + " | ".join(cells) + " |")
+    found = floor_warnings(table)
+    if found:
+        lines += ["", "**Warnings** (a model that contains the PRS should rank neither below "
+                  "chance nor below the floor):", ""] + [f"- {w}" for w in found]  # fmt: skip
     lines += [
         "",
         "How to read this: intervals are DeLong 95% intervals of each AUC on this one test "
@@ -388,6 +406,9 @@ def main(
     client_auc_figure(records, out_png)
     for row in table.itertuples(index=False):
         logger.info("%s: auc=%.4f carrier_auc=%.4f", row.strategy, row.auc, row.carrier_auc)
+    if predictions:
+        for message in floor_warnings(table):
+            logger.warning(message)
     return table
 
 

@@ -12,6 +12,7 @@ the metrics of a saved run. The Flower ServerApp derives the same run settings t
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from rvfedprs.genomic.task import training_config
 from rvfedprs.provenance import draw_seed, jsonable, write_provenance
 from rvfedprs.strategies.base import Strategy
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "train",
     "evaluate_checkpoint",
@@ -37,6 +40,7 @@ __all__ = [
     "client_clusters",
     "jsonable",
     "write_metrics",
+    "metric_warnings",
     "write_predictions",
     "input_files",
 ]
@@ -71,6 +75,23 @@ def client_clusters(strategy: Strategy, client_ids) -> dict[str, Any]:
     """Each real client's cluster (a pooled strategy puts everyone in cluster 0)."""
     found = strategy.clusters()
     return {c: found.get(c, 0) for c in client_ids}
+
+
+def metric_warnings(name: str, metrics: Mapping[str, Any]) -> list[str]:
+    """Below-chance and below-floor warnings of a run's test metrics, each also logged."""
+    from rvfedprs.evaluation.checks import auc_warnings
+
+    found = auc_warnings(
+        name,
+        metrics["auc"],
+        se=metrics.get("auc_se"),
+        floor_auc=metrics.get("prs_only_auc"),
+        client_auc=metrics.get("client_auc"),
+        client_se=metrics.get("client_auc_se"),
+    )
+    for message in found:
+        log.warning(message)
+    return found
 
 
 def write_metrics(out: str | Path, metrics: Mapping[str, Any]) -> Path:
@@ -227,6 +248,7 @@ def train(
     metrics = _evaluate(strategy, federation, config, truth)
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
     record.update(dp_epsilon(result.client_state))
+    record["warnings"] = metric_warnings(name, record)
     path = write_metrics(out, record)
     write_provenance(
         out,
@@ -301,6 +323,7 @@ def evaluate_checkpoint(
         **metrics,
         "history": record.get("history", []),
     }
+    result["warnings"] = metric_warnings(name, result)
     path = write_metrics(out, result)
     predictions = write_predictions(out, strategy, federation, config)
     write_provenance(

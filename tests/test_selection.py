@@ -101,3 +101,31 @@ def test_best_round_keeps_the_models_of_the_best_validation_auc(federation):
         assert any(
             not np.array_equal(tracker.parameters_for(fit.client_ids[0])[k], last[k]) for k in last
         )
+
+
+def test_the_floor_is_a_candidate_and_wins_when_no_round_beats_it(tmp_path):
+    """The engine shows BestRound the starting model (the floor); a bad run returns it."""
+    from sklearn.linear_model import LogisticRegression
+
+    from rvfedprs.genomic.data import pool_clients
+
+    # a strong PRS and no rare effect: nothing to learn beyond the floor
+    paths = write_federation(tmp_path, n_clients=3, n_clusters=3, samples_per_client=150,
+                             prs_effect=1.5, rare_effect=0.0)  # fmt: skip
+    federation = load_federation(paths["data"])
+    fit, validation = split_validation(federation, 0.2, random_seed=1)
+    tracker = BestRound(validation, fit.n_rare, MODEL)
+    diverging = LocalTrainingConfig(epochs=3, lr=40.0, momentum=0.9, batch_size=8)
+    run_inprocess(fit, strategy_from_config("fedavg", {"fedavg": {}, "train": {}}), rounds=3,
+                  model_config=MODEL, training=diverging, random_seed=3,
+                  evaluate_round=tracker)  # fmt: skip
+    pooled, held = pool_clients(fit.train), pool_clients(validation)
+    floor = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12)
+    floor.fit(pooled.prs.reshape(-1, 1).astype(np.float64), pooled.y.astype(int))
+    expected = roc_auc_score(held.y, floor.decision_function(held.prs.reshape(-1, 1)))
+    assert tracker.start_auc == pytest.approx(expected, abs=1e-9)
+    assert len(tracker.aucs) == 3 and max(tracker.aucs) < tracker.start_auc
+    assert tracker.best_round == 0 and tracker.best_auc == tracker.start_auc
+    kept = predict_clients(tracker.parameters_for, validation, build_model(fit.n_rare, MODEL))
+    score = np.concatenate([kept[c] for c in sorted(validation)])
+    assert roc_auc_score(held.y, score) == pytest.approx(expected, abs=1e-9)

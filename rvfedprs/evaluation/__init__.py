@@ -255,7 +255,8 @@ def federation_metrics(
     Returns
     -------
     dict
-        ``auc``, ``auprc``, ``carrier_auc`` (NaN without ``carriers``), ``n_carriers``,
+        ``auc``, ``auc_se`` (DeLong), ``auprc``, ``carrier_auc`` (NaN without ``carriers``),
+        ``n_carriers``,
         ``client_auc`` {client: auc}, ``client_auc_mean``, ``client_auc_std`` (population sd),
         ``client_auc_se`` {client: DeLong standard error}, ``prs_only_auc`` (the standardised
         PRS as the score), with ``genetic`` ``oracle_auc``, with ``carriers``
@@ -273,6 +274,7 @@ def federation_metrics(
     mean, std = client_auc_summary(client_auc)
     out: dict[str, Any] = {
         "auc": roc_auc(y, p),
+        "auc_se": _auc_se(y, p),
         "auprc": auprc(y, p),
         "carrier_auc": float("nan"),
         "n_carriers": None,

@@ -98,7 +98,10 @@ class BestRound:
     Attributes
     ----------
     best_round : int
-        1-based round of the kept models (0 before the first round).
+        1-based round of the kept models; 0 for the starting models (the floor) when no round
+        beat them on validation (:meth:`start`), or before the first round.
+    start_auc : float or None
+        Validation AUC of the starting models, when the engine showed them (:meth:`start`).
     best_auc : float
     aucs : list of float
         Validation AUC per round.
@@ -111,21 +114,38 @@ class BestRound:
         self._model = model_from_config(n_rare, dict(model_config), initialise=False)
         self.best_round = 0
         self.best_auc = -np.inf
+        self.start_auc: float | None = None
         self.aucs: list[float] = []
         self._best: dict[str, dict[str, np.ndarray]] = {}
 
+    def start(self, strategy: Strategy) -> None:
+        """Score the starting models (round 0: the floor) as the first candidate.
+
+        The engine calls this before round 1 of a fresh run
+        (:func:`~rvfedprs.federation.rounds.serve`); a round must then beat the start on
+        validation to be chosen, and ``best_round`` 0 says that nothing did.
+        """
+        self.start_auc = self._score(strategy)
+        self._keep(strategy, self.start_auc, 0)
+
     def __call__(self, strategy: Strategy, server_round: int) -> dict[str, float]:
         """Score this round's models on validation; keep them if they are the best so far."""
-        predictions = predict_clients(strategy.parameters_for, self.validation, self._model)
-        auc = float(federation_metrics(predictions, self.validation)["auc"])
+        auc = self._score(strategy)
         self.aucs.append(auc)
+        self._keep(strategy, auc, len(self.aucs))
+        return {"validation_auc": auc}
+
+    def _score(self, strategy: Strategy) -> float:
+        predictions = predict_clients(strategy.parameters_for, self.validation, self._model)
+        return float(federation_metrics(predictions, self.validation)["auc"])
+
+    def _keep(self, strategy: Strategy, auc: float, server_round: int) -> None:
         if auc > self.best_auc:
-            self.best_auc, self.best_round = auc, len(self.aucs)
+            self.best_auc, self.best_round = auc, server_round
             self._best = {
                 c: {k: np.array(v, copy=True) for k, v in strategy.parameters_for(c).items()}
                 for c in self.validation
             }
-        return {"validation_auc": auc}
 
     def parameters_for(self, client: str) -> dict[str, np.ndarray]:
         """Client ``client``'s parameters from the best validation round.

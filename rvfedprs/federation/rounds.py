@@ -79,6 +79,8 @@ class RunSpec:
         Where ``checkpoints/round_XXX.pt`` go (none written when None).
     evaluate_round : callable, optional
         ``f(strategy, server_round)`` after every round's aggregation; merged into the history.
+        One with a ``start(strategy)`` method (:class:`~rvfedprs.evaluation.selection.BestRound`)
+        is also shown the starting model of a fresh run, before round 1.
     keep_checkpoints : int, optional
         Keep only the latest this many checkpoints (None or 0: all).
     """
@@ -511,6 +513,8 @@ def serve(
             resume=bool(job.get("resume", False)),
             client_state=state,
         )
+        if start == 0 and hasattr(run.evaluate_round, "start"):
+            run.evaluate_round.start(run.strategy)  # the starting model (the floor) is a candidate
         bar = _progress(rounds, start, progress)
 
         def after(entry: dict[str, Any], _index: int = index, _bar=bar) -> None:
