@@ -37,6 +37,7 @@ COLUMNS = (
     "client_auc_std",
     "ari",
     "n_clusters",
+    "selected_round",
     "wall_s",
 )
 #: Added with predictions: DeLong 95% intervals and the share of the learnable signal.
@@ -74,7 +75,11 @@ def read_wall_time(path: str | Path) -> float:
 
 
 def _number(value: object) -> float:
-    return float("nan") if value is None else float(value)
+    return float("nan") if value is None or value is pd.NA else float(value)
+
+
+def _finite(value: object) -> bool:
+    return math.isfinite(_number(value))
 
 
 def comparison_table(
@@ -112,6 +117,8 @@ def comparison_table(
                 "client_auc_std": float(aucs.std()) if aucs.size else float("nan"),
                 "ari": _number(record["ari"]),
                 "n_clusters": len(set(map(str, record["clusters"].values()))),
+                # the round chosen on validation (0: the floor itself), when one was chosen
+                "selected_round": (record.get("selection") or {}).get("selected_round"),
                 "wall_s": float("nan") if wall_s is None else float(wall_s[i]),
             }
         )
@@ -279,7 +286,7 @@ def with_intervals(table: pd.DataFrame, outcomes: dict[str, pd.DataFrame]) -> pd
     columns = list(COLUMNS) + list(INTERVAL_COLUMNS)
     columns += [f"carrier_auc_{c}" for c in clusters]
     out = out.reindex(columns=columns)
-    for column in ("n_carriers", "n_clusters"):
+    for column in ("n_carriers", "n_clusters", "selected_round"):
         out[column] = out[column].astype("Int64")
     return out
 
@@ -332,6 +339,16 @@ def markdown_report(table: pd.DataFrame) -> str:
         for row in table.to_dict("records"):
             cells = [_fmt(_number(row[f"carrier_auc_{c}"])) for c in clusters]
             lines.append(f"| {row['strategy']} | " + " | ".join(cells) + " |")
+    chosen = [(r.strategy, r.selected_round) for r in table.itertuples(index=False)
+              if r.strategy not in (FLOOR, ORACLE) and _finite(r.selected_round)]  # fmt: skip
+    if chosen:
+        lines += ["", "Round chosen on validation (held out of training; round 0 is the floor "
+                  "every model starts from, reported when no round beat it):", ""]  # fmt: skip
+        lines += [
+            f"- {name}: " + ("**the floor itself** (no round beat it on validation)"
+                             if int(r) == 0 else f"round {int(r)}")
+            for name, r in chosen
+        ]  # fmt: skip
     found = floor_warnings(table)
     if found:
         lines += ["", "**Warnings** (a model that contains the PRS should rank neither below "

@@ -77,6 +77,44 @@ def client_clusters(strategy: Strategy, client_ids) -> dict[str, Any]:
     return {c: found.get(c, 0) for c in client_ids}
 
 
+class _SelectAndTrack:
+    """``evaluate_round`` that chooses on validation and also records the per-round test AUC."""
+
+    def __init__(self, selection, track) -> None:
+        self.selection, self.track = selection, track
+
+    def start(self, strategy: Strategy) -> None:
+        """The starting model (the floor) is a candidate."""
+        self.selection.start(strategy)
+
+    def __call__(self, strategy: Strategy, server_round: int) -> dict[str, float]:
+        return {**self.selection(strategy, server_round), **self.track(strategy, server_round)}
+
+
+def _with_validation(federation: Federation, fraction: float, seed: int, model_config, track):
+    """The federation less its validation split, the selector, and the round callback."""
+    from rvfedprs.evaluation.selection import BestRound, split_validation
+    from rvfedprs.federation.seeds import derive_seed
+
+    fit, validation = split_validation(
+        federation, fraction, random_seed=derive_seed(seed, "validation")
+    )
+    selection = BestRound(validation, federation.n_rare, model_config)
+    return fit, selection, _SelectAndTrack(selection, track)
+
+
+def selection_record(selection, fraction: float) -> dict[str, Any]:
+    """What ``metrics.json`` says of the validation choice (``chose_floor`` when round 0 won)."""
+    return {
+        "validation_fraction": float(fraction),
+        "selected_round": int(selection.best_round),
+        "chose_floor": selection.best_round == 0,
+        "validation_auc": float(selection.best_auc),
+        "floor_validation_auc": selection.start_auc,
+        "validation_aucs": [float(a) for a in selection.aucs],
+    }
+
+
 def metric_warnings(name: str, metrics: Mapping[str, Any]) -> list[str]:
     """Below-chance and below-floor warnings of a run's test metrics, each also logged."""
     from rvfedprs.evaluation.checks import auc_warnings
@@ -112,15 +150,26 @@ def input_files(federation: Federation) -> list[Path]:
     return inputs
 
 
-def _evaluate(strategy: Strategy, federation: Federation, config: Mapping[str, Any], truth):
-    """The metrics of design §11 plus what PRS papers report (``prs_metrics``)."""
+def _evaluate(
+    strategy: Strategy,
+    federation: Federation,
+    config: Mapping[str, Any],
+    truth,
+    parameters_for=None,
+):
+    """The metrics of design §11 plus what PRS papers report (``prs_metrics``).
+
+    ``parameters_for`` (default: the strategy's) serves each client's model, e.g. the round
+    chosen on validation (:class:`~rvfedprs.evaluation.selection.BestRound`).
+    """
     from rvfedprs.evaluation import evaluate_models, predict_clients
     from rvfedprs.evaluation.prs_metrics import federation_prs_metrics
     from rvfedprs.model import model_from_config
 
+    parameters_for = parameters_for or strategy.parameters_for
     model_config = federation.model_config(config["model"])
     metrics = evaluate_models(
-        strategy.parameters_for,
+        parameters_for,
         client_clusters(strategy, federation.client_ids),
         federation.test,
         federation.variant_keys,
@@ -129,7 +178,7 @@ def _evaluate(strategy: Strategy, federation: Federation, config: Mapping[str, A
         score_clusters=strategy.forms_clusters,
     )
     model = model_from_config(federation.n_rare, model_config, initialise=False)
-    predictions = predict_clients(strategy.parameters_for, federation.test, model)
+    predictions = predict_clients(parameters_for, federation.test, model)
     metrics["prs_metrics"] = federation_prs_metrics(
         predictions, federation.test, prevalence=config["evaluate"].get("prevalence")
     )
@@ -200,6 +249,18 @@ def train(
             )
             return {"auc": m["auc"]}
 
+    selection = None
+    if section["validation_fraction"]:
+        if section["engine"] != "inprocess":
+            raise ConfigError(
+                f"train.validation_fraction = {section['validation_fraction']} needs the "
+                f"in-process engine (a {section['engine']} site trains on all its training "
+                "samples); set it to 0"
+            )
+        federation, selection, evaluate_round = _with_validation(
+            federation, section["validation_fraction"], seed, model_config, evaluate_round
+        )
+
     client_state: dict[str, dict[str, Any]] = {}
     if section["engine"] == "inprocess":
         from rvfedprs.genomic.engine import run_inprocess
@@ -245,8 +306,11 @@ def train(
                 "clients": list(distance["distance_clients"]),
             },
         )
-    metrics = _evaluate(strategy, federation, config, truth)
+    chosen = None if selection is None else selection.parameters_for
+    metrics = _evaluate(strategy, federation, config, truth, parameters_for=chosen)
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
+    if selection is not None:
+        record["selection"] = selection_record(selection, section["validation_fraction"])
     record.update(dp_epsilon(result.client_state))
     record["warnings"] = metric_warnings(name, record)
     path = write_metrics(out, record)

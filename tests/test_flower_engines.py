@@ -229,6 +229,19 @@ def runs(tmp_path_factory):
             timeout=300,
             client_state=out["dp-state", "flower-sim"],
         )
+        # the exact federated GLM through the ClientApp (issue 29): Newton rounds until converged
+        config = _config("fedglm", paths["data"], fedglm={"features": "dosages", "l2": 1.0})
+        out[("flower-sim", "fedglm")] = run_flower(
+            "flower-sim",
+            federation=federation,
+            strategy=strategy_from_config("fedglm", config),
+            config=config,
+            rounds=20,
+            random_seed=SEED,
+            out=root / "sim-fedglm",
+            superlink=link,
+            timeout=300,
+        )
     out["intruder-log"] = (root / "deploy" / "logs" / "supernode-intruder.log").read_text()
     out["certs"] = certs
     out["pids"] = pids
@@ -255,6 +268,22 @@ def test_same_weights_and_metrics_as_inprocess(runs, engine, name):
     # the checkpoints are the in-process engine's format, loadable by the same function
     record = load_checkpoint(other.checkpoints[-1])
     assert record["round"] == ROUNDS and record["client_ids"] == runs["federation"].client_ids
+
+
+def test_fedglm_on_flower_sim_equals_pooled_sklearn(runs):
+    from sklearn.linear_model import LogisticRegression
+
+    from rvfedprs.genomic.data import pool_clients
+    from rvfedprs.training.glm import glm_design
+
+    pooled = pool_clients(runs["federation"].train)
+    x = glm_design(pooled, "dosages")[:, 1:]
+    oracle = LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-12, max_iter=1000)
+    oracle.fit(x, pooled.y.astype(int))
+    expected = np.concatenate([oracle.intercept_, oracle.coef_.ravel()])
+    result = runs[("flower-sim", "fedglm")]
+    assert result.strategy.converged and len(result.history) < 20  # stopped when converged
+    np.testing.assert_allclose(result.strategy.coef, expected, rtol=0, atol=1e-6)
 
 
 def test_ghost_node_reported_and_left_out(runs):

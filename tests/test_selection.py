@@ -129,3 +129,25 @@ def test_the_floor_is_a_candidate_and_wins_when_no_round_beats_it(tmp_path):
     kept = predict_clients(tracker.parameters_for, validation, build_model(fit.n_rare, MODEL))
     score = np.concatenate([kept[c] for c in sorted(validation)])
     assert roc_auc_score(held.y, score) == pytest.approx(expected, abs=1e-9)
+
+
+def test_train_reports_the_round_chosen_on_validation_or_the_floor(tmp_path):
+    from rvfedprs.config import validate_config
+    from rvfedprs.exceptions import ConfigError
+    from rvfedprs.run import train
+
+    paths = write_federation(tmp_path, n_clients=3, n_clusters=3, samples_per_client=150,
+                             prs_effect=1.5, rare_effect=0.0)  # fmt: skip
+    section = {"data": str(paths["data"]), "strategy": "fedavg", "rounds": 3, "seed": 2,
+               "progress": False, "validation_fraction": 0.25, "lr": 40.0, "local_epochs": 3,
+               "batch_size": 8}  # fmt: skip
+    metrics = train(validate_config({"train": section}), tmp_path / "run").metrics
+    chosen = metrics["selection"]
+    assert chosen["selected_round"] == 0 and chosen["chose_floor"]
+    assert len(chosen["validation_aucs"]) == 3
+    assert max(chosen["validation_aucs"]) < chosen["floor_validation_auc"]
+    # the reported model is the floor: on a PRS-only federation it ranks as the PRS does
+    assert metrics["auc"] == pytest.approx(metrics["prs_only_auc"], abs=1e-12)
+    assert [e["round"] for e in metrics["history"]] == [1, 2, 3]
+    with pytest.raises(ConfigError, match="validation_fraction = 0.25 needs the in-process"):
+        train(validate_config({"train": {**section, "engine": "flower-sim"}}), tmp_path / "f")
