@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
 
+from rvfedprs.burden import burden_from_config  # noqa: E402
 from rvfedprs.config import validate_config  # noqa: E402
 from rvfedprs.exceptions import ConfigError  # noqa: E402
 from rvfedprs.genomic.data import load_federation, pool_clients  # noqa: E402
@@ -51,8 +52,8 @@ def federation_dir(tmp_path_factory):
     return write_federation(root, n_clients=4, n_clusters=2, covariates=("age", "sex"))["data"]
 
 
-def _sklearn(pooled, features: str, l2: float) -> np.ndarray:
-    x = glm_design(pooled, features)[:, 1:]
+def _sklearn(pooled, features: str, l2: float, burden=None) -> np.ndarray:
+    x = glm_design(pooled, features, burden if features == "burden" else None)[:, 1:]
     c = np.inf if l2 == 0 else 1.0 / l2
     model = LogisticRegression(C=c, solver="newton-cholesky", tol=1e-12, max_iter=1000)
     model.fit(x, pooled.y.astype(int))
@@ -106,11 +107,18 @@ def test_logistic_sums_match_autograd():
     np.testing.assert_allclose(hessian, h.numpy(), rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize(("features", "l2"), [("floor", 0.0), ("dosages", 1.0), ("dosages", 5.0)])
+BURDEN = {"window_bp": 100, "max_maf": 0.05}
+
+
+@pytest.mark.parametrize(
+    ("features", "l2"), [("floor", 0.0), ("dosages", 1.0), ("dosages", 5.0), ("burden", 0.5)]
+)
 def test_fedglm_equals_pooled_sklearn(federation_dir, tmp_path, features, l2):
-    result = _train(federation_dir, tmp_path, fedglm={"features": features, "l2": l2})
+    result = _train(federation_dir, tmp_path, fedglm={"features": features, "l2": l2},
+                    burden=BURDEN)  # fmt: skip
     federation = load_federation(federation_dir)
-    expected = _sklearn(pool_clients(federation.train), features, l2)
+    burden = burden_from_config(federation_dir, validate_config({"burden": BURDEN})["burden"])
+    expected = _sklearn(pool_clients(federation.train), features, l2, burden.matrix)
     strategy = result.strategy
     assert strategy.converged
     np.testing.assert_allclose(strategy.coef, expected, rtol=0, atol=1e-6)
@@ -119,7 +127,8 @@ def test_fedglm_equals_pooled_sklearn(federation_dir, tmp_path, features, l2):
     # the network it is served as has the GLM's logit
     test = pool_clients(federation.test)
     logits = _network_logits(strategy.parameters_for("client00"), test)
-    np.testing.assert_allclose(logits, glm_design(test, features) @ expected, atol=2e-4)
+    design = glm_design(test, features, burden.matrix if features == "burden" else None)
+    np.testing.assert_allclose(logits, design @ expected, atol=2e-4)
 
 
 def test_fedglm_under_secure_aggregation(federation_dir, tmp_path):
@@ -141,7 +150,9 @@ def test_fedglm_refuses_too_many_features(federation_dir, tmp_path):
 def test_fedglm_rejects_bad_options():
     with pytest.raises(ConfigError, match="l2 must be a finite number >= 0, got -1"):
         get_strategy("fedglm", l2=-1.0)
-    with pytest.raises(ConfigError, match="features 'burden' unknown"):
+    with pytest.raises(ConfigError, match="features 'genes' unknown"):
+        get_strategy("fedglm", features="genes")
+    with pytest.raises(ConfigError, match="features 'burden' needs a burden map"):
         get_strategy("fedglm", features="burden")
 
 

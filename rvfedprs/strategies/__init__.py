@@ -223,6 +223,8 @@ def strategy_from_config(
     elif name == "fedglm":
         glm = config.get("fedglm") or validate_section("fedglm")
         options = {key: glm[key] for key in ("features", "l2", "tol", "max_features")}
+        if glm["features"] == "burden":
+            options["burden"] = burden_of(config)
     strategy = get_strategy(name, **options)
     if (config.get("secagg") or {}).get("enabled", False):
         check_secure_aggregation(strategy)
@@ -236,6 +238,14 @@ def _oracle_groups(config: Mapping[str, Any]) -> dict[str, str] | None:
     section = _strategies_section(config)
     path = section["oracle_groups"] or config.get("evaluate", {}).get("samples")
     return None if path is None else client_groups(path, section["oracle_column"])
+
+
+def burden_of(config: Mapping[str, Any]):
+    """The burden map of ``train.data``'s variant set from the ``burden`` section."""
+    from rvfedprs.burden import burden_from_config
+
+    section = config.get("burden") or validate_section("burden")
+    return burden_from_config(config["train"]["data"], section)
 
 
 def validate_section(name: str) -> dict[str, Any]:

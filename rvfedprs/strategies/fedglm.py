@@ -46,8 +46,9 @@ class FedGLM(GlobalModelStrategy):
 
     Parameters
     ----------
-    features : {"floor", "dosages"}
-        ``floor``: [PRS, covariates]; ``dosages``: and every rare-variant dosage column.
+    features : {"floor", "dosages", "burden"}
+        ``floor``: [PRS, covariates]; ``dosages``: and every rare-variant dosage column;
+        ``burden``: and the region burdens of ``burden``.
     l2 : float
         λ ≥ 0 of the penalty λ/2‖β‖² on every coefficient but the intercept, added to the
         summed log-loss (scikit-learn's ``C = 1/λ``; 0 is unpenalised).
@@ -56,6 +57,9 @@ class FedGLM(GlobalModelStrategy):
     max_features : int
         The most coefficients the dense Newton system may have (each site sends a p × p
         Hessian); more is refused with advice.
+    burden : BurdenMap, optional
+        The region map (:mod:`rvfedprs.burden`) of ``features: burden``; sent to every site
+        with each round (it is public: the federation's variant set and the region file).
     """
 
     name = "fedglm"
@@ -67,8 +71,11 @@ class FedGLM(GlobalModelStrategy):
         l2: float = 1.0,
         tol: float = 1e-10,
         max_features: int = 2000,
+        burden: Any = None,
     ) -> None:
         super().__init__()
+        if (features == "burden") != (burden is not None):
+            raise ValueError("features 'burden' needs a burden map, and only it takes one")
         if features not in GLM_FEATURES:
             raise ValueError(f"features {features!r} unknown; choose from {list(GLM_FEATURES)}")
         if not (np.isfinite(l2) and l2 >= 0):
@@ -79,6 +86,8 @@ class FedGLM(GlobalModelStrategy):
         self.l2 = float(l2)
         self.tol = float(tol)
         self.max_features = int(max_features)
+        self.burden = burden
+        self._burden_config = None if burden is None else burden.to_config()
         self.template: Parameters = {}
         self.coef = np.zeros(0)
         self._reset_search()
@@ -103,7 +112,15 @@ class FedGLM(GlobalModelStrategy):
         self.template = copy_parameters(global_parameters)
         self.client_ids = sorted(client_ids)
         n_covariates, n_rare = glm_dimensions(self.template)
-        width = glm_width(self.features, n_covariates, n_rare)
+        n_burden = 0
+        if self.burden is not None:
+            n_burden = self.burden.n_regions
+            if self.burden.matrix.shape[0] != n_rare:
+                raise ConfigError(
+                    f"the burden map has {self.burden.matrix.shape[0]} variant rows but the "
+                    f"federation {n_rare} rare-variant columns"
+                )
+        width = glm_width(self.features, n_covariates, n_rare, n_burden)
         if width > self.max_features:
             raise ConfigError(
                 f"a GLM on {self.features} has {width} coefficients, more than max_features "
@@ -129,7 +146,10 @@ class FedGLM(GlobalModelStrategy):
 
     def client_config(self, server_round: int) -> dict[str, Any]:
         """Every site computes its GLM sums on ``features``."""
-        return {"glm": {"features": self.features, "hessian": True}}
+        glm: dict[str, Any] = {"features": self.features, "hessian": True}
+        if self._burden_config is not None:
+            glm["burden"] = self._burden_config
+        return {"glm": glm}
 
     def aggregate_fit(self, server_round, results):
         """Newton step from the n_k-weighted average of the sites' statistics."""
@@ -183,7 +203,9 @@ class FedGLM(GlobalModelStrategy):
         coef = self.coef if coef is None else np.asarray(coef, dtype=np.float64)
         n_covariates, _ = glm_dimensions(self.template)
         common = coef[1 : 2 + n_covariates]
-        rare = coef[2 + n_covariates :] if self.features == "dosages" else None
+        rare = coef[2 + n_covariates :] if self.features != "floor" else None
+        if self.burden is not None:
+            rare = self.burden.matrix @ rare  # a burden GLM is linear in the dosages
         return linear_parameters(
             self.template, intercept=float(coef[0]), common_coef=common, rare_coef=rare
         )

@@ -33,22 +33,23 @@ __all__ = [
 ]
 
 #: What a GLM takes beside the intercept: ``floor`` = [PRS, covariates]; ``dosages`` adds every
-#: rare-variant dosage column.
-GLM_FEATURES: tuple[str, ...] = ("floor", "dosages")
+#: rare-variant dosage column; ``burden`` adds the region burdens A·B (:mod:`rvfedprs.burden`).
+GLM_FEATURES: tuple[str, ...] = ("floor", "dosages", "burden")
 
 #: The tensors of a GLM round's message: the coefficients sent, the statistics returned.
 GLM_TENSORS: tuple[str, ...] = ("glm.coef", "glm.gradient", "glm.hessian")
 
 
-def glm_width(features: str, n_covariates: int, n_rare: int) -> int:
+def glm_width(features: str, n_covariates: int, n_rare: int, n_burden: int = 0) -> int:
     """The number of coefficients (intercept included) of a GLM on ``features``."""
     if features not in GLM_FEATURES:
         raise ConfigError(f"GLM features {features!r} unknown; choose from {list(GLM_FEATURES)}")
-    return 2 + int(n_covariates) + (int(n_rare) if features == "dosages" else 0)
+    rare = {"floor": 0, "dosages": int(n_rare), "burden": int(n_burden)}[features]
+    return 2 + int(n_covariates) + rare
 
 
-def glm_design(data: ClientData, features: str) -> sp.csr_matrix:
-    """[1, PRS, covariates (, rare dosages)] of a client's samples, float64 CSR.
+def glm_design(data: ClientData, features: str, burden: sp.spmatrix | None = None) -> sp.csr_matrix:
+    """[1, PRS, covariates (, rare dosages | burdens)] of a client's samples, float64 CSR.
 
     Parameters
     ----------
@@ -56,6 +57,8 @@ def glm_design(data: ClientData, features: str) -> sp.csr_matrix:
         PRS and covariates standardised with the federated moments.
     features : str
         One of :data:`GLM_FEATURES`.
+    burden : sparse matrix, shape (n_rare, n_regions), optional
+        B of :class:`~rvfedprs.burden.BurdenMap`; required for ``burden``.
     """
     glm_width(features, data.n_covariates, data.rare.shape[1])  # checks the name
     dense = np.column_stack(
@@ -64,6 +67,13 @@ def glm_design(data: ClientData, features: str) -> sp.csr_matrix:
     blocks = [sp.csr_matrix(dense)]
     if features == "dosages":
         blocks.append(data.rare.astype(np.float64))
+    elif features == "burden":
+        if burden is None or burden.shape[0] != data.rare.shape[1]:
+            raise ConfigError(
+                f"client {data.client_id}: a burden GLM needs a burden map of "
+                f"{data.rare.shape[1]} rows, got {None if burden is None else burden.shape}"
+            )
+        blocks.append(sp.csr_matrix(data.rare.astype(np.float64) @ burden))
     return sp.hstack(blocks, format="csr")
 
 
@@ -122,7 +132,8 @@ def glm_reply(
     data : ClientData
         The site's training split (standardised).
     config : mapping
-        ``features`` (:data:`GLM_FEATURES`) and ``hessian`` (bool).
+        ``features`` (:data:`GLM_FEATURES`), ``hessian`` (bool) and, for ``burden``, the
+        burden map (:meth:`~rvfedprs.burden.BurdenMap.to_config`).
 
     Returns
     -------
@@ -135,7 +146,12 @@ def glm_reply(
     ConfigError
         When the coefficients sent do not fit the site's design matrix.
     """
-    x = glm_design(data, str(config["features"]))
+    burden = config.get("burden")
+    if burden is not None:
+        from rvfedprs.burden import BurdenMap
+
+        burden = BurdenMap.matrix_from_config(burden)
+    x = glm_design(data, str(config["features"]), burden)
     coef = np.asarray(parameters["glm.coef"], dtype=np.float64)
     if coef.shape != (x.shape[1],):
         raise ConfigError(

@@ -1,0 +1,256 @@
+"""Gene/region burden features: rare dosages collapsed where each variant has few carriers.
+
+A causal rare variant has a handful of carriers per site, too few to estimate its own effect;
+the rare-variant field pools carriers over a gene or region (burden tests, SKAT, STAAR,
+REGENIE's gene-based tests). A burden score of sample i in region g is
+``Σ_{j ∈ g} w_j a_ij`` over the region's rare variants, with MAF weights w_j (SKAT's
+Beta(1, 25) density by default, up-weighting the rarest), a MAF ceiling and an optional
+functional mask column. The map from the federation's variant set (``rare_variants.tsv``, the
+same at every site) to the regions is a sparse P × G matrix B, so a site's burdens are
+``A @ B`` and a linear model on burdens is a linear model on dosages with coefficients
+``B @ β`` — which is how a burden GLM is served as two-pathway network parameters.
+
+Regions come from a file — BED (0-based start, end exclusive, name in column 4) or a table with
+a header ``chrom, start, end`` and a name column (``gene``/``region``/``name``; 1-based,
+inclusive, as the simulator's ``regions/genes.tsv``) — or fixed windows over the variants'
+positions. Every variant left out of every burden (MAF above the ceiling, masked, outside every
+region) is listed with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.stats import beta as beta_distribution
+
+from rvfedprs.exceptions import InputDataError
+
+__all__ = ["BurdenMap", "read_regions", "window_regions", "burden_map", "burden_from_config"]
+
+_NAME_COLUMNS = ("gene", "region", "name")
+
+
+@dataclass(frozen=True)
+class BurdenMap:
+    """The map from rare-variant columns to region burdens.
+
+    Attributes
+    ----------
+    matrix : scipy.sparse.csr_matrix, shape (n_rare, n_regions)
+        B: entry (j, g) is variant j's weight in region g.
+    regions : list of str
+        Region names, column order of B.
+    excluded : pandas.DataFrame
+        ``variant_key, reason`` of every variant in no burden.
+    """
+
+    matrix: sp.csr_matrix
+    regions: list[str]
+    excluded: pd.DataFrame
+
+    @property
+    def n_regions(self) -> int:
+        """G, the number of burden features."""
+        return len(self.regions)
+
+    def to_config(self) -> dict[str, Any]:
+        """B as JSON-like lists (what a GLM round sends every site)."""
+        coo = self.matrix.tocoo()
+        return {
+            "rows": coo.row.tolist(),
+            "cols": coo.col.tolist(),
+            "weights": coo.data.tolist(),
+            "shape": list(self.matrix.shape),
+        }
+
+    @staticmethod
+    def matrix_from_config(config: Mapping[str, Any]) -> sp.csr_matrix:
+        """B back from :meth:`to_config`."""
+        shape = tuple(int(v) for v in config["shape"])
+        return sp.csr_matrix(
+            (np.asarray(config["weights"], float), (config["rows"], config["cols"])), shape=shape
+        )
+
+
+def read_regions(path: str | Path) -> pd.DataFrame:
+    """Regions of a BED file or a ``chrom, start, end, name`` table, 1-based inclusive.
+
+    Raises
+    ------
+    InputDataError
+        For a missing file, missing columns, non-integer or reversed coordinates (named with
+        the line), or no region at all.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputDataError(f"region file {path} does not exist")
+    if path.name.endswith((".bed", ".bed.gz")):
+        raw = pd.read_csv(path, sep="\t", header=None, comment="#", dtype=str)
+        if raw.shape[1] < 3:
+            raise InputDataError(f"{path}: a BED file needs 3 columns or more, got {raw.shape[1]}")
+        names = raw[3] if raw.shape[1] > 3 else None
+        table = pd.DataFrame({"chrom": raw[0], "start": raw[1], "end": raw[2]})
+        offset = 1  # 0-based half-open → 1-based inclusive
+    else:
+        raw = pd.read_csv(path, sep="\t", dtype=str)
+        missing = [c for c in ("chrom", "start", "end") if c not in raw.columns]
+        if missing:
+            raise InputDataError(f"{path} lacks the columns {missing} (has {list(raw.columns)})")
+        name = next((c for c in _NAME_COLUMNS if c in raw.columns), None)
+        names = raw[name] if name else None
+        table = raw[["chrom", "start", "end"]].copy()
+        offset = 0
+    for column in ("start", "end"):
+        values = pd.to_numeric(table[column], errors="coerce")
+        bad = np.flatnonzero(values.isna().to_numpy())
+        if bad.size:
+            raise InputDataError(
+                f"{path}: {column} {table[column].iloc[bad[0]]!r} on region {bad[0] + 1} is not "
+                "an integer"
+            )
+        table[column] = values.astype(np.int64)
+    table["start"] += offset
+    reversed_rows = np.flatnonzero((table["end"] < table["start"]).to_numpy())
+    if reversed_rows.size:
+        i = int(reversed_rows[0])
+        raise InputDataError(
+            f"{path}: region {i + 1} ends before it starts ({table['start'][i]}-{table['end'][i]})"
+        )
+    if table.empty:
+        raise InputDataError(f"{path} holds no region")
+    table["chrom"] = table["chrom"].astype(str).str.removeprefix("chr")
+    table["region"] = (
+        names.astype(str).to_numpy()
+        if names is not None
+        else [f"{c}:{s}-{e}" for c, s, e in table[["chrom", "start", "end"]].itertuples(False)]
+    )
+    return table.reset_index(drop=True)
+
+
+def window_regions(variants: pd.DataFrame, window_bp: int) -> pd.DataFrame:
+    """Fixed windows ``[k·w + 1, (k + 1)·w]`` per chromosome that hold at least one variant."""
+    if int(window_bp) < 1:
+        raise InputDataError(f"burden window must be >= 1 bp, got {window_bp}")
+    w = int(window_bp)
+    chrom = variants["chrom"].astype(str).str.removeprefix("chr")
+    index = (variants["pos"].astype(np.int64) - 1) // w
+    pairs = pd.DataFrame({"chrom": chrom, "k": index}).drop_duplicates()
+    pairs = pairs.sort_values(["chrom", "k"])
+    start = pairs["k"].to_numpy() * w + 1
+    return pd.DataFrame(
+        {
+            "chrom": pairs["chrom"].to_numpy(),
+            "start": start,
+            "end": start + w - 1,
+            "region": [f"{c}:{s}-{s + w - 1}" for c, s in zip(pairs["chrom"], start, strict=True)],
+        }
+    )
+
+
+def burden_map(
+    variants: pd.DataFrame,
+    regions: pd.DataFrame,
+    *,
+    max_maf: float = 0.01,
+    weights: str = "beta",
+    beta: tuple[float, float] = (1.0, 25.0),
+    mask_column: str | None = None,
+) -> BurdenMap:
+    """The map B from the variant table's rows to the regions' burdens.
+
+    Parameters
+    ----------
+    variants : DataFrame
+        ``rare_variants.tsv``: ``variant_key, chrom, pos, maf`` (+ ``mask_column``), in the
+        dosage matrices' column order.
+    regions : DataFrame
+        :func:`read_regions` or :func:`window_regions`.
+    max_maf : float
+        Variants with a (federated) MAF above it are left out.
+    weights : {"beta", "flat"}
+        w_j = Beta(maf_j; a, b) density (SKAT), or 1.
+    beta : (float, float)
+        The Beta distribution's (a, b).
+    mask_column : str, optional
+        A boolean/0-1 column of ``variants``: only true variants enter (e.g. predicted loss of
+        function).
+
+    Returns
+    -------
+    BurdenMap
+        Regions without any variant are dropped.
+
+    Raises
+    ------
+    InputDataError
+        For missing columns, an unknown weighting, or no variant in any region.
+    """
+    needed = ["variant_key", "chrom", "pos", "maf"] + ([mask_column] if mask_column else [])
+    missing = [c for c in needed if c not in variants.columns]
+    if missing:
+        raise InputDataError(f"the rare-variant table lacks the columns {missing}")
+    if weights not in ("beta", "flat"):
+        raise InputDataError(f"burden weights {weights!r} unknown; choose beta or flat")
+    maf = variants["maf"].to_numpy(np.float64)
+    reason = np.full(len(variants), "", dtype=object)
+    reason[maf > max_maf] = f"maf above {max_maf}"
+    if mask_column:
+        keep = variants[mask_column].astype(str).str.lower().isin(("1", "true", "yes"))
+        reason[(reason == "") & ~keep.to_numpy()] = f"{mask_column} false"
+    w = beta_distribution.pdf(maf, *beta) if weights == "beta" else np.ones(len(variants))
+    chrom = variants["chrom"].astype(str).str.removeprefix("chr").to_numpy()
+    pos = variants["pos"].to_numpy(np.int64)
+    rows, cols = [], []
+    for g, (c, start, end) in enumerate(regions[["chrom", "start", "end"]].itertuples(False)):
+        on = np.flatnonzero((chrom == str(c)) & (pos >= start) & (pos <= end))
+        rows.append(on)
+        cols.append(np.full(on.size, g))
+    rows_a, cols_a = np.concatenate(rows), np.concatenate(cols)
+    usable = reason[rows_a] == ""
+    rows_a, cols_a = rows_a[usable], cols_a[usable]
+    in_region = np.zeros(len(variants), dtype=bool)
+    in_region[rows_a] = True
+    reason[(reason == "") & ~in_region] = "outside every region"
+    used = np.unique(cols_a)
+    if used.size == 0:
+        raise InputDataError(
+            f"no rare variant (of {len(variants)}) falls in any of the {len(regions)} regions "
+            f"at MAF <= {max_maf}: wrong build or chromosome names?"
+        )
+    remap = np.full(len(regions), -1)
+    remap[used] = np.arange(used.size)
+    matrix = sp.csr_matrix(
+        (w[rows_a], (rows_a, remap[cols_a])), shape=(len(variants), used.size), dtype=np.float64
+    )
+    left_out = reason != ""
+    excluded = pd.DataFrame(
+        {"variant_key": variants["variant_key"].to_numpy()[left_out], "reason": reason[left_out]}
+    )
+    return BurdenMap(matrix, regions["region"].to_numpy()[used].astype(str).tolist(), excluded)
+
+
+def burden_from_config(data_dir: str | Path, section: Mapping[str, Any]) -> BurdenMap:
+    """The burden map of a prepared federation from a ``burden`` config section.
+
+    ``regions`` (a region file) or else ``window_bp`` fixed windows; ``max_maf``, ``weights``,
+    ``beta``, ``mask_column``.
+    """
+    variants = pd.read_csv(Path(data_dir) / "rare_variants.tsv", sep="\t", dtype={"chrom": str})
+    if section.get("regions"):
+        regions = read_regions(section["regions"])
+    else:
+        regions = window_regions(variants, int(section["window_bp"]))
+    return burden_map(
+        variants,
+        regions,
+        max_maf=float(section["max_maf"]),
+        weights=str(section["weights"]),
+        beta=tuple(float(v) for v in section["beta"]),
+        mask_column=section.get("mask_column"),
+    )
