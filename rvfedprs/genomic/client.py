@@ -35,7 +35,7 @@ from rvfedprs.strategies.base import FitInstruction, FitResult
 from rvfedprs.strategies.ditto import personal_request, with_personal
 from rvfedprs.strategies.scaffold import client_correction
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
-from rvfedprs.training.glm import glm_reply
+from rvfedprs.training.glm import glm_influence, glm_reply
 
 __all__ = ["ClientContext", "fit_client", "glm_fit", "build_model", "influential_bloom_bits"]
 
@@ -182,16 +182,29 @@ def fit_client(
     )
 
 
-def glm_fit(instruction: FitInstruction, data: ClientData) -> FitResult:
+def glm_fit(
+    instruction: FitInstruction,
+    data: ClientData,
+    variant_keys: Sequence[str] = (),
+    *,
+    bloom_key: bytes | None = None,
+) -> FitResult:
     """A federated GLM round (``instruction.config["glm"]``): the site's sums, no training.
 
     See :func:`~rvfedprs.training.glm.glm_reply`; ``metrics["loss"]`` is the mean log-loss at
-    the coefficients sent.
+    the coefficients sent. With ``bloom`` in the config (FedCE-GLM), the reply carries the Bloom
+    filter of the site's influential variants (:func:`~rvfedprs.training.glm.glm_influence`).
     """
-    parameters, loss = glm_reply(instruction.parameters, data, instruction.config["glm"])
+    config = instruction.config
+    parameters, loss = glm_reply(instruction.parameters, data, config["glm"])
+    bits = None
+    if config.get("bloom") is not None:
+        influence = glm_influence(data, instruction.parameters, config["glm"])
+        bits = influential_bloom_bits(influence, variant_keys, config, key=bloom_key)
     return FitResult(
         client_id=data.client_id,
         n_samples=data.n_samples,
         parameters=parameters,
         metrics={"loss": loss, "local_steps": 0.0, "lr": 0.0},
+        bloom_bits=bits,
     )

@@ -307,7 +307,8 @@ class GenomicTask(Task):
     ) -> FitResult:
         """One round of :func:`~rvfedprs.genomic.client.fit_client` on the site's data."""
         if "glm" in instruction.config:  # a federated GLM round: sums, no training
-            return glm_fit(instruction, site.training_data(settings))
+            return glm_fit(instruction, site.training_data(settings), site.variant_keys,
+                           bloom_key=site.bloom_key)  # fmt: skip
         dp = settings.get("dp")
         if dp is not None and "dp" not in state:
             state["dp"] = DPState.from_settings(dp)

@@ -55,6 +55,7 @@ _REGISTRY: dict[str, str] = {
     "fedce_carried": "rvfedprs.strategies.fedce_carried:FedCECarried",
     # the exact federated GLM (SPEC §7)
     "fedglm": "rvfedprs.strategies.fedglm:FedGLM",
+    "fedce_glm": "rvfedprs.strategies.fedce_glm:FedCEGLM",
 }
 
 #: Names accepted by :func:`get_strategy` (and by the ``train.strategy`` schema enum).
@@ -223,6 +224,17 @@ def strategy_from_config(
     elif name == "fedglm":
         glm = config.get("fedglm") or validate_section("fedglm")
         options = {key: glm[key] for key in ("features", "l2", "tol", "max_features")}
+        if glm["features"] == "burden":
+            options["burden"] = burden_of(config)
+    elif name == "fedce_glm":
+        glm = config.get("fedglm") or validate_section("fedglm")
+        if glm["features"] == "floor":
+            raise ConfigError(
+                "strategy 'fedce_glm' fits per-cluster rare effects: fedglm.features must be "
+                "burden or dosages, not floor"
+            )
+        options = {key: fedce[key] for key in _FEDCE_OPTIONS if key != "head_aggregation"}
+        options.update({key: glm[key] for key in ("features", "l2", "tol", "max_features")})
         if glm["features"] == "burden":
             options["burden"] = burden_of(config)
     strategy = get_strategy(name, **options)

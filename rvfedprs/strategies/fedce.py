@@ -301,6 +301,23 @@ class FedCE(Strategy):
         """
         ordered = _sorted_results(results)
         received = {r.client_id: self.parameters_for(r.client_id) for r in ordered}
+        new = self.secure_assignment(server_round, ordered, min_clients, small_clusters)
+        self._pending = {"assignment": dict(new), "received": received}
+        n = {r.client_id: float(r.n_samples) for r in ordered}
+        shared = tuple(sorted(self.backbone))
+        cluster = tuple(sorted(next(iter(self.specialists.values()))))
+        groups = {"backbone": SumGroup(tuple(n), shared, normalised_weights(n))}
+        for label in sorted(set(new.values())):
+            members = {c: n[c] for c in n if new[c] == label}
+            groups[f"cluster-{label}"] = SumGroup(
+                tuple(members), cluster, normalised_weights(members)
+            )
+        return groups
+
+    def secure_assignment(
+        self, server_round: int, ordered: Sequence[FitResult], min_clients: int, small_clusters: str
+    ) -> dict[str, int]:
+        """The round's clusters, none smaller than ``min_clients`` (merged, or refused)."""
         new = self._assign(server_round, ordered)
         if small_clusters == "merge":
             new = self.merge_small_clusters(new, min_clients)
@@ -316,17 +333,7 @@ class FedCE(Strategy):
                     )
         else:
             raise ValueError(f"small_clusters must be one of {list(SMALL_CLUSTERS)}")
-        self._pending = {"assignment": dict(new), "received": received}
-        n = {r.client_id: float(r.n_samples) for r in ordered}
-        shared = tuple(sorted(self.backbone))
-        cluster = tuple(sorted(next(iter(self.specialists.values()))))
-        groups = {"backbone": SumGroup(tuple(n), shared, normalised_weights(n))}
-        for label in sorted(set(new.values())):
-            members = {c: n[c] for c in n if new[c] == label}
-            groups[f"cluster-{label}"] = SumGroup(
-                tuple(members), cluster, normalised_weights(members)
-            )
-        return groups
+        return new
 
     def aggregate_sums(self, server_round, results, sums):
         """Eq. 4–5 from the secure sums: w_c += Σ ω_k Δw_c,k / Σ ω_k; per cluster likewise."""

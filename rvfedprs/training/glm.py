@@ -29,6 +29,7 @@ __all__ = [
     "glm_width",
     "logistic_sums",
     "glm_reply",
+    "glm_influence",
     "GLM_TENSORS",
 ]
 
@@ -168,3 +169,20 @@ def glm_reply(
     if want_hessian:
         out["glm.hessian"] = np.asarray(parameters["glm.hessian"], np.float64) + hessian / n
     return out, loss / n
+
+
+def glm_influence(data: ClientData, parameters: Mapping[str, np.ndarray], config) -> np.ndarray:
+    """Per rare variant, Σ_i |a_ij| · |p_i − y_i| at the coefficients sent (design §5 step 3).
+
+    The GLM's counterpart of the network's first-layer influence: a variant nobody at the site
+    carries has influence 0, a carried one weighs its carriers' residuals.
+    """
+    burden = config.get("burden")
+    if burden is not None:
+        from rvfedprs.burden import BurdenMap
+
+        burden = BurdenMap.matrix_from_config(burden)
+    x = glm_design(data, str(config["features"]), burden)
+    eta = np.asarray(x @ np.asarray(parameters["glm.coef"], np.float64)).reshape(-1)
+    residual = np.abs(0.5 * (1.0 + np.tanh(0.5 * eta)) - data.y)
+    return np.asarray(abs(data.rare).T @ residual, dtype=np.float64).reshape(-1)
