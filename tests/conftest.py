@@ -1,12 +1,62 @@
-"""Suite-wide settings: one compute thread per pytest worker.
+"""Suite-wide settings: one compute thread per pytest worker; in CI, no skipping for a missing tool.
 
 CI runs ``pytest -n 2`` on two cores. Left alone, torch and the BLAS in every worker (and in the
 Flower, Snakemake and simulator processes the tests start, which inherit the environment) each
 start one thread per core, so the two workers oversubscribe the machine; a training round then
 takes several times longer (BENCHMARKS.md, "Paper scale"). Set before torch or numpy is imported.
+
+The oracle tests compare against external tools (:data:`EXTERNAL_TOOLS`) and skip where one is
+not installed, which is right on a developer's machine but would let CI pass without ever
+running them. Under ``CI=true`` a test whose skip reason names a tool that is missing from
+``PATH`` fails instead (:func:`pytest_runtest_makereport`). Skips for absent data (the
+``../shared/data`` files) and for missing optional Python packages stay skips.
 """
 
 import os
+import re
+import shutil
+
+import pytest
 
 for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
+
+#: The command-line tools the oracle tests run; a CI machine must have every one on PATH.
+EXTERNAL_TOOLS = ("plink2", "bcftools", "bgzip", "tabix")
+
+
+def in_ci() -> bool:
+    """True when the ``CI`` environment variable is set to true (as CI services and .ci/run do)."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def missing_tools(reason: str) -> list[str]:
+    """The tools of :data:`EXTERNAL_TOOLS` that ``reason`` names and ``PATH`` lacks."""
+    named = [t for t in EXTERNAL_TOOLS if re.search(rf"(?<![\w-]){t}(?![\w-])", reason)]
+    return [t for t in named if shutil.which(t) is None]
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (path, line, "Skipped: reason")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under ``CI=true``, turn a skip for a missing external tool into a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or hasattr(report, "wasxfail") or not in_ci():
+        return
+    reason = _skip_reason(report)
+    missing = missing_tools(reason)
+    if missing:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"CI=true: {', '.join(missing)} not found on PATH, so this test would have been "
+            f"skipped ({reason!r}); in CI a missing external tool is a failure. Install "
+            f"{', '.join(missing)} (Debian/Ubuntu: apt-get install plink2 bcftools tabix) or "
+            "run outside CI (CI unset) to skip."
+        )

@@ -65,6 +65,7 @@ def _metrics(folder: Path, strategy: str) -> dict:
     return json.loads((folder / strategy / "metrics.json").read_text())
 
 
+@pytest.mark.slow
 def test_site_features_are_bit_identical_to_the_pooled_workflow(runs):
     pooled = runs / "pooled" / "results"
     sites = runs / "study" / "results" / "sites"
@@ -84,6 +85,7 @@ def test_site_features_are_bit_identical_to_the_pooled_workflow(runs):
     ).read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_metrics_equal_the_pooled_workflow(runs, strategy):
     pooled = _metrics(runs / "pooled" / "results" / "train", strategy)
@@ -103,6 +105,7 @@ def test_metrics_equal_the_pooled_workflow(runs, strategy):
         assert study["ari"] == pytest.approx(pooled["ari"])
 
 
+@pytest.mark.slow
 def test_no_coordinator_file_holds_an_individual_record(runs):
     sheet = pd.read_csv(runs / "study" / "results" / "cohort" / "samples.tsv", sep="\t")
     ids = set(sheet["sample_id"].astype(str))
@@ -150,6 +153,7 @@ def _copy_sites(runs: Path, target: Path) -> Path:
     return target / "samplesheet.tsv"
 
 
+@pytest.mark.slow
 def test_a_site_with_a_missing_file_is_named_and_left_out_or_stops_the_study(runs, tmp_path):
     sheet = _copy_sites(runs, tmp_path / "in")
     table = pd.read_csv(sheet, sep="\t")
@@ -164,6 +168,7 @@ def test_a_site_with_a_missing_file_is_named_and_left_out_or_stops_the_study(run
     assert victim not in summary["sites"] and "gone.tsv" in summary["left_out"][victim]
 
 
+@pytest.mark.slow
 def test_min_cell_count_excludes_suppressed_variants_everywhere(runs, tmp_path):
     sheet = _copy_sites(runs, tmp_path / "in")
     config, scores = _study_config(runs, tmp_path / "sites", tmp_path / "out", min_cell_count=3)
@@ -180,6 +185,7 @@ def test_min_cell_count_excludes_suppressed_variants_everywhere(runs, tmp_path):
     assert (excluded["step"] == "site_counts").sum() == int(suppressed.sum())
 
 
+@pytest.mark.slow
 def test_secure_counts_give_the_plain_tables_without_any_site_table(runs, tmp_path):
     """The secure sum equals the plain per-site sums; HWE flags equal the per-site p-values."""
     sheet = _copy_sites(runs, tmp_path / "in")
@@ -218,6 +224,7 @@ def test_secure_counts_give_the_plain_tables_without_any_site_table(runs, tmp_pa
         assert (a != b).nnz == 0
 
 
+@pytest.mark.slow
 def test_a_site_answering_secure_counts_sends_no_count(runs, tmp_path):
     from rvfedprs.genotypes.sitecounts import site_hwe_p
     from rvfedprs.study.counts import HELD, SUMMED_COLUMNS
@@ -246,6 +253,7 @@ def test_a_site_answering_secure_counts_sends_no_count(runs, tmp_path):
     np.testing.assert_array_equal(reply["hwe_failing"], site_hwe_p(table) < threshold)
 
 
+@pytest.mark.slow
 def test_secure_counts_of_too_few_sites_are_refused(runs, tmp_path):
     sheet = _copy_sites(runs, tmp_path / "in")
     table = pd.read_csv(sheet, sep="\t")

@@ -15,6 +15,14 @@ invalidates only its own trials. ``OUT/<method>/tuning.tsv`` lists every configu
 validation score and marks the chosen one. The chosen trial's models are kept in memory when it
 ran in this process; otherwise it is re-run (training is deterministic given the seed) and its
 validation AUC checked against the record.
+
+A trial trains with the privacy settings of the run it chooses for: secure aggregation
+(``secagg``), DP-SGD (``dp``, its batch size included) and FedCE's keyed Bloom hashing
+(``fedce.bloom_key_file``) of the base configuration, exactly as :func:`rvfedprs.run.train`
+applies them. Each trial records them (``privacy``, :func:`privacy_settings`) with the ε its
+clients spent; a record whose ``privacy`` differs from what the configuration asks (one written
+before trials carried privacy settings) is re-run, not reused. The logistic regression (a
+pooled reference, no federation) cannot apply them: its trials record which it left out.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rvfedprs.bloom import read_bloom_key
 from rvfedprs.config import deep_merge, validate_config
 from rvfedprs.evaluation import federation_metrics, predict_clients
 from rvfedprs.evaluation.selection import BestRound, split_validation
@@ -43,8 +52,9 @@ from rvfedprs.model import model_from_config
 from rvfedprs.protocol.grids import LOGISTIC, configuration_overrides, configurations
 from rvfedprs.protocol.references import fit_logistic, logistic_scores
 from rvfedprs.provenance import jsonable
+from rvfedprs.run import dp_epsilon
 from rvfedprs.strategies import DISTANCE_STRATEGIES, strategy_from_config
-from rvfedprs.training import ClientData
+from rvfedprs.training import ClientData, dp_settings
 
 __all__ = [
     "ProtocolData",
@@ -55,6 +65,7 @@ __all__ = [
     "Fitted",
     "Tuned",
     "trial_key",
+    "privacy_settings",
     "run_trial",
     "tune",
 ]
@@ -62,6 +73,49 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Predict = Callable[[Mapping[str, ClientData]], dict[str, np.ndarray]]
+
+#: What a run without secure aggregation, DP-SGD or keyed Bloom hashing records.
+PLAIN: dict[str, Any] = {"secagg": None, "dp": None, "bloom_key_file": None}
+
+
+def privacy_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The privacy settings a run of the validated ``config`` trains with.
+
+    Returns
+    -------
+    dict
+        ``secagg``: the ``secagg`` section when enabled, else None; ``dp``: σ, C and δ
+        (:func:`~rvfedprs.training.dp.dp_settings`) and the DP batch size when enabled, else
+        None; ``bloom_key_file``: the keyed-hashing secret's file, else None (never the key).
+    """
+    secagg = dict(config.get("secagg") or {})
+    dp = dp_settings(config.get("dp"))
+    if dp is not None:
+        dp["batch_size"] = config["dp"].get("batch_size")
+    return {
+        "secagg": secagg if secagg.get("enabled", False) else None,
+        "dp": dp,
+        "bloom_key_file": (config.get("fedce") or {}).get("bloom_key_file") or None,
+    }
+
+
+def _trial_config(
+    base_config: Mapping[str, Any], configuration: Mapping[str, Any], random_seed: int
+) -> dict[str, Any]:
+    """The validated configuration a (non-logistic) trial trains with."""
+    config = validate_config(deep_merge(base_config, configuration_overrides(configuration)))
+    config["train"]["seed"] = int(random_seed)
+    return config
+
+
+def _trial_privacy(method: str, base_config: Mapping[str, Any],
+                   configuration: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """What a trial of ``method`` records as its privacy settings (see :class:`Trial`)."""
+    if method != LOGISTIC:
+        return privacy_settings(_trial_config(base_config, configuration, 0))
+    asked = privacy_settings(validate_config(deep_merge(base_config, {})))
+    left_out = sorted(k for k, v in asked.items() if v is not None)
+    return dict(PLAIN, not_applied=left_out) if left_out else dict(PLAIN)
 
 
 @dataclass(frozen=True)
@@ -162,6 +216,14 @@ class Trial:
     random_seed : int
     cpu_s : float
         CPU seconds of this process (the cost without other jobs' load; NaN in old records).
+    privacy : dict
+        The privacy settings the trial trained with (:func:`privacy_settings`: ``secagg``,
+        ``dp``, ``bloom_key_file``); the logistic regression adds ``not_applied``, the
+        settings the base configuration asks for that it cannot apply. Records written
+        before trials carried privacy settings read back as :data:`PLAIN` (they trained
+        without any).
+    epsilon : float
+        The largest cumulative DP ε spent by a client (NaN without DP-SGD).
     """
 
     method: str
@@ -175,6 +237,8 @@ class Trial:
     wall_s: float = 0.0
     random_seed: int = 0
     cpu_s: float = float("nan")
+    privacy: dict[str, Any] = field(default_factory=lambda: dict(PLAIN))
+    epsilon: float = float("nan")
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable record."""
@@ -187,6 +251,7 @@ class Trial:
         data["validation_auc"] = _number(data["validation_auc"])
         data["validation_aucs"] = [_number(v) for v in data.get("validation_aucs", [])]
         data["cpu_s"] = _number(data.get("cpu_s"))
+        data["epsilon"] = _number(data.get("epsilon"))
         return cls(**data)
 
 
@@ -236,6 +301,9 @@ def run_trial(
 ) -> tuple[Trial, Fitted]:
     """Train ``method`` with ``configuration`` on ``data.fit``; score it on validation.
 
+    The trial trains with the base configuration's privacy settings (secure aggregation,
+    DP-SGD, keyed Bloom hashing), as the run it chooses for does, and records them.
+
     Parameters
     ----------
     data : ProtocolData
@@ -244,7 +312,8 @@ def run_trial(
     configuration : mapping
         Dotted keys merged over ``base_config``.
     base_config : mapping
-        A configuration (sections); validated after the merge.
+        A configuration (sections); validated after the merge. Its ``secagg``, ``dp`` and
+        ``fedce.bloom_key_file`` apply to the trial.
     max_rounds : int
         The round budget (an upper bound: early stopping usually ends sooner).
     patience : int or None
@@ -259,35 +328,50 @@ def run_trial(
     Returns
     -------
     Trial, Fitted
+
+    Raises
+    ------
+    ConfigError
+        For a distance strategy, or a strategy that cannot run with secure aggregation when
+        the base configuration enables it (named, with why).
     """
     t0, c0 = time.perf_counter(), time.process_time()
     if method == LOGISTIC:
+        privacy = _trial_privacy(method, base_config, configuration)
+        if "not_applied" in privacy:
+            log.warning("%s: a pooled reference; trained without %s", method,
+                        ", ".join(privacy["not_applied"]))  # fmt: skip
         model = fit_logistic(data.fit.train, float(configuration["logistic.C"]))
         auc = _pooled_auc(logistic_scores(model, data.validation), data.validation)
         trial = Trial(method, dict(configuration), key, auc, None, 0, [auc], {},
                       time.perf_counter() - t0, int(random_seed),
-                      time.process_time() - c0)  # fmt: skip
+                      time.process_time() - c0, privacy)  # fmt: skip
         return trial, Fitted(lambda datasets: logistic_scores(model, datasets))
     if method in DISTANCE_STRATEGIES:
         raise ConfigError(f"the protocol does not run {method!r} (it needs a distance matrix)")
-    config = validate_config(deep_merge(base_config, configuration_overrides(configuration)))
-    config["train"]["seed"] = int(random_seed)
+    config = _trial_config(base_config, configuration, random_seed)
     strategy = strategy_from_config(method, config, clusters=groups)
     model_config = data.fit.model_config(config["model"])
     stopper = EarlyStopping(data.validation, data.n_rare, model_config, patience=patience)
-    try:
+    client_state: dict[str, dict[str, Any]] = {}
+    try:  # the privacy settings as rvfedprs.run.train applies them
         run_inprocess(
             data.fit,
             strategy,
             rounds=int(max_rounds),
             model_config=model_config,
-            training=training_config(config, data.fit),
+            training=training_config(config, data.fit, dp=True),
             random_seed=int(random_seed),
+            bloom_key=read_bloom_key(config["fedce"]["bloom_key_file"]),
+            dp=dp_settings(config.get("dp")),
+            client_state=client_state,
             evaluate_round=stopper,
+            config=config,
         )
     except StopTraining:
         pass
     clusters = {c: strategy.clusters().get(c, 0) for c in data.client_ids}
+    epsilon = dp_epsilon(client_state).get("epsilon", float("nan"))
     trial = Trial(
         method,
         dict(configuration),
@@ -300,6 +384,8 @@ def run_trial(
         time.perf_counter() - t0,
         int(random_seed),
         time.process_time() - c0,
+        privacy_settings(config),
+        float(epsilon),
     )
     model = model_from_config(data.n_rare, model_config, initialise=False)
 
@@ -384,8 +470,13 @@ def tune(
         )
         path = folder / key / "trial.json"
         if path.is_file():
-            trials.append(Trial.from_json(json.loads(path.read_text())))
-            continue
+            record = Trial.from_json(json.loads(path.read_text()))
+            expected = jsonable(_trial_privacy(method, base_config, configuration))
+            if jsonable(record.privacy) == expected:
+                trials.append(record)
+                continue
+            log.warning("%s %s: recorded with privacy %s, not %s; re-running", method,
+                        configuration, record.privacy, expected)  # fmt: skip
         trial, fit = run_trial(
             data, method, configuration, base_config=base_config, max_rounds=max_rounds,
             patience=patience, random_seed=random_seed, groups=groups, key=key,
@@ -427,6 +518,8 @@ def _write_table(path: Path, trials: Sequence[Trial], chosen: Trial) -> None:
             "rounds_run": t.rounds_run,
             "wall_s": round(t.wall_s, 2),
             "cpu_s": round(t.cpu_s, 2),
+            "privacy": json.dumps(jsonable(t.privacy), sort_keys=True),
+            "epsilon": t.epsilon,
             **{k: json.dumps(jsonable(v)) for k, v in sorted(t.configuration.items())},
         }
         for t in trials
