@@ -103,6 +103,42 @@ def _with_validation(federation: Federation, fraction: float, seed: int, model_c
     return fit, selection, _SelectAndTrack(selection, track)
 
 
+def keep_selection(checkpoint: Path, selection, client_ids) -> None:
+    """Add the models chosen on validation to ``checkpoint`` (``selected``: round, models).
+
+    Identical models are stored once (FedAvg's clients share one; FedCE's a cluster's).
+    """
+    from rvfedprs.federation.checkpoints import load_checkpoint, save_checkpoint
+
+    models: list[dict] = []
+    index: dict[str, int] = {}
+    for client in client_ids:
+        params = selection.parameters_for(client)
+        found = next((i for i, m in enumerate(models) if _same_model(m, params)), None)
+        if found is None:
+            models.append(params)
+            found = len(models) - 1
+        index[client] = found
+    record = load_checkpoint(checkpoint)
+    record["selected"] = {"round": int(selection.best_round), "models": models, "index": index}
+    save_checkpoint(checkpoint, record)
+
+
+def _same_model(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    import numpy as np
+
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def selected_parameters(record: Mapping[str, Any]):
+    """``parameters_for`` of the models a checkpoint's ``selected`` entry holds, or None."""
+    chosen = record.get("selected")
+    if not chosen:
+        return None
+    models, index = chosen["models"], chosen["index"]
+    return lambda client: models[index[client]]
+
+
 def selection_record(selection, fraction: float) -> dict[str, Any]:
     """What ``metrics.json`` says of the validation choice (``chose_floor`` when round 0 won)."""
     return {
@@ -311,6 +347,8 @@ def train(
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
     if selection is not None:
         record["selection"] = selection_record(selection, section["validation_fraction"])
+        if result.checkpoints:  # `rvfedprs evaluate` of the final checkpoint scores the choice
+            keep_selection(result.checkpoints[-1], selection, federation.client_ids)
     record.update(dp_epsilon(result.client_state))
     record["warnings"] = metric_warnings(name, record)
     path = write_metrics(out, record)
@@ -379,17 +417,23 @@ def evaluate_checkpoint(
     strategy = strategy_from_config(name, config)
     strategy.load_state_dict(record["strategy_state"])
     config["model"] = dict(record["model_config"])
-    metrics = _evaluate(strategy, federation, config, load_truth_from_config(config))
+    chosen = selected_parameters(record)
+    metrics = _evaluate(
+        strategy, federation, config, load_truth_from_config(config), parameters_for=chosen
+    )
     result = {
         "strategy": name,
         "seed": int(record["seed"]),
-        "round": int(record["round"]),
+        "round": int(record["round"]) if chosen is None else int(record["selected"]["round"]),
         **metrics,
         "history": record.get("history", []),
     }
+    if chosen is not None:
+        picked = int(record["selected"]["round"])
+        result["selection"] = {"selected_round": picked, "chose_floor": picked == 0}
     result["warnings"] = metric_warnings(name, result)
     path = write_metrics(out, result)
-    predictions = write_predictions(out, strategy, federation, config)
+    predictions = write_predictions(out, strategy, federation, config, parameters_for=chosen)
     write_provenance(
         out,
         command="rvfedprs evaluate",
@@ -402,19 +446,25 @@ def evaluate_checkpoint(
 
 
 def write_predictions(
-    out: str | Path, strategy: Strategy, federation: Federation, config: Mapping[str, Any]
+    out: str | Path,
+    strategy: Strategy,
+    federation: Federation,
+    config: Mapping[str, Any],
+    *,
+    parameters_for=None,
 ) -> Path:
     """Write ``out/predictions.parquet``: each test sample's probability under its model.
 
     Columns ``client, sample_id, y, p``: what intervals and per-cluster metrics downstream
-    need (``pipelines/compare_strategies.py``).
+    need (``pipelines/compare_strategies.py``). ``parameters_for`` (default: the strategy's)
+    serves the models, e.g. those chosen on validation.
     """
     from rvfedprs.evaluation import predict_clients
     from rvfedprs.model import model_from_config
 
     model_config = federation.model_config(config["model"])
     model = model_from_config(federation.n_rare, model_config, initialise=False)
-    scores = predict_clients(strategy.parameters_for, federation.test, model)
+    scores = predict_clients(parameters_for or strategy.parameters_for, federation.test, model)
     frame = pd.concat(
         [
             pd.DataFrame({"client": c, "sample_id": federation.test[c].sample_ids,

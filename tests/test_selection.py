@@ -151,3 +151,21 @@ def test_train_reports_the_round_chosen_on_validation_or_the_floor(tmp_path):
     assert [e["round"] for e in metrics["history"]] == [1, 2, 3]
     with pytest.raises(ConfigError, match="validation_fraction = 0.25 needs the in-process"):
         train(validate_config({"train": {**section, "engine": "flower-sim"}}), tmp_path / "f")
+
+
+def test_evaluate_scores_the_models_chosen_on_validation(tmp_path):
+    """The final checkpoint keeps the chosen models: `rvfedprs evaluate` reports those."""
+    from rvfedprs.config import validate_config
+    from rvfedprs.federation.checkpoints import latest_checkpoint
+    from rvfedprs.run import evaluate_checkpoint, train
+
+    paths = write_federation(tmp_path, n_clients=3, n_clusters=3, samples_per_client=150)
+    section = {"data": str(paths["data"]), "strategy": "local", "rounds": 4, "seed": 2,
+               "progress": False, "validation_fraction": 0.25, "lr": 0.5}  # fmt: skip
+    trained = train(validate_config({"train": section}), tmp_path / "run").metrics
+    again = evaluate_checkpoint(latest_checkpoint(tmp_path / "run"),
+                                tmp_path / "eval")  # fmt: skip
+    assert again["round"] == trained["selection"]["selected_round"]
+    assert again["selection"]["selected_round"] == trained["selection"]["selected_round"]
+    assert again["auc"] == pytest.approx(trained["auc"], abs=1e-12)
+    assert again["client_auc"] == pytest.approx(trained["client_auc"], abs=1e-12)
