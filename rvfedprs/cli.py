@@ -23,6 +23,7 @@ COMMANDS = (
     "prepare",
     "train",
     "evaluate",
+    "assess",
     "mia",
     "distance",
     "imaging",
