@@ -124,9 +124,10 @@ rule match_scores:
     output:
         weights=f"{PREP}/score_weights.txt.gz",
         match=f"{LOGS}/score_match.tsv",
+        exclusions=f"{LOGS}/exclusions/match_scores.tsv",
     params:
         pipeline=settings(
-            "min_overlap", "genome_build", "keep_ambiguous"
+            "min_overlap", "genome_build", "keep_ambiguous", "qc"
         ),
     log:
         f"{LOGS}/match_scores.log",
@@ -174,6 +175,7 @@ rule collect_exclusions:
         validate=f"{LOGS}/exclusions/validate_inputs.tsv",
         sample_qc=per_client(f"{LOGS}/exclusions/sample_qc/{{client}}.tsv"),
         combine=f"{LOGS}/exclusions/combine_counts.tsv",
+        match=f"{LOGS}/exclusions/match_scores.tsv",
     output:
         f"{LOGS}/exclusions.tsv",
     log:

@@ -4,9 +4,12 @@
 rates and frequencies from the summed counts, Hardy–Weinberg tests within each site, the
 common/rare split) and the rare-variant columns every site uses; :func:`combine_secure_counts`
 does the same from counts the sites summed securely (each site then tests HWE itself and releases
-only which variants fail); :func:`match_scores` matches the
-scoring file to the QC-passing variants (plink2 ``--score`` rules) and keeps the usable rows,
-which every site then scores with. No genotype and no sample ID is read here.
+only which variants fail); :func:`match_scores` matches the scoring file to the variants (plink2
+``--score`` rules, the matcher of ``rvfedprs prepare score``) and keeps the usable rows, which
+every site then scores with. The variant QC (call rate, HWE, multi-allelic sites, the common/rare
+split) shapes the rare-variant features only: it removes a scoring variant from the PRS only when
+``pipeline.qc.apply_to_score`` asks (:func:`score_exclusions` logs each such row). No genotype and
+no sample ID is read here.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rvfedprs.cohort import exclusions
@@ -29,6 +33,7 @@ __all__ = [
     "combine_counts",
     "combine_secure_counts",
     "match_scores",
+    "score_exclusions",
     "write_weights",
 ]
 
@@ -131,6 +136,7 @@ def _split_tables(
     variants: pd.DataFrame, skipped: list[pd.DataFrame], step: str
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(variants, the rare columns, the exclusions incl. the readers' skipped records)."""
+    variants = _explain_split(variants)
     rare = variants.loc[variants["class"] == "rare", list(RARE_COLUMNS)]
     out = variants.loc[variants["class"] == "excluded"]
     parts = [exclusions("variant", out["variant_key"], out["reason"], step)]
@@ -145,6 +151,34 @@ def _split_tables(
     return variants, rare, pd.concat(parts, ignore_index=True)
 
 
+def _explain_split(variants: pd.DataFrame) -> pd.DataFrame:
+    """``variants`` with a reason, and its value, for every variant the common/rare split left out.
+
+    The split labels a QC-passing variant ``excluded`` when it has no calls, no copy of its minor
+    allele (monomorphic) or too few; such a variant reaches the exclusion log with the global
+    count that decided it (never with an empty reason).
+    """
+    blank = (variants["class"] == "excluded") & (variants["reason"].fillna("") == "")
+    if not blank.any():
+        return variants
+    out = variants.copy()
+    rows = out.loc[blank]
+    called = rows["allele_number"].to_numpy(dtype=np.float64)
+    minor = rows["minor_count"].to_numpy(dtype=np.float64)
+    maf = rows["maf"].to_numpy(dtype=np.float64)
+    reasons = []
+    for n, count, freq in zip(called, minor, maf, strict=True):
+        if n <= 0 or np.isnan(freq):
+            why = f"no calls: {n:g} called alleles"
+        elif freq <= 0 or count <= 0:
+            why = f"monomorphic: minor allele count {count:g} of {n:g} called alleles"
+        else:
+            why = f"minor allele count {count:g} < 1 (MAF {freq:.3g})"
+        reasons.append(f"{why} (not a rare-dosage or common variant)")
+    out.loc[blank, "reason"] = reasons
+    return out
+
+
 def match_scores(
     variants: pd.DataFrame,
     scoring_file: str | Path,
@@ -152,22 +186,39 @@ def match_scores(
     *,
     variants_name: str = "the global variant table",
 ) -> tuple[pd.DataFrame, Any]:
-    """Match the scoring file to the QC-passing variants; check ``min_overlap``.
+    """Match the scoring file to the variants as ``rvfedprs prepare score`` does; check overlap.
 
-    ``variants_name`` names the variant table in messages.
+    A row is used when the matcher accepts it (plink2 ``--score`` rules: ``matched`` or
+    ``flipped``) and its variant has a global frequency to impute missing dosages with. The
+    variant QC of the training features (call rate, within-site HWE, multi-allelic sites) is
+    reported per row (``qc_pass``, ``qc_reason``) but leaves the PRS alone, as plink2 and
+    pgsc_calc score it, unless ``pipeline.qc.apply_to_score`` is true: then a matched row whose
+    variant fails that QC is dropped (``match_status`` ``excluded``, ``drop_reason`` naming the
+    test and its value). ``variants_name`` names the variant table in messages.
+
+    Parameters
+    ----------
+    variants : DataFrame
+        The global variant table (``variant_key``, ``alt_freq``, ``qc_pass``, ``reason``, ...).
+    scoring_file : path
+        PGS Catalog scoring file.
+    pipeline : mapping
+        The ``pipeline`` section (``genome_build``, ``keep_ambiguous``, ``min_overlap``,
+        ``qc.apply_to_score``).
 
     Returns
     -------
     match : DataFrame
         One row per scoring-file row: ``status`` (plink2 rules), pgsc_calc's ``match_type`` and
-        ``match_status``, ``qc_pass``, ``qc_reason`` and ``used``.
+        ``match_status``, ``qc_pass``, ``qc_reason``, ``used`` and ``drop_reason`` (why a
+        matched row is not used; empty otherwise).
     scorefile : ScoreFile
         The parsed scoring file (for :func:`write_weights`).
 
     Raises
     ------
     InputDataError
-        A build mismatch, or fewer than ``min_overlap`` of the rows usable after QC.
+        A build mismatch, or fewer than ``min_overlap`` of the rows usable.
     """
     scorefile = read_scorefile(scoring_file)
     check_build(scorefile, pipeline["genome_build"])
@@ -177,23 +228,55 @@ def match_scores(
         keep_ambiguous=pipeline.get("keep_ambiguous", False),
         genotypes=str(variants_name),
     )
-    qc = variants.set_index("variant_key")
+    apply_qc = bool(pipeline.get("qc", {}).get("apply_to_score", False))
+    table = variants.set_index("variant_key")
     matched = match["status"].isin(USABLE_STATUSES)
     keys = match["variant_key"].where(matched)
-    match["qc_pass"] = keys.map(qc["qc_pass"]).eq(True).to_numpy()
-    match["qc_reason"] = keys.map(qc["reason"]).where(matched & ~match["qc_pass"], "").fillna("")
-    match["used"] = matched & match["qc_pass"]
-    match.loc[matched & ~match["qc_pass"], "match_status"] = "excluded"
+    match["qc_pass"] = keys.map(table["qc_pass"]).eq(True).to_numpy()
+    failing = matched & ~match["qc_pass"]
+    match["qc_reason"] = keys.map(table["reason"]).where(failing, "").fillna("")
+    if "alt_freq" in table:
+        no_freq = matched & keys.map(table["alt_freq"]).isna()
+    else:
+        no_freq = pd.Series(False, index=match.index)
+    drop = pd.Series("", index=match.index, dtype=object)
+    if apply_qc:
+        drop[failing] = match.loc[failing, "qc_reason"] + " (pipeline.qc.apply_to_score: true)"
+    drop[no_freq & (drop == "")] = (
+        f"no global frequency in {variants_name} to impute missing dosages with"
+    )
+    match["used"] = matched & (drop == "")
+    match["drop_reason"] = drop
+    match.loc[matched & ~match["used"], "match_status"] = "excluded"
     share = float(match["used"].mean()) if len(match) else 0.0
     if share < pipeline["min_overlap"]:
         statuses = match["status"].value_counts().to_dict()
+        qc_note = "dropped" if apply_qc else "scored anyway (pipeline.qc.apply_to_score: false)"
         raise InputDataError(
             f"only {int(match['used'].sum())} of {len(match)} rows of {scoring_file} "
-            f"({100 * share:.1f}%) match QC-passing variants of the genotypes, below "
-            f"min_overlap={pipeline['min_overlap']}; statuses: {statuses}, "
-            f"matched but failing QC: {int((matched & ~match['qc_pass']).sum())}"
+            f"({100 * share:.1f}%) are usable, below min_overlap={pipeline['min_overlap']}; "
+            f"statuses: {statuses}; matched but failing the variant QC: {int(failing.sum())} "
+            f"({qc_note}); matched without a frequency: {int(no_freq.sum())}"
         )
     return match, scorefile
+
+
+def score_exclusions(match: pd.DataFrame, step: str = "match_scores") -> pd.DataFrame:
+    """The matched scoring variants left out of the PRS, with their reasons.
+
+    Rows the matcher refuses (unmatched, ambiguous, ...) are in the match log, not here: these
+    are the variants the scoring file and the genotypes agree on that the PRS still leaves out
+    (failing the variant QC under ``pipeline.qc.apply_to_score``, or without a frequency).
+
+    Returns
+    -------
+    DataFrame
+        ``kind, id, reason, step``: kind ``score_variant``, id the variant key, one row per
+        variant.
+    """
+    matched = match["status"].isin(USABLE_STATUSES) & ~match["used"].astype(bool)
+    rows = match.loc[matched].drop_duplicates("variant_key")
+    return exclusions("score_variant", rows["variant_key"], rows["drop_reason"], step)
 
 
 def write_weights(path: str | Path, match: pd.DataFrame, scorefile: Any) -> Path:

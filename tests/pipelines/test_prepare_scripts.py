@@ -306,7 +306,7 @@ def test_min_overlap_after_qc_is_enforced(prepared, tmp_path):
         handle.write(text + extra)
     with pytest.raises(
         InputDataError,
-        match=r"of 132 rows of .*padded.txt.gz .* match QC-passing .*below min_overlap=0.75",
+        match=r"of 132 rows of .*padded.txt.gz .* are usable, below min_overlap=0.75",
     ):
         load("match_scores").main(
             variants=out / "variants.tsv",
