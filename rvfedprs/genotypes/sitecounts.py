@@ -338,7 +338,7 @@ def _qc_and_split(
     freqs["class"] = "excluded"
     freqs["reason"] = qc_reason
     freqs.loc[labelled.index, "class"] = labelled["class"]
-    split_reason = labelled["reason"].where(labelled["class"] != "excluded", "")
+    split_reason = labelled["reason"].where(labelled["class"] == "excluded", "")
     freqs.loc[labelled.index, "reason"] = [
         f"{r} (not a rare-dosage or common variant)" if r else "" for r in split_reason
     ]

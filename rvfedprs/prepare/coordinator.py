@@ -158,7 +158,9 @@ def _explain_split(variants: pd.DataFrame) -> pd.DataFrame:
     allele (monomorphic) or too few; such a variant reaches the exclusion log with the global
     count that decided it (never with an empty reason).
     """
-    blank = (variants["class"] == "excluded") & (variants["reason"].fillna("") == "")
+    # QC-passing variants the split left out; the split names the cause, this adds its value
+    passed = variants["qc_pass"] if "qc_pass" in variants else variants["reason"].fillna("") == ""
+    blank = (variants["class"] == "excluded") & passed.astype(bool)
     if not blank.any():
         return variants
     out = variants.copy()
