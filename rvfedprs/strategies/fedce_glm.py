@@ -246,7 +246,12 @@ class FedCEGLM(FedCE):
 
     # --- the fitted models -------------------------------------------------------------------
     def parameters_for(self, client_id):
-        """The site's cluster model as two-pathway parameters with the same logit."""
+        """The site's cluster model as two-pathway parameters with the same logit.
+
+        Before the first Newton step, the network the run started from (the floor).
+        """
+        if self.search.iterations == 0:
+            return copy_parameters(self.template)
         rare = self.rare[self.cluster_of(client_id)]
         if self.burden is not None:
             rare = self.burden.matrix @ rare

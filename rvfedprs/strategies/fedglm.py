@@ -194,7 +194,14 @@ class FedGLM(GlobalModelStrategy):
         )
 
     def parameters_for(self, client_id):
-        """The fitted GLM as network parameters, whoever asks."""
+        """The fitted GLM as network parameters, whoever asks.
+
+        Before the first Newton step, the network the run started from (the floor, when the
+        task fitted it): a validation choice (:class:`~rvfedprs.evaluation.selection.BestRound`)
+        sees the floor as its round-0 candidate, not the all-zero model.
+        """
+        if self.search.iterations == 0:
+            return copy_parameters(self.template)
         return self.network_parameters()
 
     def state_dict(self):
