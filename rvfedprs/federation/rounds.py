@@ -39,6 +39,7 @@ from rvfedprs.federation.checkpoints import (
     save_checkpoint,
 )
 from rvfedprs.federation.result import RunResult
+from rvfedprs.federation.screening import UpdateScreen
 from rvfedprs.federation.secagg.training import SecureAggregation
 from rvfedprs.federation.seeds import SEED_SCHEME, client_seed, initial_seed
 from rvfedprs.federation.task import Task, Transport
@@ -175,6 +176,9 @@ def negotiate(
     count = f"only {len(reports)} of {total} clients answered the setup"
     _enough("setup", count, len(reports), min_replies, failures)
     settings = {**task.run_settings(job, reports), "task": task.name}
+    declared = {c: task.declared_samples(r) for c, r in reports.items()}
+    if declared and all(v is not None for v in declared.values()):
+        settings["declared_samples"] = declared  # the only aggregation weights accepted later
     return settings, transport.subset(sorted(reports)), failures
 
 
@@ -325,12 +329,15 @@ def run_rounds(
     evaluate_round: RoundCallback | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     secure: SecureAggregation | None = None,
+    screen: UpdateScreen | None = None,
 ) -> list[Path]:
     """Rounds ``start + 1 .. rounds``: configure, send, collect, check, aggregate, checkpoint.
 
     ``secure`` (secure aggregation) replaces the plain fit and aggregation of every round by
     :meth:`~rvfedprs.federation.secagg.training.SecureAggregation.fit_round` and the strategy's
-    :meth:`~rvfedprs.strategies.base.Strategy.aggregate_sums`.
+    :meth:`~rvfedprs.strategies.base.Strategy.aggregate_sums`. ``screen`` refuses, in the
+    clear, replies whose sample count differs from the one declared at setup or whose update
+    norm is an outlier (:mod:`rvfedprs.federation.screening`); a refused site counts as lost.
 
     Returns
     -------
@@ -357,6 +364,9 @@ def run_rounds(
             results, failures = transport.fit(
                 server_round, instructions, seeds, settings, client_state
             )
+            if screen is not None:
+                results, refused = screen.screen(server_round, results, instructions)
+                failures = {**failures, **refused}
         else:
             results, failures, sums, notes = secure.fit_round(
                 strategy, transport, server_round, instructions, seeds, settings, client_state
@@ -394,6 +404,7 @@ def warm_start(
     settings: Mapping[str, Any],
     *,
     secure: SecureAggregation | None = None,
+    screen: UpdateScreen | None = None,
 ) -> dict[str, Any]:
     """Run the task's warm-start fit (:meth:`~Task.warm_start`) and return the settings with it.
 
@@ -424,8 +435,19 @@ def warm_start(
         min_replies=min(int(job.get("min_replies") or 0) or len(transport.client_ids),
                         len(transport.client_ids)),
         secure=secure,
+        screen=screen,
     )  # fmt: skip
     return task.with_warm_start(settings, strategy, history)
+
+
+def update_screen(job: Mapping[str, Any], settings: Mapping[str, Any]) -> UpdateScreen:
+    """The job's refusal rules: declared sample counts, ``train.update_norm_factor``."""
+    train = (job.get("config") or {}).get("train") or {}
+    factor = train.get("update_norm_factor", 10.0)
+    return UpdateScreen(
+        declared=dict(settings.get("declared_samples") or {}),
+        factor=None if factor is None else float(factor),
+    )
 
 
 def _progress(total: int, start: int, enabled: bool):
@@ -487,7 +509,8 @@ def serve(
     if secure is not None:
         for run in runs:
             secure.check(run.strategy)
-    settings = warm_start(task, transport, job, settings, secure=secure)
+    screen = update_screen(job, settings)
+    settings = warm_start(task, transport, job, settings, secure=secure, screen=screen)
     results = []
     for index, run in enumerate(runs):
         link = transport.pooled(task) if run.strategy.pooled else transport
@@ -538,6 +561,7 @@ def serve(
             evaluate_round=run.evaluate_round,
             on_round=after,
             secure=secure,
+            screen=screen,
         )  # fmt: skip
         if bar is not None:
             bar.close()

@@ -95,6 +95,14 @@ class Task(ABC):
     def setup_report(self, site: Any, payload: Mapping[str, Any], state: dict) -> dict:
         """The site's answer to ``setup``: what the server needs for :meth:`run_settings`."""
 
+    def declared_samples(self, report: Mapping[str, Any]) -> int | None:
+        """The training-sample count a setup report declares (``n``), or None.
+
+        Every later reply of the site must report this count (its aggregation weight).
+        """
+        value = report.get("n")
+        return None if value is None else int(value)
+
     def handle(self, request: Request, site: Any, state: dict) -> dict[str, Any]:
         """Answer ``request`` on ``site``; dispatches by :attr:`steps`.
 

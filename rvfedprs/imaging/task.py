@@ -156,6 +156,10 @@ class ImagingTask(Task):
         """The client's split sizes."""
         return {"n-train": len(site.train), "n-test": len(site.test)}
 
+    def declared_samples(self, report: Mapping[str, Any]) -> int | None:
+        """The training split's size (``n-train``)."""
+        return int(report["n-train"]) if "n-train" in report else None
+
     def fit(
         self,
         instruction: FitInstruction,
