@@ -30,6 +30,7 @@ COMMANDS = (
     "report",
     "study",
     "site",
+    "ancestry",
 )
 
 
