@@ -447,18 +447,22 @@ def test_keep_ambiguous_scores_a_t_and_c_g_rows_as_written(tmp_path):
 @needs_real
 @needs_plink2
 def test_cli_via_pgen_equals_direct_vcf_reading(tmp_path):
+    """The default (a cached .pgen copy), --via-pgen and --direct give the same sums."""
     sums = []
-    for extra in ([], ["--via-pgen"]):
-        out = tmp_path / f"prs{len(extra)}.tsv"
+    for extra in (["--direct"], [], ["--via-pgen"]):
+        out = tmp_path / f"prs{len(sums)}.tsv"
         rc = main(
             ["prepare", "score", "--genotypes", str(CINECA.with_suffix(".vcf.gz")),
-             "--scorefile", str(PGS / "PGS001229_22.txt"), "--out", str(out), *extra]
+             "--scorefile", str(PGS / "PGS001229_22.txt"), "--out", str(out),
+             "--pgen-cache", str(tmp_path / "cache"), *extra]
         )  # fmt: skip
         assert rc == 0
         sums.append(pd.read_csv(out, sep="\t")["SUM"].to_numpy())
+    assert len(list((tmp_path / "cache").glob("*.pgen"))) == 1  # made once, then reused
     # GT calls: the .pgen copy holds the same genotypes, so the sums agree to the 10 digits
     # written (not bit for bit: the .pgen reader sums its variants in other blocks).
     np.testing.assert_allclose(sums[0], sums[1], rtol=1e-9, atol=0)
+    np.testing.assert_array_equal(sums[1], sums[2])
 
 
 @needs_real

@@ -71,6 +71,13 @@ def write_scores(path: Path, positions, *, build: str = "GRCh37") -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def pgen_cache(tmp_path, monkeypatch) -> Path:
+    """The .pgen copies of the VCFs (made by default) go under tmp_path, not ~/.cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg_cache"))
+    return tmp_path / "xdg_cache"
+
+
 @pytest.fixture
 def vcf(tmp_path) -> Path:
     return write_vcf(tmp_path / "geno.vcf")
@@ -204,4 +211,7 @@ def test_prepare_score_on_a_real_vcf_with_multiallelic_sites(kg21_vcf, tmp_path)
         "--genotypes", kg21_vcf, "--scorefile", weights, "--on-multiallelic", "error",
         "--out", refused,
     )  # fmt: skip
-    assert_refused(done, refused, r"multi-allelic record 21:9415721 rs569225703 T>A,C")
+    # read through its .pgen copy (the default): the message names the VCF, not the copy
+    assert_refused(
+        done, refused, rf"{kg21_vcf}: multi-allelic (record|variant) 21:9415721 rs569225703 T>A,C"
+    )

@@ -5,7 +5,9 @@ PRS SUM per sample (``sample_id, SUM, n_matched``; with several scores ``<name>_
 <name>_n_matched`` each) and the per-row match log beside it (``FILE.match.tsv``, one section per
 score); multi-allelic records skipped in the genotypes are listed in ``FILE.excluded.tsv``. Bad
 input (a scoring file without rows, a score nothing matches, a wrong build...) stops it with a
-one-line error (exit 2) before anything is written.
+one-line error (exit 2) before anything is written. A VCF/BCF is read through a ``.pgen`` copy
+made once by plink2 and kept in a cache (``--pgen-cache``; :mod:`rvfedprs.genotypes.convert`)
+when plink2 is installed, else directly with a note on stderr; ``--direct`` reads it directly.
 
 Further sub-commands live in their own modules ``rvfedprs/commands/prepare_<name>.py`` (each
 with ``HELP``, ``add_arguments(parser)``, ``run(args)``) listed in :data:`EXTRA_SUBCOMMANDS`;
@@ -16,7 +18,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from pathlib import Path
+
+from rvfedprs.genotypes.convert import DEFAULT_CACHE
 
 HELP = "prepare per-client inputs from genotypes (PRS scoring, rare dosages)"
 
@@ -118,11 +123,35 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         default="first",
         help="BGEN: which allele of each variant is REF (plink2's ref-first / ref-last)",
     )
-    parser.add_argument(
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument(
+        "--direct",
+        "--no-convert",
+        dest="convert",
+        action="store_const",
+        const="never",
+        default=argparse.SUPPRESS,  # "auto"; kept out of the help's "(default: ...)"
+        help="read a VCF directly (cyvcf2) instead of the default: with plink2 on the PATH, "
+        "each VCF/BCF is converted once to a .pgen copy kept in --pgen-cache for later runs "
+        "(several times faster; DS dosages then in plink2's 1/16384 steps, as plink2 --score "
+        "reads them); without plink2 it is read directly, with a note on stderr. A BGEN is "
+        "read directly either way, which is faster than converting it",
+    )
+    how.add_argument(
         "--via-pgen",
-        action="store_true",
-        help="convert VCF/BGEN inputs to a temporary .pgen with plink2 first (faster; DS "
-        "dosages then at plink2's 1/16384 precision)",
+        dest="convert",
+        action="store_const",
+        const="always",
+        default=argparse.SUPPRESS,
+        help="convert VCF and BGEN inputs to .pgen copies (in --pgen-cache), and stop with an "
+        "error when plink2 is absent",
+    )
+    parser.add_argument(
+        "--pgen-cache",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help=f"where the .pgen copies go, one per input, named by the input's path, size and "
+        f"mtime and replaced when it changes (default: {DEFAULT_CACHE})",
     )
     parser.add_argument("--chunk-size", type=int, default=4096, help="variants read at a time")
 
@@ -131,16 +160,23 @@ def _run_score(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
     from rvfedprs.genotypes import open_genotypes
-    from rvfedprs.genotypes.convert import converted
+    from rvfedprs.genotypes.convert import converted, default_cache_dir, name_as_inputs
     from rvfedprs.genotypes.frequencies import read_frequency_file
     from rvfedprs.genotypes.readers import skipped_variants
     from rvfedprs.genotypes.scoring import score
     from rvfedprs.tsv import write_tsv
 
     freqs = read_frequency_file(args.frequencies) if args.frequencies else None
+    formats = _converted_formats(getattr(args, "convert", "auto"), args.genotypes)
     inputs = (
-        converted(args.genotypes, field=args.field, bgen_ref_allele=args.bgen_ref_allele)
-        if args.via_pgen
+        converted(
+            args.genotypes,
+            field=args.field,
+            bgen_ref_allele=args.bgen_ref_allele,
+            cache_dir=getattr(args, "pgen_cache", None) or default_cache_dir(),
+            formats=formats,
+        )
+        if formats
         else nullcontext(args.genotypes)
     )
     with inputs as paths:
@@ -150,6 +186,7 @@ def _run_score(args: argparse.Namespace) -> int:
             multiallelic=args.on_multiallelic,
             bgen_ref_allele=args.bgen_ref_allele,
         )
+        source = name_as_inputs(source, args.genotypes, paths)
         scores, log = score(
             source,
             args.scorefile,
@@ -177,3 +214,26 @@ def _run_score(args: argparse.Namespace) -> int:
     wrote = ", ".join(str(path) for _, path, _ in tables)
     print(f"scored {len(scores)} samples ({matched}; {counts}); wrote {wrote}")
     return 0
+
+
+def _converted_formats(convert: str, paths: list[str]) -> tuple[str, ...]:
+    """The formats to read through .pgen copies (``convert``: auto, always or never)."""
+    from rvfedprs.genotypes.convert import (
+        CONVERTED_BY_DEFAULT,
+        CONVERTIBLE_FORMATS,
+        plink2_available,
+    )
+    from rvfedprs.genotypes.formats import genotype_format
+
+    formats = {"auto": CONVERTED_BY_DEFAULT, "always": CONVERTIBLE_FORMATS}.get(convert, ())
+    slow = [p for p in paths if genotype_format(p, default="bfile") in formats]
+    if convert == "auto" and slow and not plink2_available():
+        print(
+            "rvfedprs prepare score: plink2 is not on the PATH, so "
+            f"{', '.join(slow)} {'is' if len(slow) == 1 else 'are'} read directly, without a .pgen "
+            "copy (several times slower on large files); install plink2 for the fast path, or "
+            "pass --direct to choose this one",
+            file=sys.stderr,
+        )
+        return ()
+    return formats if slow else ()
