@@ -137,7 +137,8 @@ def counts_rows(fmt: str, path: str, chunk_size: int, tmp: Path) -> list[dict]:
 def score_rows(fmt: str, path: str, scorefile: Path, chunk_size: int, tmp: Path) -> list[dict]:
     ours = tmp / f"ours_{fmt}.tsv"
     rows = []
-    variants = [[], ["--via-pgen"]] if fmt in ("vcf", "bgen") else [[]]
+    # the direct reader, and the copy converted once (the default for a VCF since issue 31)
+    variants = [["--direct"], ["--via-pgen"]] if fmt in ("vcf", "bgen") else [[]]
     for extra in variants:
         cmd = [sys.executable, __file__, "--worker", "score", our_path(fmt, path),
                str(chunk_size), "--scorefile", str(scorefile), "--out", str(ours),
