@@ -62,6 +62,10 @@ def _config(name: str, data: Path, **sections) -> dict:
         overrides={
             "train": {"strategy": name, "rounds": ROUNDS, "seed": SEED, "data": str(data)},
             "fedce": {"n_clusters": 2},
+            # no floor fit before training: on a deployment every exchange starts a ClientApp
+            # (~15 s on a loaded 2-core host); the GLM's Newton rounds over Flower are tested by
+            # test_fedglm_on_flower_sim_equals_pooled_sklearn
+            "model": {"start_from_floor": False},
             **sections,
         },
     )

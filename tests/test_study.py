@@ -123,12 +123,15 @@ def test_no_coordinator_file_holds_an_individual_record(runs):
     assert summary["left_out"] == {} and len(summary["sites"]) == 4
 
 
-def _study_config(runs: Path, sites_dir: Path, out: Path, **study) -> tuple[dict, Path]:
+def _study_config(
+    runs: Path, sites_dir: Path, out: Path, model: dict | None = None, **study
+) -> tuple[dict, Path]:
     cohort = runs / "study" / "results" / "cohort"
     config = load_config(
         None,
         overrides={
             **{k: v for k, v in SMALL_COHORT.items() if k != "simulate"},
+            **({"model": model} if model else {}),
             "train": TRAIN,
             "fedce": {"n_clusters": 2},
             "evaluate": {"truth": None, "samples": None},
@@ -286,11 +289,14 @@ def test_deployment_over_tls_with_one_folder_per_node_equals_inprocess(runs, tmp
     sites = sorted(read_samplesheet(sheet))[:3]  # three SuperNodes
     table = pd.read_csv(sheet, sep="\t")
     table[table["site"].isin(sites)].to_csv(sheet, sep="\t", index=False)
-    reference, scores = _study_config(runs, tmp_path / "ref-sites", tmp_path / "ref")
+    # no floor fit: each deployment exchange starts a ClientApp (the floor's fit is tested
+    # in-process and on flower-sim)
+    floorless = {"start_from_floor": False}
+    reference, scores = _study_config(runs, tmp_path / "ref-sites", tmp_path / "ref", floorless)
     run_study_config(reference, scoring_file=scores, samplesheet=sheet)
 
     config, scores = _study_config(
-        runs, tmp_path / "sites", tmp_path / "deploy", engine="flower-deploy"
+        runs, tmp_path / "sites", tmp_path / "deploy", floorless, engine="flower-deploy"
     )
     from rvfedprs.study.run import write_site_config
     from rvfedprs.study.samplesheet import read_samplesheet as read
