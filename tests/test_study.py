@@ -36,7 +36,9 @@ from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 STRATEGIES = ["fedavg", "fedce"]
-TRAIN = {"rounds": 2, "seed": 3, "compare": STRATEGIES, "progress": False}
+# validation_fraction 0: the pooled workflow trains on every training sample, as a study does
+TRAIN = {"rounds": 2, "seed": 3, "compare": STRATEGIES, "progress": False,
+         "validation_fraction": 0}  # fmt: skip
 
 
 def _snakemake(directory: Path, config: dict) -> None:

@@ -174,6 +174,13 @@ def launch(
     return status
 
 
+def _finished(strategy, record) -> bool:
+    """Whether the strategy of ``record`` had finished (needed no more rounds) when saved."""
+    restored = copy.deepcopy(strategy)
+    restored.load_state_dict(record["strategy_state"])
+    return bool(restored.finished)
+
+
 def collect(
     out: Path,
     strategy,
@@ -190,13 +197,21 @@ def collect(
     """
     # Every round's checkpoint, except those pruned by a previous run this one resumed
     # (train.keep_checkpoints): their history entries keep what was recorded then.
+    # A strategy that finished early (a converged FedGLM) stops before ``rounds``: its final
+    # checkpoint is the latest one written, and its record says so.
     checkpoints = [checkpoint_path(out, r) for r in range(1, rounds + 1)]
-    if not checkpoints[-1].is_file():
+    written = [p for p in checkpoints if p.is_file()]
+    if not written:
         raise FlowerRunError(
-            f"the Flower run completed but its final checkpoint is missing: {checkpoints[-1]}"
+            f"the Flower run completed but wrote no checkpoint: {checkpoints[-1]} is missing"
         )
-    checkpoints = [p for p in checkpoints if p.is_file()]
+    checkpoints = written
     final = load_checkpoint(checkpoints[-1])
+    if checkpoints[-1] != checkpoint_path(out, rounds) and not _finished(strategy, final):
+        raise FlowerRunError(
+            f"the Flower run completed but its final checkpoint is missing: "
+            f"{checkpoint_path(out, rounds)} (the latest is {checkpoints[-1].name})"
+        )
     history = list(final.get("history", []))
     if evaluate_round is not None:
         by_round = {int(p.stem.split("_")[1]): p for p in checkpoints}
