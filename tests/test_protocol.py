@@ -26,6 +26,7 @@ from rvfedprs.protocol.analysis import (
     paired_deltas,
 )
 from rvfedprs.protocol.grids import (
+    GLMS,
     LOGISTIC,
     METHOD_AXES,
     SHARED_AXES,
@@ -62,7 +63,7 @@ def test_every_method_tries_the_same_optimiser_settings():
     shared = list(SHARED_AXES)
     first = None
     for method in METHOD_AXES:
-        if method == LOGISTIC:
+        if method == LOGISTIC or method in GLMS:
             continue
         points = [{k: c[k] for k in shared} for c in configurations(method, 6, random_seed=5)]
         first = first or points
@@ -82,6 +83,17 @@ def test_grids_are_balanced_and_prefix_consistent():
             assert counts.max() - counts.min() <= limit, (budget, axis)
     for method in METHOD_AXES:
         assert configurations(method, 4) == configurations(method, 6)[:4], method
+
+
+def test_glm_grids_are_penalties_coarse_to_fine_without_optimiser_settings():
+    assert configurations("fedglm", 3) == [{"fedglm.l2": 30.0}, {"fedglm.l2": 3000.0},
+                                           {"fedglm.l2": 300.0}]  # fmt: skip
+    configs = configurations("fedce_glm", 6, random_seed=5)
+    assert sorted(c["fedglm.l2"] for c in configs) == [0.3, 3.0, 30.0, 300.0, 3000.0, 30000.0]
+    assert sorted(c["fedce.n_clusters"] for c in configs) == [2, 2, 3, 3, 4, 4]
+    assert all(set(c) == {"fedglm.l2", "fedce.n_clusters"} for c in configs)
+    with pytest.raises(ConfigError, match=r"exceeds the 6 values of λ"):
+        configurations("fedglm", 7)
 
 
 def test_clustered_fl_thresholds_keep_eps2_above_eps1():

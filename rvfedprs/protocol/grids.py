@@ -36,7 +36,16 @@ The grids, with the reasons for their ranges:
   to 0.02–0.2 within a few rounds while the largest client update is 2–5 times larger, so these
   settings can split (the defaults ε1 0.4, ε2 1.6 never do: issue #17);
   Ditto λ 0.01–1 (Li et al.); FedCE top_k 100–3000 and M ∈ {2, 3, 4, auto}; the centralised
-  network's weight decay 0–0.01; the logistic regression's C over 1e-3–10 (log grid).
+  network's weight decay 0–0.01; the logistic regression's C over 1e-3–10 (log grid);
+- the exact federated GLMs (``fedglm``, ``fedce_glm``): no shared axes (Newton has no learning
+  rate, batch or epochs), their B configurations are B values of the penalty λ (``fedglm.l2``,
+  added to the *summed* log-loss of ~6,000 training samples) over 0.3–30,000 on a decade grid,
+  coarse to fine like C (30, 3000, 300, 3, 30000, 0.3); FedCE-GLM's number of clusters
+  M ∈ {2, 3, 4} is spread over them (no "auto": the joint Newton system grows with M and is
+  bounded by ``fedglm.max_features``). Why so wide: on the sign_conflict tuning cohort's
+  validation split, FedCE-GLM on 1-Mb window burdens peaked at λ ≈ 300 (validation AUC 0.572
+  against 0.569 at λ 1–30 and 0.564 at 30,000); λ ≤ 30, the range first planned, sits on its
+  flat, overfitting end.
 """
 
 from __future__ import annotations
@@ -85,7 +94,15 @@ METHOD_AXES: dict[str, dict[str, list[Any]]] = {
     "centralized": {"train.weight_decay": [0.0, 1e-4, 1e-3, 1e-2]},
     "fedce": {"fedce.top_k": [100, 300, 1000, 3000], "fedce.n_clusters": [2, 3, 4, "auto"]},
     LOGISTIC: {"logistic.C": [1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0]},
+    "fedglm": {"fedglm.l2": [0.3, 3.0, 30.0, 300.0, 3000.0, 30000.0]},
+    "fedce_glm": {
+        "fedglm.l2": [0.3, 3.0, 30.0, 300.0, 3000.0, 30000.0],
+        "fedce.n_clusters": [2, 3, 4],
+    },
 }
+
+#: Exact GLMs: no shared optimiser axes; λ coarse to fine (:data:`_L2_ORDER`).
+GLMS = ("fedglm", "fedce_glm")
 
 #: Methods run with another method's chosen configuration instead of a tuning of their own.
 TUNED_AS: dict[str, str] = {
@@ -98,6 +115,9 @@ TUNED_AS: dict[str, str] = {
 #: The order in which C values are tried: coarse to fine over the log grid (1, 1e-2, 1e-3, 10,
 #: 0.1, 3e-3, 3, 0.3, 3e-2), so that any budget spans the range.
 _LOGISTIC_ORDER = (6, 2, 0, 8, 4, 1, 7, 5, 3)
+
+#: The order in which GLM penalties λ are tried: 30, 3000, 300, 3, 30000, 0.3.
+_L2_ORDER = (2, 4, 3, 1, 5, 0)
 
 #: Knobs drawn as multiples of another: the configuration holds multiple × the other's value.
 _MULTIPLES = {"train.cfl_eps2": "train.cfl_eps1"}
@@ -192,6 +212,18 @@ def configurations(method: str, budget: int, *, random_seed: int = 0) -> list[di
         if budget > len(values):
             raise ConfigError(f"tuning budget {budget} exceeds the {len(values)} values of C")
         return [{"logistic.C": values[i]} for i in _LOGISTIC_ORDER[:budget]]
+    if method in GLMS:
+        values = METHOD_AXES[method]["fedglm.l2"]
+        if budget > len(values):
+            raise ConfigError(f"tuning budget {budget} exceeds the {len(values)} values of λ")
+        out = [{"fedglm.l2": values[i]} for i in _L2_ORDER[:budget]]
+        for key, values in METHOD_AXES[method].items():
+            if key == "fedglm.l2":
+                continue
+            rng = _stable_seed(random_seed, f"{method}:{key}")
+            for config, value in zip(out, _spread(values, budget, rng), strict=True):
+                config[key] = value
+        return out
     out = _shared_points(budget, random_seed)
     for key, values in METHOD_AXES[method].items():
         rng = _stable_seed(random_seed, f"{method}:{key}")

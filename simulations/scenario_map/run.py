@@ -73,11 +73,26 @@ TUNED = (
     "centralized",
     "logistic",
     "fedce",
+    "fedglm",
+    "fedce_glm",
 )
+#: Exact federated GLMs (issue 29): rare features are region burdens (the cohort's own
+#: ``regions/genes.tsv`` where it ships one, else fixed windows); they run until Newton converges
+#: (no early stopping: patience None).
+GLMS = ("fedglm", "fedce_glm")
 #: Run with FedCE's chosen configuration (one mechanism changed each).
 ABLATIONS = ("fedce_oracle", "fedce_random", "fedce_global_head", "fedce_carried")
 #: Eligible as "the best baseline" (federated; chosen per cohort on validation AUC).
-BASELINES = tuple(m for m in TUNED if m not in ("centralized", "logistic", "fedce"))
+BASELINES = tuple(
+    m for m in TUNED if m not in ("centralized", "logistic", "fedce", "fedglm", "fedce_glm")
+)
+#: "Federation's cost": the best federated method vs the best pooled one, each chosen per
+#: cohort on the selection score (validation AUC, or -log-loss with --select-on logloss).
+FEDERATED = (*BASELINES, "fedce", "fedglm", "fedce_glm")
+POOLED = ("centralized", "logistic")
+#: Global methods (one rare effect per variant or region for everybody) that per-cluster rare
+#: effects (fedce_glm) must beat where effects conflict between groups.
+GLOBAL = ("fedavg", "fedglm", "centralized", "logistic")
 FLOOR, ORACLE = "prs_only", "oracle"
 
 log = logging.getLogger("scenario_map")
@@ -102,6 +117,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "`simulate` branch until it is merged)")  # fmt: skip
     p.add_argument("--keep-genotypes", action="store_true",
                    help="keep each cohort's genotypes after its runs (≈60 MB each)")  # fmt: skip
+    p.add_argument("--select-on", choices=("auc", "logloss"), default="auc",
+                   help="validation score of early stopping, of the best round and of every "
+                        "choice: pooled AUC (default) or pooled log-loss (lower is better); "
+                        "give each its own --out")  # fmt: skip
+    p.add_argument("--glm-window-bp", type=int, default=1_000_000,
+                   help="fixed burden windows of the GLMs where a cohort ships no gene "
+                        "regions (1 Mb: ≤ 440 windows on the map's genome, so FedCE-GLM's joint "
+                        "system of ≤ 4 clusters stays under fedglm.max_features)")  # fmt: skip
+    p.add_argument("--analyse-only", action="store_true",
+                   help="rebuild summary/ from the finished cohorts; run nothing")  # fmt: skip
     p.add_argument("--label", default="", help="title of the summary (e.g. 'PILOT')")
     p.add_argument("--prepared", type=Path, metavar="DIR",
                    help="run one scenario on this simulated and prepared cohort (DIR/cohort: "
@@ -293,10 +318,77 @@ class Loaded:
         self.client_groups = true_client_clusters(samples.assign(cluster=samples[group_column]))
 
 
-def _base_config() -> dict[str, Any]:
+def _base_config(method: str | None = None, cohort: Cohort | None = None,
+                 window_bp: int = 1_000_000) -> dict[str, Any]:  # fmt: skip
+    """Every method's base configuration; the GLMs' adds their burden features.
+
+    A GLM's rare features are region burdens over ``cohort``'s variant set: the cohort's own
+    gene regions (``regions/genes.tsv``, shipped with the ``gene_burden`` cohorts: public
+    information, not the truth) where present, else fixed windows of ``window_bp``.
+    """
     from rvfedprs.config import validate_config
 
-    return validate_config({"train": {"progress": False, "keep_checkpoints": 1}})
+    config: dict[str, Any] = {"train": {"progress": False, "keep_checkpoints": 1}}
+    if method in GLMS and cohort is not None:
+        genes = cohort.sim / "regions" / "genes.tsv"
+        config["train"]["data"] = str(cohort.data)
+        config["fedglm"] = {"features": "burden"}
+        config["burden"] = {"regions": str(genes) if genes.is_file() else None,
+                            "window_bp": int(window_bp)}  # fmt: skip
+    return validate_config(config)
+
+
+def _patience(args, method: str) -> int | None:
+    """GLMs converge and stop on their own: no early stopping."""
+    return None if method in GLMS else args.patience
+
+
+def _data_key(args, loaded: Loaded) -> str:
+    """The data's identity in trial keys; log-loss selection keeps trials of its own."""
+    return loaded.data_key + ("" if args.select_on == "auc" else f"|select={args.select_on}")
+
+
+def use_selection(score: str) -> None:
+    """Make the protocol's choices on ``score`` ("auc" or "logloss"), in this process.
+
+    With "logloss" every validation score the protocol records (early stopping, best round,
+    tuning, the best baseline) is the *negative* pooled log-loss, so "higher is better" holds
+    throughout; records keep the field name ``validation_auc``. A stop-gap: the protocol
+    (rvfedprs/protocol/tuning.py) should take the score as an argument.
+    """
+    from rvfedprs.evaluation import predict_clients
+    from rvfedprs.protocol import tuning
+
+    if not _ORIGINAL:
+        _ORIGINAL.update(EarlyStopping=tuning.EarlyStopping, _pooled_auc=tuning._pooled_auc)
+    if score == "auc":
+        tuning.EarlyStopping = _ORIGINAL["EarlyStopping"]
+        tuning._pooled_auc = _ORIGINAL["_pooled_auc"]
+        return
+
+    class LogLossStopping(_ORIGINAL["EarlyStopping"]):
+        """Early stopping and the best round on -(pooled validation log-loss)."""
+
+        def _score(self, strategy) -> float:
+            predictions = predict_clients(strategy.parameters_for, self.validation, self._model)
+            return _negative_log_loss(predictions, self.validation)
+
+    tuning.EarlyStopping = LogLossStopping
+    tuning._pooled_auc = _negative_log_loss
+
+
+#: The protocol's own early stopping and validation score (filled on first use).
+_ORIGINAL: dict[str, Any] = {}
+
+
+def _negative_log_loss(predictions, data) -> float:
+    import numpy as np
+
+    clients = sorted(predictions)
+    y = np.concatenate([data[c].y for c in clients]).astype(float)
+    p = np.clip(np.concatenate([predictions[c] for c in clients]).astype(float), 1e-12,
+                1 - 1e-12)  # fmt: skip
+    return float(np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
 
 
 def _init_worker() -> None:
@@ -311,12 +403,14 @@ def tune_task(args, spec, scenario: str, method: str) -> dict[str, Any]:
     """Tune ``method`` on the scenario's tuning cohort; returns its chosen configuration."""
     from rvfedprs.protocol import tune
 
+    use_selection(args.select_on)
     cohort = cohort_of(args, spec, scenario, "tune", 0)
     loaded = Loaded(cohort, args.validation_fraction, args.seed, truth=False)
     tuned = tune(
         loaded.data, method, out=args.out / "work" / "tuning" / scenario,
-        base_config=_base_config(), data_key=loaded.data_key, max_rounds=args.max_rounds,
-        patience=args.patience, random_seed=loaded.train_seed, budget=args.budget,
+        base_config=_base_config(method, cohort, args.glm_window_bp),
+        data_key=_data_key(args, loaded), max_rounds=args.max_rounds,
+        patience=_patience(args, method), random_seed=loaded.train_seed, budget=args.budget,
         grid_seed=args.seed, refit=False,
     )  # fmt: skip
     return {"scenario": scenario, "method": method, "configuration": tuned.chosen.configuration,
@@ -330,6 +424,7 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
     from rvfedprs.protocol.outcomes import outcome_table, predictions_frame
     from rvfedprs.protocol.references import prs_only_scores
 
+    use_selection(args.select_on)
     cohort = cohort_of(args, spec, scenario, "c", index)
     build_cohort(cohort, spec, args.simulator_path)
     out = args.out / "work" / "runs" / scenario / cohort.name
@@ -359,8 +454,9 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
         else:
             options = {"candidates": [chosen[source]]}
         common = {
-            "out": out, "base_config": _base_config(), "data_key": loaded.data_key,
-            "max_rounds": args.max_rounds, "patience": args.patience,
+            "out": out, "base_config": _base_config(method, cohort, args.glm_window_bp),
+            "data_key": _data_key(args, loaded), "max_rounds": args.max_rounds,
+            "patience": _patience(args, method),
             "random_seed": loaded.train_seed,
             "groups": loaded.client_groups if method == "fedce_oracle" else None, **options,
         }  # fmt: skip
@@ -451,9 +547,17 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
     methods = set(outcomes["method"])
     best = best_baselines(validation, [m for m in BASELINES if m in methods])
     best.to_csv(summary / "best_baseline.tsv", sep="\t", index=False)
+    # federation's cost: per cohort, the best federated and the best pooled method (validation)
+    outcomes, picks = _best_of(outcomes, validation, methods)
+    picks.to_csv(summary / "best_methods.tsv", sep="\t", index=False)
+    methods = set(outcomes["method"])
     comparisons = [("fedce", "fedavg"), ("fedce", BEST_BASELINE), ("fedce", "centralized"),
                    ("fedce", "logistic")] + [(a, "fedce") for a in ABLATIONS] + \
-                  [("fedavg_masked", "fedavg"), ("fedavgm", "fedavg")]  # fmt: skip
+                  [("fedavg_masked", "fedavg"), ("fedavgm", "fedavg")] + \
+                  [("fedce_glm", r) for r in ("fedavg", "fedglm", "fedce", "centralized",
+                                              "logistic")] + \
+                  [("fedglm", "fedavg"), ("fedglm", "logistic"),
+                   ("best_federated", "best_pooled")]  # fmt: skip
     deltas = pd.concat(
         [paired_deltas(outcomes, m, r, best=best) for m, r in comparisons
          if m in methods and (r in methods or r == BEST_BASELINE)],
@@ -475,10 +579,39 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
         title = f"{args.label}: {title}"
     primary = deltas[(deltas["method"] == "fedce")
                      & deltas["reference"].isin(["fedavg", BEST_BASELINE])]  # fmt: skip
-    figure = forest_plot(primary, summary / "forest.png", scenarios=order, labels=labels,
-                         title=title)  # fmt: skip
-    paths = [figure, *write_markdown(summary, outcomes, deltas, best, scenarios, args)]
+    paths = []
+    if not primary.empty:
+        paths.append(forest_plot(primary, summary / "forest.png", scenarios=order,
+                                 labels=labels, title=title))  # fmt: skip
+    glm = deltas[(deltas["method"] == "fedce_glm")
+                 & deltas["reference"].isin(["fedavg", "fedglm", "logistic"])]  # fmt: skip
+    if not glm.empty:
+        title_glm = title.replace("RV-FedPRS (FedCE)", "FedCE-GLM (per-cluster rare effects)")
+        paths.append(forest_plot(glm, summary / "forest_glm.png", scenarios=order,
+                                 labels=labels, title=title_glm))  # fmt: skip
+    paths += write_markdown(summary, outcomes, deltas, best, scenarios, args, validation, picks)
     return paths
+
+
+def _best_of(outcomes: pd.DataFrame, validation: pd.DataFrame, methods: set[str]):
+    """Outcomes with two pseudo-methods added: per cohort, the best federated method
+    (``best_federated``, among :data:`FEDERATED`) and the best pooled one (``best_pooled``,
+    among :data:`POOLED`), each chosen on the validation score; and the picks."""
+    from rvfedprs.protocol.analysis import best_baselines
+
+    frames, picks = [outcomes], []
+    for name, pool in (("best_federated", FEDERATED), ("best_pooled", POOLED)):
+        candidates = [m for m in pool if m in methods]
+        if not candidates:
+            continue
+        chosen = best_baselines(validation, candidates)
+        picks.append(chosen.assign(role=name))
+        pick = chosen[["scenario", "cohort", "method"]].rename(columns={"method": "picked"})
+        rows = outcomes.merge(pick, on=["scenario", "cohort"])
+        rows = rows[rows["method"] == rows["picked"]]
+        frames.append(rows.drop(columns="picked").assign(method=name))
+    table = pd.concat(picks, ignore_index=True) if picks else pd.DataFrame()
+    return pd.concat(frames, ignore_index=True), table
 
 
 def _bootstrap_single_cohorts(args, deltas, validation, best, scenarios, comparisons):
@@ -523,17 +656,22 @@ def _fmt(mean: float, low: float, high: float) -> str:
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def write_markdown(summary, outcomes, deltas, best, scenarios, args) -> list[Path]:
-    """``summary.md``: the primary endpoint, per-cluster deltas, ablations, absolute AUCs."""
+def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=None,
+                   picks=None) -> list[Path]:  # fmt: skip
+    """``summary.md``: the primary endpoint, per-cluster deltas, ablations, the GLMs,
+    federation's cost, absolute AUCs and shares of the floor→oracle gap."""
     lines = [f"# Scenario map{' — ' + args.label if args.label else ''}", ""]
     n = outcomes.groupby("scenario")["cohort"].nunique()
     where = ("every inference cohort" if args.tune_per_cohort
              else "the cohort's own validation split" if args.prepared is not None
              else "one tuning cohort per scenario")  # fmt: skip
+    score = ("pooled validation AUC" if getattr(args, "select_on", "auc") == "auc"
+             else "pooled validation log-loss (lower is better)")  # fmt: skip
     lines += [f"Cohorts per scenario: {', '.join(f'{s} {n.get(s, 0)}' for s in scenarios)}. "
               f"Budget {args.budget} configurations per tuned method, ≤ {args.max_rounds} rounds, "
-              f"patience {args.patience}, validation fraction {args.validation_fraction}, "
-              f"tuned on {where}.", ""]  # fmt: skip
+              f"patience {args.patience} (the GLMs: none, they run to Newton convergence), "
+              f"validation fraction {args.validation_fraction}, tuned on {where}; early "
+              f"stopping, best round and every choice on the {score}.", ""]  # fmt: skip
     if args.prepared is not None:
         lines += [f"One prepared cohort (`{args.prepared}`), tuned and evaluated on one "
                   "train/validation/test split: every interval below is a paired bootstrap "
@@ -571,10 +709,34 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args) -> list[Pat
          "Positive: FedAvg's shrunken step on private columns costs accuracy."),
         ("fedavgm", "fedavg", "Ablation: FedAvgM − FedAvg", ""),
         *[(a, "fedce", f"Ablation: {a} − FedCE", "") for a in ABLATIONS],
+        ("fedce_glm", "fedavg", "FedCE-GLM (per-cluster rare burden effects) − tuned FedAvg", ""),
+        ("fedce_glm", "fedglm", "FedCE-GLM − FedGLM (one global burden GLM)",
+         "The same model class and features; only the per-cluster rare coefficients differ."),
+        ("fedce_glm", "fedce", "FedCE-GLM − FedCE", ""),
+        ("fedce_glm", "centralized", "FedCE-GLM − centralised network", ""),
+        ("fedce_glm", "logistic", "FedCE-GLM − L2 logistic regression (pooled dosages)", ""),
+        ("fedglm", "fedavg", "FedGLM − tuned FedAvg", ""),
+        ("fedglm", "logistic", "FedGLM (federated burdens) − L2 logistic regression (pooled "
+         "dosages)", ""),
+        ("best_federated", "best_pooled", "Federation's cost: best federated − best pooled method",
+         "Per cohort, the federated method (" + ", ".join(FEDERATED) + ") and the pooled one ("
+         + ", ".join(POOLED) + ") with the best validation score; which ones in "
+         "best_methods.tsv and below. Negative: what federation costs."),
     ]:  # fmt: skip
         part = pooled[(pooled["method"] == method) & (pooled["reference"] == reference)]
         if not part.empty:
             table(part, title, note)
+
+    if picks is not None and not picks.empty:
+        lines += ["Picked per cohort (role: method × cohorts): " + "; ".join(
+            f"{s} — " + ", ".join(
+                f"{role.replace('_', ' ')}: " + ", ".join(
+                    f"{m}×{k}" for m, k in part["method"].value_counts().items())
+                for role, part in picks[picks["scenario"] == s].groupby("role"))
+            for s in scenarios if (picks["scenario"] == s).any()), ""]  # fmt: skip
+    lines += _verdict_lines(pooled, scenarios)
+    if validation is not None:
+        lines += _glm_rounds(validation, scenarios)
 
     lines += ["## Per cluster: FedCE − tuned FedAvg", "",
               "| scenario | cluster | Δ carrier AUC [95% CI] | Δ AUC [95% CI] |",
@@ -589,9 +751,24 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args) -> list[Pat
         lines.append(f"| {s} | {subset.split('=', 1)[1]} | {cells[0]} | {cells[1]} |")
     lines.append("")
 
+    per = deltas[(deltas["method"] == "fedce_glm") & (deltas["reference"] == "fedglm")
+                 & (deltas["subset"] != "pooled")]  # fmt: skip
+    if not per.empty:
+        lines += ["## Per cluster: FedCE-GLM − FedGLM", "",
+                  "| scenario | cluster | Δ carrier AUC [95% CI] | Δ AUC [95% CI] |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for (s, subset), part in per.groupby(["scenario", "subset"], sort=False):
+            cells = []
+            for metric in ("carrier_auc", "auc"):
+                r = part[part["metric"] == metric]
+                cells.append(_fmt(*r[["delta", "ci_low", "ci_high"]].iloc[0]) if len(r) else "–")
+            lines.append(f"| {s} | {subset.split('=', 1)[1]} | {cells[0]} | {cells[1]} |")
+        lines.append("")
+
     lines += ["## Absolute test AUCs, pooled (mean over cohorts ± 95% t half-width)", "",
-              "Share of the learnable signal: (AUC − PRS-only floor)/(oracle − floor), per "
-              "cohort, then averaged.", "",
+              "Share of the learnable signal (the floor→oracle gap): (AUC − PRS-only floor)/"
+              "(oracle − floor), per cohort, then averaged (± 95% t half-width). "
+              "best_federated / best_pooled: per cohort the method chosen on validation.", "",
               "| scenario | method | carrier AUC | AUC | share of the learnable signal "
               "(carrier AUC / AUC) |", "|---|---|---|---|---|"]  # fmt: skip
     pooled_outcomes = outcomes[outcomes["subset"] == "pooled"]
@@ -615,6 +792,66 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args) -> list[Pat
     return [path]
 
 
+def _verdict_lines(pooled: pd.DataFrame, scenarios) -> list[str]:
+    """Per scenario: does FedCE-GLM beat every global method with an interval excluding 0?"""
+    rows = pooled[(pooled["method"] == "fedce_glm") & pooled["reference"].isin(GLOBAL)]
+    if rows.empty:
+        return []
+    lines = ["## Per-cluster rare effects vs every global method", "",
+             "FedCE-GLM minus each global method (" + ", ".join(GLOBAL) + "), pooled over "
+             "clusters; 'beats all' when every interval lies above 0 (sign_conflict is where "
+             "it should).", "",
+             "| scenario | metric | " + " | ".join(f"− {r}" for r in GLOBAL)
+             + " | beats all |", "|---|---|" + "---|" * (len(GLOBAL) + 1)]  # fmt: skip
+    for s in scenarios:
+        for metric in ("carrier_auc", "auc"):
+            part = rows[(rows["scenario"] == s) & (rows["metric"] == metric)]
+            if part.empty:
+                continue
+            cells, wins = [], []
+            for reference in GLOBAL:
+                r = part[part["reference"] == reference]
+                if r.empty:
+                    cells.append("–")
+                    continue
+                r = r.iloc[0]
+                cells.append(_fmt(r.delta, r.ci_low, r.ci_high))
+                wins.append(bool(r.ci_low > 0))
+            verdict = ("yes" if wins and all(wins) and len(wins) == len(GLOBAL)
+                       else "no" if wins else "–")  # fmt: skip
+            if wins and len(wins) < len(GLOBAL) and all(wins):
+                verdict = f"yes against the {len(wins)} run"
+            lines.append(f"| {s} | {metric.replace('_', ' ')} | " + " | ".join(cells)
+                         + f" | {verdict} |")  # fmt: skip
+    return lines + [""]
+
+
+def _glm_rounds(validation: pd.DataFrame, scenarios) -> list[str]:
+    """How the GLMs' runs ended: Newton rounds run, and the round BestRound kept."""
+    rows = validation[validation["method"].isin(GLMS)]
+    if rows.empty or "rounds_run" not in rows:
+        return []
+    lines = ["## The GLMs' runs", "",
+             "Rounds run (the run stops when Newton converges; FedCE-GLM's round 1 is global, "
+             "round 2 clusters) and the round kept (BestRound: the best validation score, the "
+             "floor being round 0). 'kept the last' counts cohorts whose kept round is the "
+             "converged fit.", "",
+             "| scenario | method | rounds run (median, range) | round kept (median, range) "
+             "| kept the last |", "|---|---|---|---|---|"]  # fmt: skip
+    for s in scenarios:
+        for method in GLMS:
+            part = rows[(rows["scenario"] == s) & (rows["method"] == method)]
+            if part.empty:
+                continue
+            run, kept = part["rounds_run"].astype(float), part["best_round"].astype(float)
+            lines.append(
+                f"| {s} | {method} | {run.median():.0f} ({run.min():.0f}–{run.max():.0f}) | "
+                f"{kept.median():.0f} ({kept.min():.0f}–{kept.max():.0f}) | "
+                f"{int((kept == run).sum())}/{len(part)} |"
+            )
+    return lines + [""]
+
+
 # --- main -----------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the map; returns 0."""
@@ -633,6 +870,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit("--prepared runs one scenario (--scenarios NAME, its architecture) "
                              "on one cohort (--cohorts 1), tuned once on its validation split "
                              "(no --tune-per-cohort)")  # fmt: skip
+    if args.analyse_only:
+        for path in analyse(args, scenarios):
+            log.info("wrote %s", path)
+        return 0
     _write_provenance(args, spec, scenarios)
     t0 = time.time()
     with ProcessPoolExecutor(args.jobs, initializer=_init_worker) as pool:
