@@ -314,12 +314,33 @@ def _carry_linear(out: dict[str, np.ndarray], layers: Sequence[str], coef: np.nd
         bias[:2] = 0.0
 
 
+def _mirror(out: dict[str, np.ndarray], layer: str, head_offset: int, start: int) -> None:
+    """Units ``start..`` of ``layer`` (a pathway's last) in twin pairs the head reads as ±w.
+
+    Unit a and its twin b get the same incoming weights and bias, so they output the same
+    value; the head weighs them w_a (the template's) and −w_a, so together they add exactly 0.
+    Their gradients are not 0: the head weights both move by the same step, the twins' inputs
+    in opposite directions, and the pair separates from the first step (an odd unit out gets
+    head weight 0).
+    """
+    weight, bias, head = out[f"{layer}.weight"], out[f"{layer}.bias"], out["head.weight"]
+    units = weight.shape[0]
+    half = (units - start) // 2
+    a = np.arange(start, start + half)
+    b = a + half
+    weight[b], bias[b] = weight[a], bias[a]
+    head[0, head_offset + b] = -head[0, head_offset + a]
+    if (units - start) % 2:
+        head[0, head_offset + units - 1] = 0.0
+
+
 def linear_parameters(
     template: Mapping[str, np.ndarray],
     *,
     intercept: float,
     common_coef: Sequence[float],
     rare_coef: Sequence[float] | None = None,
+    trainable: bool = False,
 ) -> dict[str, np.ndarray]:
     """Parameters of a two-pathway model whose logit is a linear model (the floor, a GLM).
 
@@ -341,6 +362,11 @@ def linear_parameters(
     rare_coef : sequence of float, length n_rare, optional
         Coefficients of the rare dosages; None leaves the specialist as in ``template`` (its
         head weights 0).
+    trainable : bool
+        The starting point of training: every unit the linear model does not use (the
+        specialist when ``rare_coef`` is None, the backbone's units from 2 on) is kept in twin
+        pairs read by the head as (w, −w) (:func:`_mirror`), which cancel exactly but learn
+        from the first step — zero head weights would leave them without a gradient at first.
 
     Returns
     -------
@@ -363,8 +389,15 @@ def linear_parameters(
         )
     _carry_linear(out, common, common_coef)
     head = out["head.weight"]
+    template_head = np.array(head, copy=True)
     head[:] = 0.0
     width = out[f"{common[-1]}.weight"].shape[0]
+    if trainable:  # the template's random head weights, read back by the twin pairs
+        head[0, :width] = template_head[0, :width]
+        _mirror(out, common[-1], 0, 2)
+        if rare_coef is None:
+            head[0, width:] = template_head[0, width:]
+            _mirror(out, rare[-1], width, 0)
     head[0, 0], head[0, 1] = 1.0, -1.0
     if rare_coef is not None:
         rare_coef = np.asarray(rare_coef, dtype=np.float64)

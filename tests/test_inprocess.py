@@ -171,6 +171,7 @@ def test_fedavg_with_one_client_equals_local_training(federation):
         initial_parameters(federation.n_rare, MODEL, 3),
         intercept=float(floor.intercept_[0]),
         common_coef=floor.coef_.ravel(),
+        trainable=True,
     )
     set_parameters(model, start)
     for rnd in (1, 2):

@@ -58,9 +58,14 @@ def test_channels_own_updates_reveal_everything_secure_sums_only_the_cluster(aud
     rows = pd.DataFrame(json.loads((run / "channels.json").read_text())["rows"])
     update = rows[rows["channel"] == "update"]
     own = update[~update["secure_aggregation"]]
-    assert len(own) == 6 and (own["tpr"] == 1.0).all() and (own["fpr"] == 0.0).all()
+    # Nothing uncarried is ever flagged. Since the network starts from the floor (issue 29),
+    # its specialist's units start in twin pairs whose first-layer updates are small in the
+    # first rounds, and a few carried columns of this short run stay below the attack's 1e-5
+    # relative tolerance (TPR 0.85-1.0 here; it was exactly 1 from a random start).
+    assert len(own) == 6 and (own["tpr"] >= 0.8).all() and (own["fpr"] == 0.0).all()
+    assert own["tpr"].mean() >= 0.9
     secure = update[update["secure_aggregation"]]
-    assert (secure["n_summed"] > 1).all() and (secure["tpr"] == 1.0).all()
+    assert (secure["n_summed"] > 1).all() and (secure["tpr"] >= 0.8).all()
     assert (secure["fpr"] > 0).any()  # other cluster members' variants blur each client's set
     bloom = rows[rows["channel"] == "bloom"]
     assert len(bloom) == 12 and (bloom["hashing"] == "plain").all()

@@ -65,8 +65,10 @@ def test_selected_runs_train_without_validation_samples_and_are_tabulated(tiny_r
     for strategy in ("centralized", "fedavg", "fedce"):
         run = out / "runs" / "selected" / strategy / "seed0"
         metrics = json.loads((run / "metrics.json").read_text())
-        assert metrics["experiment"] == "selected" and metrics["best_round"] == 1
-        assert metrics["history"][0]["validation_auc"] == metrics["best_validation_auc"]
+        # one round: the round, or the floor the run started from (round 0, issue 29)
+        assert metrics["experiment"] == "selected" and metrics["best_round"] in (0, 1)
+        if metrics["best_round"] == 1:
+            assert metrics["history"][0]["validation_auc"] == metrics["best_validation_auc"]
         assert metrics["validation_fraction"] == 0.2
         # same test individuals as the main run, different (smaller) training data
         main = pd.read_parquet(out / "runs" / "main" / strategy / "seed0" / "predictions.parquet")
@@ -75,7 +77,7 @@ def test_selected_runs_train_without_validation_samples_and_are_tabulated(tiny_r
         assert 0 < metrics["n_validation"] < 0.3 * 4 * 80
     table = pd.read_csv(out / "report" / "table2_selected_round.csv")
     assert set(table["strategy"]) == {"centralized", "fedavg", "fedce"}
-    assert (table["best_round_mean"] == 1).all()
+    assert table["best_round_mean"].between(0, 1).all()
     assert "stratified 20%" in (out / "report" / "table2_selected_round.md").read_text()
     head = json.loads((out / "report" / "headline.json").read_text())
     assert head["selected"]["n_seeds"] == 1

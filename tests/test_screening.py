@@ -67,6 +67,7 @@ def test_a_scaled_update_is_refused_and_named(federation):
     for entry in result.history:
         assert list(entry["failed"]) == [BAD]
         assert "x the round's median" in entry["failed"][BAD]
+        assert "train.update_norm_factor = 100" in entry["failed"][BAD]
     honest = _run(federation)
     assert all("failed" not in e for e in honest.history)
     w = result.strategy.parameters_for("client00")

@@ -443,7 +443,7 @@ def warm_start(
 def update_screen(job: Mapping[str, Any], settings: Mapping[str, Any]) -> UpdateScreen:
     """The job's refusal rules: declared sample counts, ``train.update_norm_factor``."""
     train = (job.get("config") or {}).get("train") or {}
-    factor = train.get("update_norm_factor", 10.0)
+    factor = train.get("update_norm_factor", 100.0)
     return UpdateScreen(
         declared=dict(settings.get("declared_samples") or {}),
         factor=None if factor is None else float(factor),

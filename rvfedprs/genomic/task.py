@@ -419,7 +419,9 @@ class GenomicTask(Task):
         if floor is None:
             return parameters
         coef = np.asarray(floor["coef"], dtype=np.float64)
-        return linear_parameters(parameters, intercept=float(coef[0]), common_coef=coef[1:])
+        return linear_parameters(
+            parameters, intercept=float(coef[0]), common_coef=coef[1:], trainable=True
+        )
 
     def warm_start(self, settings: Mapping[str, Any], job: Mapping[str, Any]):
         """The floor (SPEC §4): an unpenalised federated GLM on PRS + covariates.
