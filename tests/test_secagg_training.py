@@ -506,7 +506,7 @@ def test_rvfedprs_train_runs_secure_fedce_and_refuses_ditto(fed, tmp_path, capsy
         yaml.safe_dump(
             {
                 # the floor's own secure fit is tested in test_fedglm; here both runs start alike
-            "model": {"common_hidden": [4], "rare_hidden": [8], "start_from_floor": False},
+                "model": {"common_hidden": [4], "rare_hidden": [8], "start_from_floor": False},
                 "train": {"data": str(fed.data_dir), "rounds": 2, "progress": False},
                 "fedce": {"n_clusters": 2},
                 "secagg": {"enabled": True},
