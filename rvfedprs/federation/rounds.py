@@ -432,12 +432,16 @@ def warm_start(
         start=0,
         history=history,
         client_state=state,
-        min_replies=min(int(job.get("min_replies") or 0) or len(transport.client_ids),
-                        len(transport.client_ids)),
+        min_replies=_min_replies(job, transport.client_ids),
         secure=secure,
         screen=screen,
-    )  # fmt: skip
+    )
     return task.with_warm_start(settings, strategy, history)
+
+
+def _min_replies(job: Mapping[str, Any], client_ids: Sequence[str]) -> int:
+    """The job's ``min_replies`` (default: every site), at most the sites there are."""
+    return min(int(job.get("min_replies") or 0) or len(client_ids), len(client_ids))
 
 
 def update_screen(job: Mapping[str, Any], settings: Mapping[str, Any]) -> UpdateScreen:
@@ -556,8 +560,7 @@ def serve(
             start=start,
             history=history,
             client_state=state,
-            min_replies=min(int(job.get("min_replies") or 0) or len(link.client_ids),
-                            len(link.client_ids)),
+            min_replies=_min_replies(job, link.client_ids),
             evaluate_round=run.evaluate_round,
             on_round=after,
             secure=secure,
