@@ -285,8 +285,11 @@ def parameter_groups(names: Iterable[str]) -> dict[str, list[str]]:
 
 def _layer_names(parameters: Mapping[str, np.ndarray], pathway: str) -> list[str]:
     """The linear layers of one pathway, input first (``rare.input``/``common.fc0``, ``fc1``…)."""
-    names = [n[: -len(".weight")] for n in parameters if n.startswith(f"{pathway}.")]
-    names = [n for n in names if n.endswith(("input", "fc0")) or ".fc" in n]
+    names = [
+        n.removesuffix(".weight")
+        for n in parameters
+        if n.startswith(f"{pathway}.") and n.endswith(".weight")
+    ]
     return sorted(
         names, key=lambda n: 0 if n.endswith(("input", "fc0")) else int(n.split("fc")[-1])
     )

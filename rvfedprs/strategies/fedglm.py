@@ -94,10 +94,22 @@ class FedGLM(GlobalModelStrategy):
 
     def _reset_search(self) -> None:
         self.search = NewtonSearch(self.tol)
-        self.iterations = 0
-        self.converged = False
-        self.last_step = 0.0
         self._noise = 0.0
+
+    @property
+    def iterations(self) -> int:
+        """Newton rounds taken."""
+        return self.search.iterations
+
+    @property
+    def converged(self) -> bool:
+        """Whether the last accepted step was below the tolerance."""
+        return self.search.converged
+
+    @property
+    def last_step(self) -> float:
+        """Largest entry of the last step."""
+        return self.search.last_step
 
     # --- rounds ----------------------------------------------------------------------------
     def initialize(self, global_parameters, client_ids):
@@ -176,8 +188,6 @@ class FedGLM(GlobalModelStrategy):
         self.coef = self.search.step(
             beta, n * self._mean_loss, gradient, hessian, penalty, noise=n * self._noise
         )
-        self.iterations = self.search.iterations
-        self.converged, self.last_step = self.search.converged, self.search.last_step
         return self._message(self.search.next_point)
 
     # --- the fitted model ------------------------------------------------------------------
@@ -210,8 +220,6 @@ class FedGLM(GlobalModelStrategy):
         state.update(
             template=copy_parameters(self.template),
             coef=self.coef.copy(),
-            iterations=self.iterations,
-            converged=self.converged,
             search=self.search.state_dict(),
         )
         return state
@@ -221,8 +229,6 @@ class FedGLM(GlobalModelStrategy):
         super().load_state_dict(state)
         self.template = copy_parameters(state["template"])
         self.coef = np.asarray(state["coef"], dtype=np.float64).copy()
-        self.iterations = int(state["iterations"])
-        self.converged = bool(state["converged"])
         self.search = NewtonSearch.from_state_dict(state["search"])
 
     def summary(self) -> dict[str, Any]:
