@@ -35,7 +35,7 @@ from rvfedprs.strategies.base import FitInstruction, FitResult
 from rvfedprs.strategies.ditto import personal_request, with_personal
 from rvfedprs.strategies.scaffold import client_correction
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
-from rvfedprs.training.glm import glm_influence, glm_reply
+from rvfedprs.training.glm import glm_reply
 
 __all__ = ["ClientContext", "fit_client", "glm_fit", "build_model", "influential_bloom_bits"]
 
@@ -193,13 +193,15 @@ def glm_fit(
 
     See :func:`~rvfedprs.training.glm.glm_reply`; ``metrics["loss"]`` is the mean log-loss at
     the coefficients sent. With ``bloom`` in the config (FedCE-GLM), the reply carries the Bloom
-    filter of the site's influential variants (:func:`~rvfedprs.training.glm.glm_influence`).
+    filter of the site's influential variants (their influence from the same pass).
     """
     config = instruction.config
-    parameters, loss = glm_reply(instruction.parameters, data, config["glm"])
+    want_bloom = config.get("bloom") is not None
+    parameters, loss, influence = glm_reply(
+        instruction.parameters, data, config["glm"], influence=want_bloom
+    )
     bits = None
-    if config.get("bloom") is not None:
-        influence = glm_influence(data, instruction.parameters, config["glm"])
+    if want_bloom:
         bits = influential_bloom_bits(influence, variant_keys, config, key=bloom_key)
     return FitResult(
         client_id=data.client_id,

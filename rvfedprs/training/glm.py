@@ -29,7 +29,6 @@ __all__ = [
     "glm_width",
     "logistic_sums",
     "glm_reply",
-    "glm_influence",
     "GLM_TENSORS",
 ]
 
@@ -117,8 +116,12 @@ def logistic_sums(
 
 
 def glm_reply(
-    parameters: Mapping[str, np.ndarray], data: ClientData, config: Mapping[str, Any]
-) -> tuple[dict[str, np.ndarray], float]:
+    parameters: Mapping[str, np.ndarray],
+    data: ClientData,
+    config: Mapping[str, Any],
+    *,
+    influence: bool = False,
+) -> tuple[dict[str, np.ndarray], float, np.ndarray | None]:
     """A site's answer to a GLM round: its sums per training sample, as an update.
 
     The reply holds ``glm.coef`` unchanged and ``glm.gradient`` / ``glm.hessian`` equal to what
@@ -136,11 +139,17 @@ def glm_reply(
         ``features`` (:data:`GLM_FEATURES`), ``hessian`` (bool) and, for ``burden``, the
         burden map (:meth:`~rvfedprs.burden.BurdenMap.to_config`).
 
+    influence : bool
+        Also return each rare variant's influence at the coefficients sent,
+        Σ_i |a_ij| · |p_i − y_i| (design §5 step 3, the GLM's counterpart of the network's
+        first-layer influence: 0 for a variant nobody at the site carries).
+
     Returns
     -------
     parameters : dict of str to float64 array
     loss : float
         The site's mean log-loss at the coefficients sent.
+    influence : array of float64, shape (n_rare,), or None
 
     Raises
     ------
@@ -168,21 +177,9 @@ def glm_reply(
     }
     if want_hessian:
         out["glm.hessian"] = np.asarray(parameters["glm.hessian"], np.float64) + hessian / n
-    return out, loss / n
-
-
-def glm_influence(data: ClientData, parameters: Mapping[str, np.ndarray], config) -> np.ndarray:
-    """Per rare variant, Σ_i |a_ij| · |p_i − y_i| at the coefficients sent (design §5 step 3).
-
-    The GLM's counterpart of the network's first-layer influence: a variant nobody at the site
-    carries has influence 0, a carried one weighs its carriers' residuals.
-    """
-    burden = config.get("burden")
-    if burden is not None:
-        from rvfedprs.burden import BurdenMap
-
-        burden = BurdenMap.matrix_from_config(burden)
-    x = glm_design(data, str(config["features"]), burden)
-    eta = np.asarray(x @ np.asarray(parameters["glm.coef"], np.float64)).reshape(-1)
-    residual = np.abs(0.5 * (1.0 + np.tanh(0.5 * eta)) - data.y)
-    return np.asarray(abs(data.rare).T @ residual, dtype=np.float64).reshape(-1)
+    weights = None
+    if influence:
+        eta = np.asarray(x @ coef, dtype=np.float64).reshape(-1)
+        residual = np.abs(0.5 * (1.0 + np.tanh(0.5 * eta)) - data.y)
+        weights = np.asarray(abs(data.rare).T @ residual, dtype=np.float64).reshape(-1)
+    return out, loss / n, weights
