@@ -47,6 +47,7 @@ from rvfedprs.evaluation.summaries import (
     tie_bound,
 )
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.training.glm import logistic_sums
 
 __all__ = [
     "ID_COLUMNS",
@@ -378,14 +379,15 @@ def _logistic(designs, *, max_iter: int = 100) -> tuple[np.ndarray, np.ndarray, 
     p = designs[0][0].shape[1]
 
     def loglik(beta):
-        return sum(float(np.sum(y * (X @ beta) - np.logaddexp(0.0, X @ beta))) for X, y in designs)
+        return -sum(logistic_sums(X, y, beta, hessian=False)[0] for X, y in designs)
 
     def derivatives(beta):
+        """Score (gradient of the log-likelihood) and information, summed over the blocks."""
         grad, hess = np.zeros(p), 1e-9 * np.eye(p)
         for X, y in designs:
-            mu = 1.0 / (1.0 + np.exp(-(X @ beta)))
-            grad += X.T @ (y - mu)
-            hess += (X * (mu * (1.0 - mu))[:, None]).T @ X
+            _, g, h = logistic_sums(X, y, beta)
+            grad -= g
+            hess += h
         return grad, hess
 
     beta = np.zeros(p)
