@@ -1,9 +1,11 @@
 """The exact federated GLM and the floor every network starts from (issue 29, SPEC §4 and §7).
 
 Oracle: scikit-learn's ``LogisticRegression`` (newton-cholesky, tight tolerance) on the pooled
-training data, with ``C = 1/l2`` (``C = inf`` unpenalised): the federated Newton fit must equal
-it to 1e-6 in the clear and under secure aggregation, and the network parameters it is served as
-must predict what scikit-learn predicts.
+training data, with ``C = 1/l2`` (``C = inf`` unpenalised) for ``penalize: all``; for the
+default ``penalize: rare`` (the floor's coefficients unpenalised), which scikit-learn cannot
+express, scipy's trust-region Newton on the pooled penalised log-loss written out here with
+numpy. The federated Newton fit must equal it to 1e-6 in the clear and under secure
+aggregation, and the network parameters it is served as must predict what the oracle predicts.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from scipy.optimize import minimize
+from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
@@ -58,6 +62,37 @@ def _sklearn(pooled, features: str, l2: float, burden=None) -> np.ndarray:
     model = LogisticRegression(C=c, solver="newton-cholesky", tol=1e-12, max_iter=1000)
     model.fit(x, pooled.y.astype(int))
     return np.concatenate([model.intercept_, model.coef_.ravel()])
+
+
+def _scipy_oracle(x, y: np.ndarray, penalty: np.ndarray) -> np.ndarray:
+    """argmin of Σ log(1 + e^{xβ}) − y·xβ + ½ Σ λ_j β_j² (x with its intercept column)."""
+    x = sp.csr_matrix(x)
+
+    def objective(beta):
+        z = x @ beta
+        return float(np.sum(np.logaddexp(0.0, z) - y * z) + 0.5 * np.sum(penalty * beta**2))
+
+    def gradient(beta):
+        return x.T @ (expit(x @ beta) - y) + penalty * beta
+
+    def hessian(beta):
+        p = expit(x @ beta)
+        return (x.T @ sp.diags(p * (1 - p)) @ x).toarray() + np.diag(penalty)
+
+    fit = minimize(objective, np.zeros(x.shape[1]), jac=gradient, hess=hessian,
+                   method="trust-exact", options={"gtol": 1e-9})  # fmt: skip
+    beta = fit.x
+    for _ in range(3):  # trust-exact may stop at float precision short of gtol: polish
+        beta = beta - np.linalg.solve(hessian(beta), gradient(beta))
+    assert np.abs(gradient(beta)).max() < 1e-9, fit.message
+    return beta
+
+
+def _rare_penalty(width: int, n_floor: int, l2: float) -> np.ndarray:
+    """λ on the rare columns only (the first ``n_floor`` — intercept, PRS, covariates — free)."""
+    penalty = np.full(width, l2)
+    penalty[:n_floor] = 0.0
+    return penalty
 
 
 def _train(data: Path, out: Path, **sections):
@@ -114,8 +149,8 @@ BURDEN = {"window_bp": 100, "max_maf": 0.05}
     ("features", "l2"), [("floor", 0.0), ("dosages", 1.0), ("dosages", 5.0), ("burden", 0.5)]
 )
 def test_fedglm_equals_pooled_sklearn(federation_dir, tmp_path, features, l2):
-    result = _train(federation_dir, tmp_path, fedglm={"features": features, "l2": l2},
-                    burden=BURDEN)  # fmt: skip
+    result = _train(federation_dir, tmp_path, burden=BURDEN,
+                    fedglm={"features": features, "l2": l2, "penalize": "all"})  # fmt: skip
     federation = load_federation(federation_dir)
     burden = burden_from_config(federation_dir, validate_config({"burden": BURDEN})["burden"])
     expected = _sklearn(pool_clients(federation.train), features, l2, burden.matrix)
@@ -135,11 +170,33 @@ def test_fedglm_under_secure_aggregation(federation_dir, tmp_path):
     result = _train(
         federation_dir, tmp_path, fedglm={"features": "dosages", "l2": 1.0}, secagg=SECAGG_EXACT
     )
-    expected = _sklearn(pool_clients(load_federation(federation_dir).train), "dosages", 1.0)
+    pooled = pool_clients(load_federation(federation_dir).train)
+    x = glm_design(pooled, "dosages")
+    expected = _scipy_oracle(x, pooled.y, _rare_penalty(x.shape[1], 2 + pooled.n_covariates, 1.0))
     assert result.strategy.converged
     np.testing.assert_allclose(result.strategy.coef, expected, rtol=0, atol=1e-6)
     # every round was a secure sum over all four sites
     assert all(len(e["secagg"]["model"]) == 4 for e in result.history)
+
+
+@pytest.mark.parametrize(("features", "l2"), [("dosages", 5.0), ("burden", 50.0)])
+def test_fedglm_leaves_the_floor_unpenalised_by_default(federation_dir, tmp_path, features, l2):
+    result = _train(federation_dir, tmp_path, fedglm={"features": features, "l2": l2},
+                    burden=BURDEN)  # fmt: skip
+    federation = load_federation(federation_dir)
+    burden = burden_from_config(federation_dir, validate_config({"burden": BURDEN})["burden"])
+    pooled = pool_clients(federation.train)
+    x = glm_design(pooled, features, burden.matrix if features == "burden" else None)
+    n_floor = 2 + pooled.n_covariates
+    expected = _scipy_oracle(x, pooled.y, _rare_penalty(x.shape[1], n_floor, l2))
+    assert result.strategy.penalize == "rare" and result.strategy.converged
+    np.testing.assert_allclose(result.strategy.coef, expected, rtol=0, atol=1e-6)
+    # as λ grows the fit tends to the floor (not to an intercept-only model, as under 'all')
+    big = _train(federation_dir, tmp_path / "big", fedglm={"features": features, "l2": 1e7},
+                 burden=BURDEN)  # fmt: skip
+    floor = _sklearn(pooled, "floor", 0.0)
+    np.testing.assert_allclose(big.strategy.coef[:n_floor], floor, atol=1e-3)
+    assert np.abs(big.strategy.coef[n_floor:]).max() < 1e-3
 
 
 def test_fedglm_refuses_too_many_features(federation_dir, tmp_path):
@@ -154,6 +211,8 @@ def test_fedglm_rejects_bad_options():
         get_strategy("fedglm", features="genes")
     with pytest.raises(ConfigError, match="features 'burden' needs a burden map"):
         get_strategy("fedglm", features="burden")
+    with pytest.raises(ConfigError, match="penalize 'prs' unknown"):
+        get_strategy("fedglm", penalize="prs")
 
 
 def test_linear_parameters_give_the_linear_logit():
@@ -220,8 +279,11 @@ def clustered(tmp_path_factory):
     return write_federation(root, n_clients=6, n_clusters=2, covariates=("age",), seed=4)
 
 
-def _joint_oracle(data_dir: Path, strategy, l2: float) -> np.ndarray:
-    """scikit-learn on the pooled joint design: common columns, then rare columns per cluster."""
+def _joint_oracle(data_dir: Path, strategy, l2: float, penalize: str) -> np.ndarray:
+    """The pooled joint design's fit: common columns, then rare columns per cluster.
+
+    scikit-learn for ``penalize: all``; scipy's Newton with the common part free for ``rare``.
+    """
     federation = load_federation(data_dir)
     labels = sorted(strategy.rare)
     blocks, ys = [], []
@@ -234,15 +296,22 @@ def _joint_oracle(data_dir: Path, strategy, l2: float) -> np.ndarray:
         mine = strategy.assignment[client]
         blocks.append(sp.hstack([x[:, 1:width], *[rare if m == mine else empty for m in labels]]))
         ys.append(data.y)
+    x, y = sp.vstack(blocks).tocsr(), np.concatenate(ys)
+    if penalize == "rare":
+        n_floor = 2 + federation.train[sorted(federation.train)[0]].n_covariates
+        ones = sp.csr_matrix(np.ones((x.shape[0], 1)))
+        return _scipy_oracle(sp.hstack([ones, x]), y, _rare_penalty(x.shape[1] + 1, n_floor, l2))
     model = LogisticRegression(C=1.0 / l2, solver="newton-cholesky", tol=1e-12, max_iter=1000)
-    model.fit(sp.vstack(blocks).tocsr(), np.concatenate(ys).astype(int))
+    model.fit(x, y.astype(int))
     return np.concatenate([model.intercept_, model.coef_.ravel()])
 
 
-@pytest.mark.parametrize("secagg", [False, True])
-def test_fedce_glm_equals_the_pooled_fit_with_per_cluster_rare_effects(clustered, tmp_path,
-                                                                       secagg):  # fmt: skip
-    sections = {"fedglm": {"features": "dosages", "l2": 1.0}, "fedce": {"n_clusters": 2}}
+@pytest.mark.parametrize(("secagg", "penalize"), [(False, "all"), (False, "rare"), (True, "rare")])
+def test_fedce_glm_equals_the_pooled_fit_with_per_cluster_rare_effects(
+    clustered, tmp_path, secagg, penalize
+):
+    sections = {"fedglm": {"features": "dosages", "l2": 1.0, "penalize": penalize},
+                "fedce": {"n_clusters": 2}}  # fmt: skip
     if secagg:
         sections["secagg"] = SECAGG_EXACT
     config = validate_config(
@@ -263,7 +332,8 @@ def test_fedce_glm_equals_the_pooled_fit_with_per_cluster_rare_effects(clustered
     assert strategy.converged and len(result.history) < 20
     assert result.metrics["ari"] == pytest.approx(1.0)  # the true clusters, from the filters
     got = np.concatenate([strategy.common, *[strategy.rare[m] for m in sorted(strategy.rare)]])
-    np.testing.assert_allclose(got, _joint_oracle(clustered["data"], strategy, 1.0), atol=1e-6)
+    np.testing.assert_allclose(got, _joint_oracle(clustered["data"], strategy, 1.0, penalize),
+                               atol=1e-6)  # fmt: skip
     if secagg:  # one secure sum per cluster, never a single site's statistics
         assert all(len(members) >= 3 for e in result.history for members in e["secagg"].values())
     # the served network is each site's cluster model

@@ -193,6 +193,17 @@ def test_genes_do_not_overlap_and_are_found_by_position(tmp_path):
                    gene_length=60_000)  # fmt: skip
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_genes_are_spread_evenly_over_chromosomes(seed):
+    # gene_burden's seed 2 once put 5 of 20 genes on one chromosome, more than its rare loci hold
+    genes = draw_genes(np.random.default_rng(seed), list(range(1, 23)), region_start=1,
+                       region_length=1_000_000, n_genes=20, gene_length=20_000)  # fmt: skip
+    assert genes["chrom"].value_counts().max() == 1
+    genes = draw_genes(np.random.default_rng(seed), [1, 2, 3], region_start=1,
+                       region_length=1_000_000, n_genes=8, gene_length=20_000)  # fmt: skip
+    assert sorted(genes["chrom"].value_counts().tolist()) == [2, 3, 3]
+
+
 KNOBS = dict(
     model="balding_nichols",
     n_clients=6,

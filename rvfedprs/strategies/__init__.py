@@ -119,6 +119,10 @@ def get_strategy(name: str, **config: Any) -> Strategy:
         raise ConfigError(f"strategy {name!r}: {exc}") from None
 
 
+#: The ``fedglm`` section's keys FedGLM and FedCE-GLM take.
+_GLM_OPTIONS = ("features", "l2", "penalize", "tol", "max_features")
+
+
 def strategy_from_config(
     name: str,
     config: Mapping[str, Any],
@@ -223,7 +227,7 @@ def strategy_from_config(
         options = {"lam": section["ditto_lambda"]}
     elif name == "fedglm":
         glm = config.get("fedglm") or validate_section("fedglm")
-        options = {key: glm[key] for key in ("features", "l2", "tol", "max_features")}
+        options = {key: glm[key] for key in _GLM_OPTIONS}
         if glm["features"] == "burden":
             options["burden"] = burden_of(config)
     elif name == "fedce_glm":
@@ -234,7 +238,7 @@ def strategy_from_config(
                 "burden or dosages, not floor"
             )
         options = {key: fedce[key] for key in _FEDCE_OPTIONS if key != "head_aggregation"}
-        options.update({key: glm[key] for key in ("features", "l2", "tol", "max_features")})
+        options.update({key: glm[key] for key in _GLM_OPTIONS})
         if glm["features"] == "burden":
             options["burden"] = burden_of(config)
     strategy = get_strategy(name, **options)

@@ -35,7 +35,7 @@ from rvfedprs.model import linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters, weighted_average
 from rvfedprs.strategies.base import FitInstruction, FitResult, _sorted_results
 from rvfedprs.strategies.fedce import FedCE
-from rvfedprs.strategies.fedglm import NewtonSearch, glm_dimensions
+from rvfedprs.strategies.fedglm import PENALIZE, NewtonSearch, glm_dimensions, penalty_vector
 from rvfedprs.strategies.secure import SumGroup, normalised_weights
 from rvfedprs.training.glm import glm_width
 
@@ -49,8 +49,9 @@ class FedCEGLM(FedCE):
     ----------
     features : {"burden", "dosages"}
         The rare features (``burden`` needs ``burden``).
-    l2 : float
-        λ of the penalty λ/2‖β‖² on every coefficient but the intercept.
+    l2, penalize
+        As :class:`~rvfedprs.strategies.fedglm.FedGLM` (under ``rare``, the common part is
+        unpenalised and every cluster's rare coefficients are penalised).
     tol, max_features
         As :class:`~rvfedprs.strategies.fedglm.FedGLM` (``max_features`` bounds the joint
         system: common + clusters × rare).
@@ -68,6 +69,7 @@ class FedCEGLM(FedCE):
         *,
         features: str = "dosages",
         l2: float = 1.0,
+        penalize: str = "rare",
         tol: float = 1e-10,
         max_features: int = 2000,
         burden: Any = None,
@@ -82,10 +84,13 @@ class FedCEGLM(FedCE):
             raise ValueError("features 'burden' needs a burden map, and only it takes one")
         if not (np.isfinite(l2) and l2 >= 0):
             raise ValueError(f"l2 must be a finite number >= 0, got {l2}")
+        if penalize not in PENALIZE:
+            raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
         if int(cluster_round) < 2:
             raise ValueError(f"cluster_round must be >= 2, got {cluster_round}")
         self.features = features
         self.l2, self.tol, self.max_features = float(l2), float(tol), int(max_features)
+        self.penalize = penalize
         self.burden = burden
         self._burden_config = None if burden is None else burden.to_config()
         self.cluster_round = int(cluster_round)
@@ -233,8 +238,8 @@ class FedCEGLM(FedCE):
             hessian[r, :p_c] += h[p_c:, :p_c]
             hessian[r, r] += h[p_c:, p_c:]
         loss = sum(float(r.metrics["loss"]) * r.n_samples for r in ordered)
-        penalty = np.full(size, self.l2)
-        penalty[0] = 0.0
+        # the common part [1, PRS, covariates] leads the joint vector, as in a FedGLM's
+        penalty = penalty_vector(size, self.l2, self.penalize, p_c - 2)
         self.search.step(point, loss, gradient, hessian, penalty, noise=noise)
         nxt = self.search.next_point
         self.common = nxt[:p_c].copy()

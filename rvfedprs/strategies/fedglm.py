@@ -30,7 +30,21 @@ from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import FitResult, GlobalModelStrategy
 from rvfedprs.training.glm import GLM_FEATURES, glm_width
 
-__all__ = ["FedGLM", "NewtonSearch", "glm_dimensions"]
+__all__ = ["PENALIZE", "FedGLM", "NewtonSearch", "glm_dimensions", "penalty_vector"]
+
+#: What the L2 penalty applies to: ``rare`` — only the rare-variant features (the floor's
+#: intercept, PRS and covariates are fitted unpenalised, as in a burden test's null model);
+#: ``all`` — every coefficient but the intercept (scikit-learn's ``LogisticRegression``).
+PENALIZE = ("rare", "all")
+
+
+def penalty_vector(size: int, l2: float, penalize: str, n_covariates: int) -> np.ndarray:
+    """λ per coefficient of [1, PRS, covariates, rare features...] under ``penalize``."""
+    if penalize not in PENALIZE:
+        raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
+    penalty = np.full(size, float(l2))
+    penalty[: 1 if penalize == "all" else 2 + n_covariates] = 0.0
+    return penalty
 
 
 def glm_dimensions(template: Mapping[str, np.ndarray]) -> tuple[int, int]:
@@ -50,8 +64,12 @@ class FedGLM(GlobalModelStrategy):
         ``floor``: [PRS, covariates]; ``dosages``: and every rare-variant dosage column;
         ``burden``: and the region burdens of ``burden``.
     l2 : float
-        λ ≥ 0 of the penalty λ/2‖β‖² on every coefficient but the intercept, added to the
-        summed log-loss (scikit-learn's ``C = 1/λ``; 0 is unpenalised).
+        λ ≥ 0 of the penalty λ/2‖β‖², added to the summed log-loss (scikit-learn's
+        ``C = 1/λ``; 0 is unpenalised).
+    penalize : {"rare", "all"}
+        The coefficients the penalty applies to (:data:`PENALIZE`): ``rare`` leaves the
+        floor's (intercept, PRS, covariates) unpenalised, so a large λ shrinks the rare
+        features towards the floor rather than the PRS towards 0; ``all`` is scikit-learn's.
     tol : float
         Converged when max |Newton step| < tol.
     max_features : int
@@ -69,11 +87,14 @@ class FedGLM(GlobalModelStrategy):
         *,
         features: str = "dosages",
         l2: float = 1.0,
+        penalize: str = "rare",
         tol: float = 1e-10,
         max_features: int = 2000,
         burden: Any = None,
     ) -> None:
         super().__init__()
+        if penalize not in PENALIZE:
+            raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
         if (features == "burden") != (burden is not None):
             raise ValueError("features 'burden' needs a burden map, and only it takes one")
         if features not in GLM_FEATURES:
@@ -84,6 +105,7 @@ class FedGLM(GlobalModelStrategy):
             raise ValueError(f"tol must be > 0, got {tol}")
         self.features = features
         self.l2 = float(l2)
+        self.penalize = penalize
         self.tol = float(tol)
         self.max_features = int(max_features)
         self.burden = burden
@@ -183,8 +205,8 @@ class FedGLM(GlobalModelStrategy):
         n = self._n_total
         gradient = n * (np.asarray(average["glm.gradient"]) - sent["glm.gradient"])
         hessian = n * (np.asarray(average["glm.hessian"]) - sent["glm.hessian"])
-        penalty = np.full(beta.size, self.l2)
-        penalty[0] = 0.0  # the intercept is not penalised
+        n_covariates = glm_dimensions(self.template)[0]
+        penalty = penalty_vector(beta.size, self.l2, self.penalize, n_covariates)
         self.coef = self.search.step(
             beta, n * self._mean_loss, gradient, hessian, penalty, noise=n * self._noise
         )
