@@ -90,6 +90,6 @@ def test_too_many_refusals_stop_the_round_with_the_reasons(federation):
     assert sorted(kept) == ["a", "b"] and "c" in refused
     assert update_norm(results["c"], sent) == pytest.approx(9.0 * np.sqrt(3))
     with pytest.raises(FederationError, match=r"only|min_replies"):
-        from rvfedprs.federation.rounds import _enough
+        from rvfedprs.federation.rounds import require_replies
 
-        _enough("round 1", "round 1: 2 of 3 clients replied", 2, 3, refused)
+        require_replies("round 1", "round 1: 2 of 3 clients replied", 2, 3, refused)

@@ -10,12 +10,17 @@ same seed:
 - :func:`begin_run` — initialise a strategy with w^0 (``initial_seed(seed)``) or restore it,
   with the sites' persistent state, from the latest checkpoint;
 - :func:`run_rounds` — configure, send, collect, check ``min_replies``, aggregate
-  (:func:`finish_round`: the history entry and the checkpoint); with ``secagg.enabled`` in the
-  job's configuration a round goes through
+  (:func:`finish_round`: the history entry, the checkpoint, then the round's evaluation); with
+  ``secagg.enabled`` in the job's configuration a round goes through
   :meth:`~rvfedprs.federation.secagg.training.SecureAggregation.fit_round` and the strategy
   aggregates secure sums, never individual updates;
 - :func:`warm_start` — the task's fit before training (the genomic floor), through the same rounds;
 - :func:`serve` — one or more runs of a job (one strategy each) over one set of sites.
+
+Every exchange — the setup, a task's steps, a training round, a federated evaluation — follows
+one rule for lost sites: it goes on while at least ``min_replies`` sites answered
+(:func:`required_replies`), naming the others; below that it stops with a
+:class:`FederationError` naming them (:func:`require_replies`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ from rvfedprs.strategies.secure import GroupSum
 
 __all__ = [
     "FederationError",
+    "required_replies",
+    "require_replies",
     "RunSpec",
     "RunSetup",
     "negotiate",
@@ -128,10 +135,25 @@ class RunSetup:
         self.keep_checkpoints = keep_checkpoints or None
 
 
-def _enough(step: str, count: str, answered: int, min_replies: int, failures: Mapping) -> None:
+def required_replies(job: Mapping[str, Any], n_sites: int) -> int:
+    """The fewest sites an exchange needs: the job's ``min_replies`` (default: every site).
+
+    At most ``n_sites`` (the sites there are at that exchange).
+    """
+    return min(int(job.get("min_replies") or 0) or n_sites, n_sites)
+
+
+def require_replies(
+    step: str, count: str, answered: int, min_replies: int, failures: Mapping[str, str]
+) -> None:
     """Log who is left out of ``step``; raise when fewer than ``min_replies`` answered.
 
     ``count`` says how many answered, e.g. "round 3: 2 of 3 clients replied".
+
+    Raises
+    ------
+    FederationError
+        Naming every site that failed and why.
     """
     for who, why in sorted(failures.items()):
         log.warning("%s: %s left out: %s", step, who, why)
@@ -172,9 +194,8 @@ def negotiate(
     payload = {"task": task.name, **dict(job.get("task_settings") or {})}
     reports, failures = transport.open(payload)
     total = int(job.get("expected_clients") or len(reports) + len(failures))
-    min_replies = int(job.get("min_replies") or total)
     count = f"only {len(reports)} of {total} clients answered the setup"
-    _enough("setup", count, len(reports), min_replies, failures)
+    require_replies("setup", count, len(reports), required_replies(job, total), failures)
     settings = {**task.run_settings(job, reports), "task": task.name}
     declared = {c: task.declared_samples(r) for c, r in reports.items()}
     if declared and all(v is not None for v in declared.values()):
@@ -247,7 +268,11 @@ def finish_round(
     sums: Mapping[str, GroupSum] | None = None,
     notes: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Path | None]:
-    """Aggregate ``results``, append the round's entry to ``history``, write the checkpoint.
+    """Aggregate ``results``, append the round's entry to ``history``, checkpoint, evaluate.
+
+    The checkpoint is written before the evaluation, so a round whose evaluation fails (too
+    few sites answer it) leaves its trained model on disk; after the evaluation it is written
+    again with the evaluation in its history.
 
     Parameters
     ----------
@@ -262,8 +287,8 @@ def finish_round(
         Client id → reason, for clients whose reply was lost or rejected this round; recorded
         in the entry under ``failed`` (absent when every client replied).
     evaluate_round : callable, optional
-        Called with the strategy and the round after aggregation; its mapping is merged into
-        the entry.
+        Called with the strategy and the round after the checkpoint; its mapping is merged
+        into the entry.
     client_state : mapping, optional
         Client id → persistent state after this round, saved in the checkpoint
         (:func:`~rvfedprs.federation.checkpoints.encode_client_state`).
@@ -291,11 +316,24 @@ def finish_round(
     if failures:
         entry["failed"] = dict(sorted(failures.items()))
     entry.update(notes or {})
+    history.append(entry)
+    path = _save_round(strategy, setup, server_round, history, client_state)
     if evaluate_round is not None:
         entry.update(evaluate_round(strategy, server_round))
-    history.append(entry)
+        path = _save_round(strategy, setup, server_round, history, client_state)
+    return entry, path
+
+
+def _save_round(
+    strategy: Strategy,
+    setup: RunSetup,
+    server_round: int,
+    history: list[dict[str, Any]],
+    client_state: Mapping[str, Mapping[str, Any]] | None,
+) -> Path | None:
+    """Write (or overwrite) the round's checkpoint; prune old ones. None without ``setup.out``."""
     if setup.out is None:
-        return entry, None
+        return None
     record = {
         "round": server_round,
         "seed": setup.random_seed,
@@ -312,7 +350,7 @@ def finish_round(
     path = save_checkpoint(checkpoint_path(setup.out, server_round), record)
     if setup.keep_checkpoints is not None:
         prune_checkpoints(path.parent, setup.keep_checkpoints)
-    return entry, path
+    return path
 
 
 def run_rounds(
@@ -373,7 +411,7 @@ def run_rounds(
             )
         step = f"round {server_round}"
         count = f"{step}: {len(results)} of {len(client_ids)} clients replied"
-        _enough(step, count, len(results), min_replies, failures)
+        require_replies(step, count, len(results), min_replies, failures)
         entry, path = finish_round(
             strategy,
             setup,
@@ -432,16 +470,11 @@ def warm_start(
         start=0,
         history=history,
         client_state=state,
-        min_replies=_min_replies(job, transport.client_ids),
+        min_replies=required_replies(job, len(transport.client_ids)),
         secure=secure,
         screen=screen,
     )
     return task.with_warm_start(settings, strategy, history)
-
-
-def _min_replies(job: Mapping[str, Any], client_ids: Sequence[str]) -> int:
-    """The job's ``min_replies`` (default: every site), at most the sites there are."""
-    return min(int(job.get("min_replies") or 0) or len(client_ids), len(client_ids))
 
 
 def update_screen(job: Mapping[str, Any], settings: Mapping[str, Any]) -> UpdateScreen:
@@ -560,7 +593,7 @@ def serve(
             start=start,
             history=history,
             client_state=state,
-            min_replies=_min_replies(job, link.client_ids),
+            min_replies=required_replies(job, len(link.client_ids)),
             evaluate_round=run.evaluate_round,
             on_round=after,
             secure=secure,

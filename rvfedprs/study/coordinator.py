@@ -16,9 +16,15 @@ under the study's ``out`` folder::
     clients.tsv           per site: samples, cases, train/test sizes, carriers
     train/{strategy}/     metrics.json (design §11 keys), checkpoints, provenance.json
 
-A site that fails a step (missing or malformed files: the error names the site and the file) is
-named in ``study.json`` and left out when at least ``study.min_replies`` sites remain; otherwise
-the study stops with that error.
+Every exchange follows the federation's one rule for lost sites
+(:func:`~rvfedprs.federation.rounds.require_replies`): it goes on while at least ``min_replies``
+sites answer, otherwise the study stops naming the sites that did not and why. A site that fails
+a preparation step (missing or malformed files: the error names the site and the file) is named
+in ``study.json`` (``left_out``) and left out of the rest of the study. A site lost in a training
+round or in a federated evaluation is named in that round's record (``failed``,
+``evaluation_failed``) and in ``study.json`` (per run: ``failures``, ``evaluation_failures``);
+the pooled metrics are then over the sites that answered (``evaluated_sites``). Each round's
+checkpoint is written before its evaluation.
 """
 
 from __future__ import annotations
@@ -35,7 +41,13 @@ import pandas as pd
 from rvfedprs.cohort import exclusions
 from rvfedprs.evaluation.metrics import cluster_ari
 from rvfedprs.evaluation.summaries import pooled_metrics
-from rvfedprs.federation.rounds import FederationError, RunSpec, serve
+from rvfedprs.federation.rounds import (
+    FederationError,
+    RunSpec,
+    require_replies,
+    required_replies,
+    serve,
+)
 from rvfedprs.federation.secagg.protocol import SecAggParams
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Task, Transport
@@ -50,19 +62,15 @@ from rvfedprs.strategies.base import Strategy
 from rvfedprs.study.counts import check_secure_counts, sum_counts
 from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
 
-__all__ = ["run_study", "federated_evaluation", "counts_table"]
+__all__ = ["run_study", "federated_evaluation", "round_evaluation", "counts_table"]
 
 log = logging.getLogger(__name__)
 
 
-def _checked(step: str, replies: dict, failures: dict, total: int, min_replies: int) -> None:
-    for who, why in sorted(failures.items()):
-        log.warning("%s: site %s left out: %s", step, who, why)
-    if len(replies) < min_replies:
-        raise FederationError(
-            f"{step}: only {len(replies)} of {total} sites answered (min_replies={min_replies}); "
-            f"failures: {dict(sorted(failures.items())) or 'nodes missing'}"
-        )
+def _checked(step: str, replies: Mapping, failures: Mapping, total: int, min_replies: int) -> None:
+    """:func:`~rvfedprs.federation.rounds.require_replies` for a step answered by ``replies``."""
+    count = f"{step}: only {len(replies)} of {total} sites answered"
+    require_replies(step, count, len(replies), min_replies, failures)
 
 
 def counts_table(reply: Mapping[str, Any]) -> pd.DataFrame:
@@ -141,14 +149,36 @@ def federated_evaluation(
     settings: Mapping[str, Any],
     *,
     bins: int,
+    min_replies: int,
+    step: str = "evaluation",
 ) -> dict[str, Any]:
-    """Every site evaluates its own model; the pooled metrics from their summaries.
+    """Every site evaluates its own model; the pooled metrics from the summaries that came back.
+
+    Parameters
+    ----------
+    transport : Transport
+    strategy : Strategy
+    settings : mapping
+        The run settings.
+    bins : int
+        Histogram bins of the sites' score summaries.
+    min_replies : int
+        Fewest sites that must answer (:func:`~rvfedprs.federation.rounds.require_replies`).
+    step : str
+        Names the exchange in the log and the error ("round 3 evaluation").
 
     Returns
     -------
     dict
-        :func:`~rvfedprs.evaluation.summaries.pooled_metrics` keys plus ``clusters`` and
-        ``ari`` (NaN unless the strategy forms clusters and the sites know their true cluster).
+        :func:`~rvfedprs.evaluation.summaries.pooled_metrics` keys over the sites that
+        answered, ``evaluated_sites`` (those sites), ``evaluation_failed`` (site → why, only
+        when a site was lost), ``clusters`` and ``ari`` (NaN unless the strategy forms clusters
+        and the sites know their true cluster).
+
+    Raises
+    ------
+    FederationError
+        When fewer than ``min_replies`` sites answered (naming the others and why).
     """
     sites = transport.client_ids
     requests = {
@@ -159,16 +189,48 @@ def federated_evaluation(
         for c in sites
     }
     summaries, failures = transport.query(requests, settings)
-    if failures:
-        raise FederationError(f"evaluation failed at {dict(sorted(failures.items()))}")
+    count = f"{step}: only {len(summaries)} of {len(sites)} sites answered"
+    require_replies(step, count, len(summaries), min_replies, failures)
+    answered = sorted(summaries)
     metrics = pooled_metrics(summaries)
+    metrics["evaluated_sites"] = answered
+    if failures:
+        metrics["evaluation_failed"] = dict(sorted(failures.items()))
     found = strategy.clusters()
-    clusters = {c: found.get(c, 0) for c in sites}
-    metrics["clusters"] = clusters
-    truth = {c: summaries[c].get("true_cluster") for c in sites}
+    metrics["clusters"] = {c: found.get(c, 0) for c in sites}
+    truth = {c: summaries[c].get("true_cluster") for c in answered}
     scored = strategy.forms_clusters and all(v is not None for v in truth.values())
+    clusters = {c: metrics["clusters"][c] for c in answered}
     metrics["ari"] = cluster_ari(clusters, truth) if scored else float("nan")
     return metrics
+
+
+def round_evaluation(
+    transport: Transport, settings: Mapping[str, Any], *, bins: int, min_replies: int
+) -> Callable[[Strategy, int], dict[str, Any]]:
+    """The ``evaluate_round`` of a study's run: a federated evaluation after every round.
+
+    Its history keys: ``auc`` (pooled over the sites that answered) and, when a site was lost,
+    ``evaluation_failed`` (site → why) and ``evaluated_sites``.
+    """
+
+    def evaluate_round(strategy: Strategy, server_round: int) -> dict[str, Any]:
+        metrics = federated_evaluation(
+            transport,
+            strategy,
+            settings,
+            bins=bins,
+            min_replies=min_replies,
+            step=f"round {server_round} evaluation",
+        )
+        log.info("%s round %d: pooled AUC %.4f", strategy.name, server_round, metrics["auc"])
+        entry = {"auc": metrics["auc"]}
+        if "evaluation_failed" in metrics:
+            entry["evaluation_failed"] = metrics["evaluation_failed"]
+            entry["evaluated_sites"] = metrics["evaluated_sites"]
+        return entry
+
+    return evaluate_round
 
 
 def run_study(
@@ -204,7 +266,7 @@ def run_study(
 
     reports, failures = transport.open(base)
     total = int(job.get("expected_clients") or len(reports) + len(failures))
-    min_replies = int(job.get("min_replies") or total)
+    min_replies = required_replies(job, total)
     _checked("setup", reports, failures, total, min_replies)
     left_out = {str(k): v for k, v in failures.items()}
     transport = transport.subset(sorted(reports))
@@ -321,15 +383,12 @@ def run_study(
         moments = ask("moments", every({}))
         settings = {**task.run_settings(job, moments), **base}
 
-        def evaluate_round(s: Strategy, server_round: int, _settings=settings) -> dict:
-            auc = federated_evaluation(transport, s, _settings, bins=study["bins"])["auc"]
-            log.info("%s round %d: pooled AUC %.4f", s.name, server_round, auc)
-            return {"auc": auc}
-
         run = RunSpec(
             strategy,
             out=Path(spec["out"]),
-            evaluate_round=evaluate_round,
+            evaluate_round=round_evaluation(
+                transport, settings, bins=study["bins"], min_replies=min_replies
+            ),
             keep_checkpoints=config["train"]["keep_checkpoints"],
         )
         result = serve(
@@ -340,7 +399,14 @@ def run_study(
             settings,
             on_round=None if on_round is None else lambda _, e, i=index: on_round(i, e),
         )[0]
-        metrics = federated_evaluation(transport, strategy, settings, bins=study["bins"])
+        metrics = federated_evaluation(
+            transport,
+            strategy,
+            settings,
+            bins=study["bins"],
+            min_replies=min_replies,
+            step="final evaluation",
+        )
         record = {"strategy": name, "seed": int(job["seed"]), **metrics, "history": result.history}
         record.update(task.summary([result]))
         folder = Path(spec["out"])
@@ -353,9 +419,16 @@ def run_study(
             seed=int(job["seed"]),
             inputs=[study["scoring_file"]],
         )
+        lost = {
+            e["round"]: e["evaluation_failed"] for e in result.history if "evaluation_failed" in e
+        }
+        if "evaluation_failed" in metrics:
+            lost["final"] = metrics["evaluation_failed"]
         summary["runs"][name] = {
             "auc": record["auc"],
+            "evaluated_sites": metrics["evaluated_sites"],
             "failures": {e["round"]: e["failed"] for e in result.history if "failed" in e},
+            "evaluation_failures": lost,
         }
     (out / "study.json").write_text(json.dumps(jsonable(summary), indent=2) + "\n")
     return summary

@@ -30,7 +30,7 @@ from rvfedprs.study.samplesheet import SiteInputs, read_samplesheet
 from rvfedprs.study.site import StudySite
 from rvfedprs.study.task import StudyTask, site_locator
 
-__all__ = ["run_study_config", "write_site_config", "study_job"]
+__all__ = ["run_study_config", "write_site_config", "study_job", "study_min_replies"]
 
 
 def write_site_config(
@@ -54,6 +54,34 @@ def write_site_config(
     return path
 
 
+def study_min_replies(config: Mapping[str, Any], n_sites: int) -> int:
+    """The fewest sites every exchange of a study needs (default: every site).
+
+    ``study.min_replies`` or ``flower.min_replies``: a study honours whichever is given, on
+    every engine (the one rule of :func:`~rvfedprs.federation.rounds.require_replies`).
+
+    Raises
+    ------
+    ConfigError
+        When both are given and disagree, or the value is more than the sites there are.
+    """
+    given = {
+        "study.min_replies": (config.get("study") or {}).get("min_replies"),
+        "flower.min_replies": (config.get("flower") or {}).get("min_replies"),
+    }
+    given = {k: int(v) for k, v in given.items() if v is not None}
+    if len(set(given.values())) > 1:
+        raise ConfigError(
+            "study.min_replies and flower.min_replies disagree "
+            f"({given['study.min_replies']} and {given['flower.min_replies']}); "
+            "give one (a study honours either)"
+        )
+    for key, value in given.items():
+        if not 1 <= value <= n_sites:
+            raise ConfigError(f"{key} must be in [1, {n_sites}] (the number of sites), got {value}")
+    return next(iter(given.values()), n_sites)
+
+
 def study_job(
     config: Mapping[str, Any], *, out: Path, scoring_file: str | Path, seed: int, n_sites: int
 ) -> dict[str, Any]:
@@ -66,7 +94,7 @@ def study_job(
         "rounds": int(config["train"]["rounds"]),
         "resume": False,
         "expected_clients": n_sites,
-        "min_replies": study["min_replies"] or n_sites,
+        "min_replies": study_min_replies(config, n_sites),
         "runs": [
             {"strategy": name, "out": str(out / "train" / name)}
             for name in config["train"]["compare"]

@@ -1,0 +1,174 @@
+"""Sites lost at an exchange: one ``min_replies`` rule, the lost named, the checkpoint kept.
+
+A tiny federation (three sites) trains on the in-process engine with the study's federated
+evaluation after every round (:func:`rvfedprs.study.coordinator.round_evaluation`). A site whose
+evaluation fails (its step raises, as a node that never replies is recorded) is named in the
+round's record and the pooled metrics cover the others; with too few sites left the run stops
+naming it, and the round's checkpoint, written before its evaluation, is on disk and loads.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _federation_fixtures import write_federation  # noqa: E402
+
+from rvfedprs.config import load_config  # noqa: E402
+from rvfedprs.evaluation.summaries import site_summary  # noqa: E402
+from rvfedprs.exceptions import ConfigError, InputDataError  # noqa: E402
+from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # noqa: E402
+from rvfedprs.federation.inprocess import InProcessTransport  # noqa: E402
+from rvfedprs.federation.rounds import (  # noqa: E402
+    FederationError,
+    RunSetup,
+    RunSpec,
+    begin_run,
+    serve,
+)
+from rvfedprs.genomic.data import load_federation  # noqa: E402
+from rvfedprs.genomic.engine import genomic_settings  # noqa: E402
+from rvfedprs.genomic.task import GenomicTask, sites_of  # noqa: E402
+from rvfedprs.model import model_from_config, set_parameters  # noqa: E402
+from rvfedprs.strategies import strategy_from_config  # noqa: E402
+from rvfedprs.study.coordinator import federated_evaluation, round_evaluation  # noqa: E402
+from rvfedprs.study.run import study_job, study_min_replies  # noqa: E402
+from rvfedprs.training import LocalTrainingConfig, evaluate  # noqa: E402
+
+SEED = 5
+BINS = 50
+MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0}
+TRAINING = LocalTrainingConfig(epochs=1, lr=0.05, momentum=0.0, batch_size=32)
+LOST = "client01"
+
+
+class EvaluatingTask(GenomicTask):
+    """The genomic task with the study's ``evaluate`` step; sites in ``lost`` never answer it."""
+
+    steps = {**GenomicTask.steps, "evaluate": "step_evaluate"}
+
+    def __init__(self, federation, lost=()) -> None:
+        super().__init__()
+        self.federation = federation
+        self.lost = set(lost)
+
+    def step_evaluate(self, site, payload, state) -> dict:
+        data = self.federation.test[site.train.client_id]
+        if data.client_id in self.lost:
+            raise InputDataError(f"site {data.client_id}: node lost")
+        model = model_from_config(data.n_rare, payload["settings"]["model"], initialise=False)
+        set_parameters(model, payload["parameters"])
+        return site_summary(data.y, evaluate(model, data), bins=int(payload["bins"]))
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory):
+    paths = write_federation(
+        tmp_path_factory.mktemp("dropouts"),
+        n_clients=3,
+        n_clusters=1,
+        samples_per_client=80,
+        private_per_cluster=5,
+        n_shared=4,
+        causal_private=2,
+        causal_shared=1,
+    )
+    return load_federation(paths["data"])
+
+
+def _serve(federation, out, *, lost=(), min_replies=None, rounds=2, evaluate_round=None):
+    """Train fedavg; evaluate every round federatedly (unless ``evaluate_round`` is given)."""
+    task = EvaluatingTask(federation, lost)
+    transport = InProcessTransport(task, sites_of(federation))
+    settings = genomic_settings(federation, model_config=MODEL, training=TRAINING)
+    job = {"seed": SEED, "rounds": rounds, "resume": False, "min_replies": min_replies}
+    strategy = strategy_from_config("fedavg", load_config(None))
+    if evaluate_round is None:
+        needed = min_replies or len(transport.client_ids)
+        evaluate_round = round_evaluation(transport, settings, bins=BINS, min_replies=needed)
+    run = RunSpec(strategy, out=out, evaluate_round=evaluate_round)
+    return serve(task, transport, [run], job, settings)[0], strategy, transport, settings
+
+
+def test_a_round_whose_evaluation_fails_keeps_its_checkpoint(federation, tmp_path):
+    def evaluate_round(strategy, server_round):
+        if server_round == 2:
+            raise FederationError("round 2 evaluation: only 1 of 3 sites answered")
+        return {"auc": 0.5}
+
+    with pytest.raises(FederationError, match="round 2 evaluation"):
+        _serve(federation, tmp_path, evaluate_round=evaluate_round)
+    first = load_checkpoint(checkpoint_path(tmp_path, 1))
+    assert first["history"][0]["auc"] == 0.5  # rewritten once the round was evaluated
+    second = load_checkpoint(checkpoint_path(tmp_path, 2))
+    assert second["round"] == 2 and [e["round"] for e in second["history"]] == [1, 2]
+    assert "auc" not in second["history"][1]
+    # the round's trained model resumes: it equals round 2 of an uninterrupted run
+    _, trained, _, _ = _serve(federation, tmp_path / "uninterrupted", rounds=2,
+                              evaluate_round=lambda s, r: {})  # fmt: skip
+    restored = strategy_from_config("fedavg", load_config(None))
+    setup = RunSetup(federation.client_ids, random_seed=SEED, out=tmp_path)
+    start, history = begin_run(restored, setup, lambda: {}, resume=True)
+    assert start == 2 and len(history) == 2
+    for name, value in trained.parameters.items():
+        np.testing.assert_array_equal(restored.parameters[name], value)
+
+
+def test_a_site_lost_in_evaluation_is_named_and_the_rest_are_pooled(federation, tmp_path):
+    result, strategy, transport, settings = _serve(federation, tmp_path, lost=[LOST], min_replies=2)
+    kept = [c for c in federation.client_ids if c != LOST]
+    assert [e["round"] for e in result.history] == [1, 2]
+    for entry in result.history:
+        assert "failed" not in entry  # training had every site
+        assert list(entry["evaluation_failed"]) == [LOST]
+        assert "node lost" in entry["evaluation_failed"][LOST]
+        assert entry["evaluated_sites"] == kept
+    saved = load_checkpoint(checkpoint_path(tmp_path, 2))["history"]
+    assert saved[-1]["evaluation_failed"] == result.history[-1]["evaluation_failed"]
+
+    final = federated_evaluation(transport, strategy, settings, bins=BINS, min_replies=2)
+    assert final["evaluated_sites"] == kept and list(final["evaluation_failed"]) == [LOST]
+    assert sorted(final["client_auc"]) == kept
+    assert final["auc"] == result.history[-1]["auc"]
+    every = InProcessTransport(EvaluatingTask(federation), sites_of(federation))
+    remaining = federated_evaluation(
+        every.subset(kept), strategy, settings, bins=BINS, min_replies=2
+    )
+    assert final["auc"] == remaining["auc"]  # pooled over exactly the sites that answered
+    assert (
+        final["auc"]
+        != federated_evaluation(every, strategy, settings, bins=BINS, min_replies=3)["auc"]
+    )
+
+
+def test_too_few_sites_in_evaluation_stop_the_run_naming_them(federation, tmp_path):
+    with pytest.raises(
+        FederationError,
+        match=rf"round 1 evaluation: only 2 of 3 sites answered \(min_replies=3\).*{LOST}.*lost",
+    ):
+        _serve(federation, tmp_path, lost=[LOST], min_replies=3)
+    assert load_checkpoint(checkpoint_path(tmp_path, 1))["round"] == 1
+
+
+def _config(study=None, flower=None):
+    return load_config(None, overrides={"study": study or {}, "flower": flower or {}})
+
+
+def test_a_study_honours_either_min_replies_and_refuses_two_that_disagree(tmp_path):
+    assert study_min_replies(_config(), 5) == 5
+    assert study_min_replies(_config(study={"min_replies": 3}), 5) == 3
+    assert study_min_replies(_config(flower={"min_replies": 3}), 5) == 3
+    both = _config(study={"min_replies": 3}, flower={"min_replies": 3})
+    assert study_min_replies(both, 5) == 3
+    job = study_job(_config(flower={"min_replies": 4}), out=tmp_path, scoring_file="s.txt",
+                    seed=1, n_sites=5)  # fmt: skip
+    assert job["min_replies"] == 4
+    with pytest.raises(ConfigError, match=r"study.min_replies and flower.min_replies.*\(3 and 4\)"):
+        study_min_replies(_config(study={"min_replies": 3}, flower={"min_replies": 4}), 5)
+    with pytest.raises(ConfigError, match=r"study.min_replies must be in \[1, 5\].*got 6"):
+        study_min_replies(_config(study={"min_replies": 6}), 5)
