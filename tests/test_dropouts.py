@@ -9,15 +9,19 @@ naming it, and the round's checkpoint, written before its evaluation, is on disk
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
+from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.evaluation.summaries import site_summary  # noqa: E402
@@ -31,13 +35,15 @@ from rvfedprs.federation.rounds import (  # noqa: E402
     begin_run,
     serve,
 )
+from rvfedprs.federation.task import Transport  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
 from rvfedprs.genomic.engine import genomic_settings  # noqa: E402
 from rvfedprs.genomic.task import GenomicTask, sites_of  # noqa: E402
 from rvfedprs.model import model_from_config, set_parameters  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.study.coordinator import federated_evaluation, round_evaluation  # noqa: E402
-from rvfedprs.study.run import study_job, study_min_replies  # noqa: E402
+from rvfedprs.study.run import run_study_config, study_job, study_min_replies  # noqa: E402
+from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig, evaluate  # noqa: E402
 
 SEED = 5
@@ -45,6 +51,8 @@ BINS = 50
 MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0}
 TRAINING = LocalTrainingConfig(epochs=1, lr=0.05, momentum=0.0, batch_size=32)
 LOST = "client01"
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 
 
 class EvaluatingTask(GenomicTask):
@@ -172,3 +180,97 @@ def test_a_study_honours_either_min_replies_and_refuses_two_that_disagree(tmp_pa
         study_min_replies(_config(study={"min_replies": 3}, flower={"min_replies": 4}), 5)
     with pytest.raises(ConfigError, match=r"study.min_replies must be in \[1, 5\].*got 6"):
         study_min_replies(_config(study={"min_replies": 6}), 5)
+
+
+class LosingEvaluations(Transport):
+    """An engine's transport whose ``evaluate`` requests to ``lost`` go unanswered (a dead node).
+
+    Every other message is delivered by ``inner``, as it would be before the node died.
+    """
+
+    def __init__(self, inner: Transport, lost: str) -> None:
+        self.inner = inner
+        self.lost = lost
+
+    @property
+    def client_ids(self) -> list[str]:
+        return self.inner.client_ids
+
+    def open(self, payload):
+        return self.inner.open(payload)
+
+    def subset(self, client_ids):
+        return LosingEvaluations(self.inner.subset(client_ids), self.lost)
+
+    def query(self, requests, settings):
+        dropped = {c for c, r in requests.items() if c == self.lost and r.step == "evaluate"}
+        replies, failures = self.inner.query(
+            {c: r for c, r in requests.items() if c not in dropped}, settings
+        )
+        return replies, {**failures, **dict.fromkeys(dropped, "no reply within 180.0 s")}
+
+    def fit(self, server_round, instructions, seeds, settings, client_state):
+        return self.inner.fit(server_round, instructions, seeds, settings, client_state)
+
+
+@pytest.fixture(scope="module")
+def study_inputs(tmp_path_factory):
+    """A small simulated cohort split into one folder per site (no training)."""
+    root = tmp_path_factory.mktemp("study")
+    config = {**SMALL_COHORT, "study": {"enabled": True}}
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    targets = ["results/sites/samplesheet.tsv", "results/cohort/scores/PGS_sim.txt.gz"]
+    done = subprocess.run(
+        [*SNAKEMAKE, "--cores", "2", "--configfile", str(root / "config.yaml"),
+         "--directory", str(root), *targets],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root / "results"
+
+
+def _study(inputs: Path, out: Path, **study):
+    config = load_config(
+        None,
+        overrides={
+            **{k: v for k, v in SMALL_COHORT.items() if k != "simulate"},
+            "train": {"rounds": 2, "seed": 3, "compare": ["fedavg"], "progress": False,
+                      "validation_fraction": 0},
+            "evaluate": {"truth": None, "samples": None},
+            "study": {"enabled": True, "sites_dir": str(out / "sites"), "out": str(out), **study},
+        },
+    )  # fmt: skip
+    return config, inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
+
+
+@pytest.mark.slow
+def test_a_study_survives_a_site_lost_in_evaluation_and_names_it(study_inputs, tmp_path):
+    sheet = study_inputs / "sites" / "samplesheet.tsv"
+    sites = sorted(read_samplesheet(sheet))
+    lost = sites[1]
+    config, scores = _study(study_inputs, tmp_path / "ok", min_replies=3)
+    summary = run_study_config(
+        config,
+        scoring_file=scores,
+        samplesheet=sheet,
+        wrap=lambda t: LosingEvaluations(t, lost),
+    )
+    kept = [s for s in sites if s != lost]
+    run = summary["runs"]["fedavg"]
+    assert run["evaluated_sites"] == kept and run["failures"] == {}
+    named = {lost: "no reply within 180.0 s"}
+    assert run["evaluation_failures"] == {1: named, 2: named, "final": named}
+    written = json.loads((tmp_path / "ok" / "study.json").read_text())
+    assert written["runs"]["fedavg"]["evaluation_failures"] == {"1": named, "2": named,
+                                                                "final": named}  # fmt: skip
+    metrics = json.loads((tmp_path / "ok" / "train" / "fedavg" / "metrics.json").read_text())
+    assert sorted(metrics["client_auc"]) == kept and metrics["evaluated_sites"] == kept
+    assert [e["evaluation_failed"] for e in metrics["history"]] == [named, named]
+
+    config, scores = _study(study_inputs, tmp_path / "stops")
+    with pytest.raises(FederationError, match=rf"round 1 evaluation: only 3 of 4 .*{lost}"):
+        run_study_config(
+            config, scoring_file=scores, samplesheet=sheet,
+            wrap=lambda t: LosingEvaluations(t, lost),
+        )  # fmt: skip
+    assert load_checkpoint(checkpoint_path(tmp_path / "stops" / "train" / "fedavg", 1))
