@@ -53,6 +53,8 @@ pytestmark = pytest.mark.slow
 SEED = 11
 ROUNDS = 2
 STRATEGIES = ("fedavg", "fedce")
+#: scikit-learn's penalty (every coefficient but the intercept), so that it is the oracle
+GLM = {"features": "dosages", "l2": 1.0, "penalize": "all"}
 DP = {"enabled": True, "noise_multiplier": 1.1, "max_grad_norm": 1.0, "batch_size": 16}
 
 
@@ -64,7 +66,7 @@ def _config(name: str, data: Path, **sections) -> dict:
             "fedce": {"n_clusters": 2},
             # no floor fit before training: on a deployment every exchange starts a ClientApp
             # (~15 s on a loaded 2-core host); the GLM's Newton rounds over Flower are tested by
-            # test_fedglm_on_flower_sim_equals_pooled_sklearn
+            # test_fedglm_on_flower_equals_pooled_sklearn
             "model": {"start_from_floor": False},
             **sections,
         },
@@ -204,6 +206,21 @@ def runs(tmp_path_factory):
                 min_replies=3,
                 timeout=240,
             )
+        # the exact federated GLM on a deployment (issue 29): Newton rounds until converged
+        config = _config("fedglm", paths["data"], fedglm=GLM)
+        out[("flower-deploy", "fedglm")] = run_flower(
+            "flower-deploy",
+            federation=federation,
+            strategy=strategy_from_config("fedglm", config),
+            config=config,
+            rounds=20,
+            random_seed=SEED,
+            out=root / "deploy-fedglm",
+            superlink=link,
+            expected_nodes=4,
+            min_replies=3,
+            timeout=240,
+        )
     with start_local(root / "sim", simulation=True) as link:
         pids += list(link.processes.pids().values())
         for name in STRATEGIES:
@@ -234,7 +251,7 @@ def runs(tmp_path_factory):
             client_state=out["dp-state", "flower-sim"],
         )
         # the exact federated GLM through the ClientApp (issue 29): Newton rounds until converged
-        config = _config("fedglm", paths["data"], fedglm={"features": "dosages", "l2": 1.0})
+        config = _config("fedglm", paths["data"], fedglm=GLM)
         out[("flower-sim", "fedglm")] = run_flower(
             "flower-sim",
             federation=federation,
@@ -274,7 +291,8 @@ def test_same_weights_and_metrics_as_inprocess(runs, engine, name):
     assert record["round"] == ROUNDS and record["client_ids"] == runs["federation"].client_ids
 
 
-def test_fedglm_on_flower_sim_equals_pooled_sklearn(runs):
+@pytest.mark.parametrize("engine", ["flower-sim", "flower-deploy"])
+def test_fedglm_on_flower_equals_pooled_sklearn(runs, engine):
     from sklearn.linear_model import LogisticRegression
 
     from rvfedprs.genomic.data import pool_clients
@@ -285,7 +303,7 @@ def test_fedglm_on_flower_sim_equals_pooled_sklearn(runs):
     oracle = LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-12, max_iter=1000)
     oracle.fit(x, pooled.y.astype(int))
     expected = np.concatenate([oracle.intercept_, oracle.coef_.ravel()])
-    result = runs[("flower-sim", "fedglm")]
+    result = runs[(engine, "fedglm")]
     assert result.strategy.converged and len(result.history) < 20  # stopped when converged
     np.testing.assert_allclose(result.strategy.coef, expected, rtol=0, atol=1e-6)
 

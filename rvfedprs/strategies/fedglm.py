@@ -1,8 +1,10 @@
 """FedGLM: an L2-penalised logistic regression fitted exactly by federated Newton iterations.
 
-What a consortium gets if federation costs nothing (SPEC §7): the model a pooled
-``LogisticRegression(C = 1/l2)`` fits on [1, PRS, covariates (, rare dosages)], the intercept
-unpenalised. Every round the server sends the coefficients β_t; each site returns its sums of
+What a consortium gets if federation costs nothing (SPEC §7): the pooled L2-penalised logistic
+regression on [1, PRS, covariates (, rare dosages | burdens)] — by default with the penalty on
+the rare features only (``penalize: rare``: the floor's coefficients are free, so the fit
+shrinks towards the floor), or on every coefficient but the intercept (``penalize: all``:
+scikit-learn's ``LogisticRegression(C = 1/l2)``). Every round the server sends the coefficients β_t; each site returns its sums of
 log-loss, gradient and Hessian at β_t (:func:`rvfedprs.training.glm.glm_reply`), as an update
 whose n_k-weighted average is the pooled per-sample statistics — so the same aggregation runs in
 the clear and under secure aggregation (one sum over every replying site). The server adds the
