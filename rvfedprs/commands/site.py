@@ -2,7 +2,8 @@
 
 The node reads only this site's configuration (``site:`` section: its files and folder) and
 connects to the consortium's SuperLink; the coordinator's job then reaches it. It runs in the
-foreground until stopped (Ctrl-C).
+foreground until stopped (Ctrl-C). Flower's state and the apps it receives (FABs) go under the
+site's folder (``FOLDER/flower``, the node's FLWR_HOME), not the user's home.
 """
 
 from __future__ import annotations
@@ -17,47 +18,65 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``rvfedprs site``."""
     parser.add_argument("--config", type=Path, required=True, help="this site's YAML (site:)")
     parser.add_argument("--superlink", required=True, help="the SuperLink's Fleet API host:port")
-    parser.add_argument("--root-certificates", type=Path, help="CA of the SuperLink (TLS)")
+    security = parser.add_mutually_exclusive_group(required=True)
+    security.add_argument(
+        "--root-certificates", type=Path, help="CA of the SuperLink's certificate (TLS)"
+    )
+    security.add_argument(
+        "--insecure", action="store_true", help="plain HTTP to the SuperLink (tests only)"
+    )
     parser.add_argument(
         "--auth-key", type=Path, help="this node's private key (SuperNode authentication)"
     )
-    parser.add_argument("--dry-run", action="store_true", help="check the files, print the command")
-
-
-def supernode_command(args: argparse.Namespace) -> list[str]:
-    """The ``flower-supernode`` command line for this site (its configuration checked first)."""
-    from rvfedprs.exceptions import ConfigError
-    from rvfedprs.federation.flower.processes import console_script
-    from rvfedprs.study.task import load_site_config
-
-    inputs, folder, _ = load_site_config(args.config)
-    missing = [p for p in (inputs.phenotypes, inputs.samples) if p and not Path(p).is_file()]
-    if missing:
-        raise ConfigError(f"site {inputs.site}: files not found: {missing}")
-    security = ["--insecure"]
-    if args.root_certificates is not None:
-        security = ["--root-certificates", str(args.root_certificates)]
-    if args.auth_key is not None:
-        security += ["--auth-supernode-private-key", str(args.auth_key)]
-    node_config = f"site-config={str(Path(args.config).resolve())!r}"
-    return [
-        console_script("flower-supernode"),
-        *security,
-        "--superlink",
-        args.superlink,
-        "--node-config",
-        node_config,
-    ]
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address of the node's local ClientApp API (default 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=9094,
+        help="port of the node's local ClientApp API: one per node on a host (default 9094)",
+    )
+    parser.add_argument(
+        "--max-retries", type=int, help="reconnection attempts before giving up (default: no limit)"
+    )
+    parser.add_argument(
+        "--max-wait-time",
+        type=float,
+        help="seconds to keep trying to reconnect before giving up (default: no limit)",
+    )
+    parser.add_argument(
+        "--flwr-home",
+        type=Path,
+        help="Flower's state and received apps (default: FOLDER/flower of the site's config)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="check every file, print the command and exit"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Start the SuperNode (or print its command with ``--dry-run``)."""
-    import os
     import subprocess
 
-    argv = supernode_command(args)
+    from rvfedprs.federation.flower.processes import flower_env
+    from rvfedprs.study.node import SiteNode, site_node
+
+    node: SiteNode = site_node(
+        args.config,
+        superlink=args.superlink,
+        root_certificates=None if args.insecure else args.root_certificates,
+        auth_key=args.auth_key,
+        host=args.host,
+        port=args.port,
+        max_retries=args.max_retries,
+        max_wait_time=args.max_wait_time,
+        flwr_home=args.flwr_home,
+    )
     if args.dry_run:
-        print(" ".join(argv))
+        print(node.shell_command())
         return 0
-    env = {**os.environ, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
-    return subprocess.call(argv, env=env)
+    node.flwr_home.mkdir(parents=True, exist_ok=True)
+    return subprocess.call(node.argv, env=flower_env(node.flwr_home))

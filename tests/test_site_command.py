@@ -1,0 +1,209 @@
+"""``rvfedprs site``: the SuperNode command a biobank runs, and what its dry run checks.
+
+The printed command must survive a paste into a shell (paths with spaces and quotes), carry the
+node's own ClientApp port, and name every missing file the node would read. Two nodes started
+from their printed commands on one host must both connect to a real SuperLink.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from flwr.common.config import parse_config_args
+
+from rvfedprs.cli import main
+from rvfedprs.exceptions import ConfigError
+from rvfedprs.study.node import site_node
+
+
+def _site(folder: Path, site: str = "ukb", *, create: bool = True) -> Path:
+    """A site configuration (PLINK genotypes, phenotypes, samples, Bloom key) under ``folder``."""
+    data = folder / "data"
+    files = {
+        "genotypes": data / "chr 22",
+        "phenotypes": data / "pheno's table.tsv",
+        "samples": data / "samples.tsv",
+        "bloom_key_file": folder / "secrets" / "bloom.key",
+    }
+    if create:
+        for path in [
+            *(f"{files['genotypes']}{s}" for s in (".bed", ".bim", ".fam")),
+            *(files[k] for k in ("phenotypes", "samples", "bloom_key_file")),
+        ]:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text("x\n")
+    section = {
+        "id": site,
+        "genotypes": [str(files["genotypes"])],
+        "format": "bfile",
+        "phenotypes": str(files["phenotypes"]),
+        "samples": str(files["samples"]),
+        "folder": str(folder / "work"),
+        "bloom_key_file": str(files["bloom_key_file"]),
+    }
+    path = folder / "site.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"site": section}))
+    return path
+
+
+def _tls(folder: Path) -> tuple[Path, Path]:
+    ca, key = folder / "ca.crt", folder / "keys" / "ukb"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    ca.write_text("ca\n")
+    key.write_text("key\n")
+    return ca, key
+
+
+def test_dry_run_prints_a_command_that_parses_back_to_the_argv(tmp_path, capsys):
+    folder = tmp_path / 'bio bank\'s "node"'  # spaces and both quotes in every path
+    config = _site(folder)
+    ca, key = _tls(folder)
+    argv = ["site", "--config", str(config), "--superlink", "link.example.org:9092"]
+    argv += ["--root-certificates", str(ca), "--auth-key", str(key), "--port", "9201"]
+    # the node config is a TOML string Flower parses: a '"' in the site config's path is refused
+    assert main([*argv, "--dry-run"]) == 2
+    assert "cannot hold" in capsys.readouterr().err
+
+    folder = tmp_path / "bio bank's node $HOME"
+    config = _site(folder)
+    ca, key = _tls(folder)
+    argv = ["site", "--config", str(config), "--superlink", "link.example.org:9092"]
+    argv += ["--root-certificates", str(ca), "--auth-key", str(key), "--port", "9201"]
+    assert main([*argv, "--dry-run"]) == 0
+    printed = capsys.readouterr().out.strip()
+    node = site_node(
+        config,
+        superlink="link.example.org:9092",
+        root_certificates=ca,
+        auth_key=key,
+        port=9201,
+    )
+    assert shlex.split(printed) == ["env", f"FLWR_HOME={folder / 'work' / 'flower'}", *node.argv]
+    # what the shell hands flower-supernode, through Flower's own parser of --node-config
+    words = shlex.split(printed)
+    node_config = words[words.index("--node-config") + 1]
+    assert parse_config_args([node_config]) == {"site-config": str(config.resolve())}
+    assert words[words.index("--port") + 1] == "9201"
+    assert words[words.index("--auth-supernode-private-key") + 1] == str(key.resolve())
+
+
+def test_the_node_options_reach_flower_supernode(tmp_path):
+    config = _site(tmp_path / "a")
+    node = site_node(
+        config,
+        superlink="127.0.0.1:9092",
+        host="0.0.0.0",
+        port=9300,
+        max_retries=5,
+        max_wait_time=120,
+        flwr_home=tmp_path / "state",
+    )
+    text = " ".join(node.argv)
+    assert "--insecure" in node.argv and "--root-certificates" not in node.argv
+    assert "--host 0.0.0.0 --port 9300" in text
+    assert "--max-retries 5 --max-wait-time 120.0" in text
+    assert node.flwr_home == (tmp_path / "state").resolve()
+    assert node.site == "ukb"
+    with pytest.raises(ConfigError, match=r"--port must be in \[1, 65535\], got 70000"):
+        site_node(config, superlink="127.0.0.1:9092", port=70000)
+    with pytest.raises(ConfigError, match="--auth-key .* needs --root-certificates"):
+        site_node(config, superlink="127.0.0.1:9092", auth_key=tmp_path / "k")
+
+
+def test_dry_run_names_every_missing_file_without_a_traceback(tmp_path, capsys):
+    config = _site(tmp_path / "b", create=False)
+    code = main(
+        [
+            "site",
+            "--config",
+            str(config),
+            "--superlink",
+            "h:9092",
+            "--root-certificates",
+            str(tmp_path / "nowhere" / "ca.crt"),
+            "--auth-key",
+            str(tmp_path / "nowhere" / "ukb"),
+            "--dry-run",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith("rvfedprs site: error: site ukb: files not found:")
+    data = tmp_path / "b" / "data"
+    phenotypes = data / "pheno's table.tsv"
+    for named in [
+        f"site.genotypes: {data / 'chr 22.bed'}",
+        f"site.genotypes: {data / 'chr 22.bim'}",
+        f"site.genotypes: {data / 'chr 22.fam'}",
+        f"site.phenotypes: {phenotypes}",
+        f"site.samples: {data / 'samples.tsv'}",
+        f"site.bloom_key_file: {tmp_path / 'b' / 'secrets' / 'bloom.key'}",
+        f"--root-certificates: {tmp_path / 'nowhere' / 'ca.crt'}",
+        f"--auth-key: {tmp_path / 'nowhere' / 'ukb'}",
+    ]:
+        assert named in err, named
+    # one file missing: only that one is named
+    _site(tmp_path / "c")
+    (tmp_path / "c" / "data" / "chr 22.fam").unlink()
+    assert main(["site", "--config", str(tmp_path / "c" / "site.yaml"), "--superlink", "h:1",
+                 "--insecure", "--dry-run"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count(": /") == 1 and "chr 22.fam" in err
+
+
+def test_tls_or_insecure_must_be_chosen(tmp_path, capsys):
+    config = _site(tmp_path / "d")
+    with pytest.raises(SystemExit) as exit_:
+        main(["site", "--config", str(config), "--superlink", "h:9092", "--dry-run"])
+    assert exit_.value.code == 2
+    assert "--root-certificates --insecure" in capsys.readouterr().err.replace("/", " ")
+
+
+@pytest.mark.slow
+def test_two_nodes_from_their_printed_commands_share_a_host(tmp_path, capsys):
+    """Each pasted command starts a SuperNode that connects; the second is not refused its port."""
+    from rvfedprs.federation.flower.processes import free_port
+    from rvfedprs.federation.flower.superlink import start_local
+
+    with start_local(tmp_path / "link", simulation=False) as link:
+        nodes = []
+        for site in ("ukb", "hunt"):
+            config = _site(tmp_path / site, site)
+            argv = ["site", "--config", str(config), "--superlink", link.address, "--insecure"]
+            assert main([*argv, "--port", str(free_port()), "--dry-run"]) == 0
+            command = capsys.readouterr().out.strip()
+            log = open(tmp_path / f"{site}.log", "wb")  # noqa: SIM115 (closed below)
+            nodes.append(
+                (
+                    site,
+                    log,
+                    subprocess.Popen(
+                        ["bash", "-c", command], stdout=log, stderr=log, start_new_session=True
+                    ),
+                )
+            )
+        try:
+            superlink_log = link.processes.logs / "superlink.log"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                if superlink_log.read_text().count("Activated node_id=") >= 2:
+                    break
+                time.sleep(0.5)
+            assert superlink_log.read_text().count("Activated node_id=") == 2
+            for site, _, proc in nodes:
+                assert proc.poll() is None, (tmp_path / f"{site}.log").read_text()
+                assert "address already in use" not in (tmp_path / f"{site}.log").read_text()
+                assert (tmp_path / site / "work" / "flower").is_dir()  # its FLWR_HOME
+        finally:
+            for _, log, proc in nodes:
+                os.killpg(proc.pid, signal.SIGTERM)  # the node and any ClientApp it started
+                proc.wait(timeout=30)
+                log.close()
