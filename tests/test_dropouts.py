@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -274,3 +275,23 @@ def test_a_study_survives_a_site_lost_in_evaluation_and_names_it(study_inputs, t
             wrap=lambda t: LosingEvaluations(t, lost),
         )  # fmt: skip
     assert load_checkpoint(checkpoint_path(tmp_path / "stops" / "train" / "fedavg", 1))
+
+
+@pytest.mark.slow
+def test_a_flower_simulation_study_survives_a_site_failing_its_evaluation(study_inputs, tmp_path):
+    """On Flower: the site's evaluation raises on its node (its truth table is gone)."""
+    sheet = pd.read_csv(study_inputs / "sites" / "samplesheet.tsv", sep="\t")
+    assert sheet["truth"].notna().all() and sheet["samples"].notna().all()
+    lost = sorted(sheet["site"])[2]
+    sheet.loc[sheet["site"] == lost, "truth"] = str(tmp_path / "gone_truth.tsv")
+    path = tmp_path / "samplesheet.tsv"
+    sheet.to_csv(path, sep="\t", index=False)
+    config, scores = _study(study_inputs, tmp_path / "sim", engine="flower-sim", min_replies=3)
+    config["train"] = {**config["train"], "rounds": 1}
+    summary = run_study_config(config, scoring_file=scores, samplesheet=path)
+    kept = [s for s in sorted(sheet["site"]) if s != lost]
+    run = summary["runs"]["fedavg"]
+    assert run["evaluated_sites"] == kept and run["failures"] == {}
+    assert sorted(run["evaluation_failures"]) == ["1", "final"]  # through status.json
+    for failed in run["evaluation_failures"].values():
+        assert list(failed) == [lost] and "truth table not found" in failed[lost]

@@ -319,7 +319,13 @@ class StudySite:
         )
 
     def _truth(self, data: ClientData, variant_keys: Sequence[str]) -> tuple[Any, Any]:
-        """(carrier mask, the site's true cluster) from the site's own truth, or (None, None)."""
+        """(carrier mask, the site's true cluster) from the site's own truth, or (None, None).
+
+        Raises
+        ------
+        InputDataError
+            When the site's sheet names a truth table that is not there.
+        """
         if self.inputs.truth is None or self.inputs.samples is None:
             return None, None
         sheet = read_tsv(self.inputs.samples, required=("sample_id",), what="samples sheet")
@@ -328,6 +334,8 @@ class StudySite:
         group = "architecture" if "architecture" in sheet.columns else "cluster"
         group_of = dict(zip(sheet["sample_id"], sheet[group], strict=True))
         cluster_of = dict(zip(sheet["sample_id"], sheet["cluster"], strict=True))
+        if not Path(self.inputs.truth).is_file():
+            raise InputDataError(f"site {self.site}: truth table not found: {self.inputs.truth}")
         truth = pd.read_csv(self.inputs.truth, sep="\t", dtype={"variant_key": str})
         groups = [group_of.get(s, "") for s in data.sample_ids]
         mask = causal_carrier_mask(data.rare, variant_keys, groups, truth)
