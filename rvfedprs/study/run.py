@@ -7,9 +7,11 @@
 - ``inprocess``: every site in this process, each reading only its own files and folder;
 - ``flower-sim``: Flower's simulation engine, node ``partition-id`` i is the i-th site;
 - ``flower-deploy``: a SuperLink and one SuperNode per site started here on loopback, each given
-  only its own site configuration (``site-config``); or, with ``flower.superlink`` set, the job
-  is submitted to a running SuperLink whose SuperNodes the sites started themselves
-  (``rvfedprs site``).
+  only its own site configuration (``site-config``); or, with ``flower.superlink`` set (or a
+  running SuperLink given), the job is submitted to a SuperLink whose SuperNodes the sites
+  started themselves (``rvfedprs site``): the coordinator then needs only the site ids (the
+  sheet's ``site`` column, or the sites of ``flower.node_keys``) and writes nothing for the
+  sites.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from rvfedprs.federation.inprocess import InProcessTransport
 from rvfedprs.federation.rounds import run_job
 from rvfedprs.federation.task import Transport
 from rvfedprs.provenance import draw_seed
-from rvfedprs.study.samplesheet import SiteInputs, read_samplesheet
+from rvfedprs.study.samplesheet import SiteInputs, read_samplesheet, read_site_ids
 from rvfedprs.study.site import StudySite
 from rvfedprs.study.task import StudyTask, site_locator
 
@@ -128,7 +130,9 @@ def run_study_config(
     scoring_file : str or Path
         The coordinator's PGS Catalog scoring file.
     samplesheet : str or Path, optional
-        The site sheet (default ``study.samplesheet``).
+        The site sheet (default ``study.samplesheet``). When the sites start their own nodes
+        (``flower-deploy`` with ``flower.superlink`` or ``superlink``) only its ``site`` column
+        is read, and without a sheet the sites are those of ``flower.node_keys``.
     out : str or Path, optional
         The coordinator's folder (default ``study.out``).
     superlink : LocalSuperLink, optional
@@ -140,21 +144,34 @@ def run_study_config(
     Raises
     ------
     ConfigError
-        No site sheet, or an engine that is not one of the federation's.
+        No site sheet, an engine that is not one of the federation's, or ``flower.node_keys``
+        naming other sites than the sheet.
     """
     config = dict(config)
     study = config["study"]
+    engine = study["engine"]
+    node_keys = (config.get("flower") or {}).get("node_keys")
+    sites_run_nodes = engine == "flower-deploy" and bool(
+        superlink is not None or (config.get("flower") or {}).get("superlink")
+    )
     sheet = samplesheet or study["samplesheet"]
-    if sheet is None:
+    if sheet is None and not (sites_run_nodes and node_keys):
         raise ConfigError("study.samplesheet is not set (give the site sheet)")
-    sites = read_samplesheet(sheet)
+    if sites_run_nodes:
+        sites = read_site_ids(sheet) if sheet is not None else sorted(node_keys)
+        if node_keys and set(node_keys) != set(sites):
+            raise ConfigError(
+                f"flower.node_keys lists sites {sorted(node_keys)}, the site sheet {sites}: "
+                "every site needs its node's key"
+            )
+    else:
+        sites = read_samplesheet(sheet)
     out = Path(out or study["out"]).resolve()
     folders = {s: Path(study["sites_dir"]).resolve() / s for s in sites}
     seed = draw_seed(config["train"]["seed"])
     config["train"] = {**config["train"], "seed": seed}
     job = study_job(config, out=out, scoring_file=scoring_file, seed=seed, n_sites=len(sites))
     key_file = config["fedce"]["bloom_key_file"]
-    engine = study["engine"]
     task = StudyTask()
     if engine == "inprocess":
         key = read_bloom_key(key_file)
@@ -164,13 +181,14 @@ def run_study_config(
         return run_job(task, transport if wrap is None else wrap(transport), job)
     from rvfedprs.federation.flower.engine import FlowerRun, submit_job
 
-    nodes = {}
-    for s, inputs in sites.items():
-        path = write_site_config(
-            inputs, folders[s], folders[s] / "site.yaml", bloom_key_file=key_file
-        )
-        nodes[f"supernode-{s}"] = {"site-config": str(path.resolve())}
-    locators = [site_locator(sites[s], folders[s], key_file) for s in sorted(sites)]
+    nodes, locators = {}, []
+    if not sites_run_nodes:  # the nodes (or simulated sites) this call starts: their configs
+        for s, inputs in sites.items():
+            path = write_site_config(
+                inputs, folders[s], folders[s] / "site.yaml", bloom_key_file=key_file
+            )
+            nodes[f"supernode-{s}"] = {"site-config": str(path.resolve())}
+        locators = [site_locator(sites[s], folders[s], key_file) for s in sorted(sites)]
     runs = [
         FlowerRun(spec, task.build_strategy(spec, job))
         for spec in job["runs"]

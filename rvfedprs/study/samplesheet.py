@@ -32,6 +32,7 @@ __all__ = [
     "OPTIONAL_COLUMNS",
     "SiteInputs",
     "read_samplesheet",
+    "read_site_ids",
     "write_samplesheet",
 ]
 
@@ -99,6 +100,37 @@ def _resolve(value: str, base: Path) -> str:
     return str(path if path.is_absolute() else (base / path))
 
 
+def _read_sheet(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputDataError(f"site sheet not found: {path}")
+    check_line_endings(path)
+    return pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+
+
+def read_site_ids(path: str | Path) -> list[str]:
+    """The sites of a site sheet, sorted: its ``site`` column only (other columns ignored).
+
+    What a coordinator whose sites start their own SuperNodes (``rvfedprs site``) needs: each
+    site names its files in its own configuration, never in the coordinator's sheet.
+
+    Raises
+    ------
+    InputDataError
+        A missing file or ``site`` column, an empty site, or no site at all.
+    """
+    path = Path(path)
+    sheet = _read_sheet(path)
+    if "site" not in sheet.columns:
+        raise InputDataError(f"site sheet {path} has no 'site' column (has {list(sheet.columns)})")
+    sites = sheet["site"].str.strip()
+    empty = [line for line, site in zip(sheet.index + 2, sites, strict=True) if not site]
+    if empty:
+        raise InputDataError(f"site sheet {path}: empty site on line(s) {empty}")
+    if sites.empty:
+        raise InputDataError(f"site sheet {path} lists no site")
+    return sorted(set(sites))
+
+
 def read_samplesheet(path: str | Path) -> dict[str, SiteInputs]:
     """Read and check a site sheet; returns site → its inputs, sites sorted.
 
@@ -109,10 +141,7 @@ def read_samplesheet(path: str | Path) -> dict[str, SiteInputs]:
         disagree on a site-wide column (each naming the line and the value).
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputDataError(f"site sheet not found: {path}")
-    check_line_endings(path)
-    sheet = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    sheet = _read_sheet(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in sheet.columns]
     if missing:
         raise InputDataError(

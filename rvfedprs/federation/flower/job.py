@@ -5,7 +5,8 @@
   rvfedprs, so the FAB holds that file only;
 - the **job** (``job-file`` in the run configuration) is JSON: the task's registered name, the
   validated configuration, the runs (strategy and output folder each), rounds, seed, the fault
-  settings and the task's job-level settings;
+  settings and the task's job-level settings; on a SuperLink that authenticates its nodes,
+  ``site_nodes`` (site → the node id of its registered key, :func:`bind_site_nodes`);
 - the **status** (``<job out>/flower/status.json``) is written by the ServerApp as it goes and
   at the end (``completed`` or ``failed`` with the error): ``flwr run`` itself always exits 0.
 """
@@ -26,6 +27,7 @@ __all__ = [
     "STATUS_FILE",
     "write_app",
     "write_job",
+    "bind_site_nodes",
     "read_job",
     "write_status",
 ]
@@ -130,6 +132,19 @@ def write_job(
         )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(job, indent=2))
+    return path
+
+
+def bind_site_nodes(path: str | Path, site_nodes: Mapping[str, int]) -> Path:
+    """Add ``site_nodes`` (site → node id of its registered key) to the job at ``path``.
+
+    The ServerApp then accepts a node's claim to be a site only from that node
+    (:func:`~rvfedprs.federation.flower.identity.bind_sites`).
+    """
+    path = Path(path)
+    job = read_job(path)
+    job["site_nodes"] = {str(site): int(node) for site, node in site_nodes.items()}
     path.write_text(json.dumps(job, indent=2))
     return path
 

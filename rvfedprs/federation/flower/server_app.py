@@ -76,6 +76,7 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
         timeout=job.get("round_timeout"),
         expected=int(job["expected_clients"]),
         node_wait=float(job["node_wait"]),
+        site_nodes=job.get("site_nodes"),  # the registered keys' nodes: who may be which site
     )
 
     def on_round(index: int, entry: Mapping[str, Any]) -> None:

@@ -18,7 +18,8 @@ from typing import Any
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint
-from rvfedprs.federation.flower.job import STATUS_FILE, write_app
+from rvfedprs.federation.flower.identity import registered_nodes
+from rvfedprs.federation.flower.job import STATUS_FILE, bind_site_nodes, write_app
 from rvfedprs.federation.flower.processes import FlowerRunError, console_script, flower_env
 from rvfedprs.federation.flower.superlink import LocalSuperLink, start_local, write_connection
 from rvfedprs.federation.result import RunResult
@@ -138,16 +139,34 @@ def launch(
 
     To ``superlink`` when given, else to the ``remote`` SuperLink, else to a SuperLink (with
     ``nodes`` for a deployment; joining the Ray cluster at ``ray_address`` for a simulation,
-    when given) started here and stopped when the run ends.
+    when given) started here and stopped when the run ends. With ``flower.node_keys`` (site →
+    its node's public key; ``flower-deploy`` on a SuperLink that authenticates its nodes) the
+    job gets the node id of each site's registered key, and the ServerApp refuses a node that
+    claims a site whose key is not its own.
+
+    Raises
+    ------
+    ConfigError
+        When ``flower.node_keys`` is given for a simulation or for a SuperLink started here
+        without node authentication, or a site's key is not registered.
     """
     app = write_app(work / "app")
     status_path = work / STATUS_FILE
     extra = ["--federation-config", f"num-supernodes={n_clients}"] if simulation else []
+    node_keys = settings.get("node_keys")
+    if node_keys and (simulation or (superlink is None and not remote)):
+        raise ConfigError(
+            "flower.node_keys binds sites to the SuperNodes' registered keys: it needs "
+            "flower-deploy on a SuperLink that authenticates its nodes (flower.superlink, or "
+            "one started with node keys)"
+        )
 
     def submit_and_wait(address: str, process, logs: Path, certificates=None) -> dict:
         home = work / "home"
         write_connection(home, address, root_certificates=certificates)
         env = flower_env(home)
+        if node_keys:
+            bind_site_nodes(run_config["job-file"], registered_nodes(node_keys, env))
         run_id = submit(app, env, work / "logs", run_config, extra)
         return wait_status(status_path, process, logs, timeout, run_id=run_id, env=env)
 

@@ -22,6 +22,7 @@ from typing import Any
 from flwr.app import Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
+from rvfedprs.federation.flower.identity import bind_sites
 from rvfedprs.federation.flower.records import (
     MalformedReplyError,
     content_to_payload,
@@ -59,6 +60,9 @@ class FlowerTransport(Transport):
     node_wait : float
     client_node : mapping, optional
         Site → node id, when already known (:meth:`subset`).
+    site_nodes : mapping, optional
+        Site → the node id of its registered public key: the setup accepts a node's claim to
+        be a site only from that node (:func:`~rvfedprs.federation.flower.identity.bind_sites`).
     """
 
     def __init__(
@@ -70,6 +74,7 @@ class FlowerTransport(Transport):
         expected: int = 0,
         node_wait: float = 60.0,
         client_node: Mapping[str, int] | None = None,
+        site_nodes: Mapping[str, int] | None = None,
     ) -> None:
         self.grid = grid
         self.task = task
@@ -77,6 +82,7 @@ class FlowerTransport(Transport):
         self.expected = int(expected)
         self.node_wait = float(node_wait)
         self.client_node = dict(client_node or {})
+        self.site_nodes = None if site_nodes is None else dict(site_nodes)
         self._exchanges = 0
 
     @property
@@ -93,6 +99,7 @@ class FlowerTransport(Transport):
             expected=self.expected,
             node_wait=self.node_wait,
             client_node={c: self.client_node[c] for c in client_ids},
+            site_nodes=self.site_nodes,
         )
 
     def _exchange(
@@ -118,16 +125,17 @@ class FlowerTransport(Transport):
 
         Raises
         ------
-        RuntimeError
-            When two nodes claim the same site.
+        FederationError
+            When two nodes claim the same site, or a node claims a site whose registered key
+            is another node's (:func:`~rvfedprs.federation.flower.identity.bind_sites`).
         """
         nodes = self._wait_for_nodes()
         request = Request("setup", dict(payload))
         contents = {node: request_to_content(request, payload) for node in nodes}
         replies = self._exchange(contents, MessageType.QUERY, "setup")
-        reports: dict[str, Any] = {}
+        node_reports: dict[int, Any] = {}
         failures: dict[str, str] = {}
-        client_node: dict[str, int] = {}
+        claims: dict[int, str] = {}
         for node in nodes:
             reply = replies.get(node)
             if reply is None:
@@ -140,13 +148,10 @@ class FlowerTransport(Transport):
                 except MalformedReplyError as exc:
                     failures[f"node {node}"] = str(exc)
                     continue
-                if client in client_node:
-                    raise RuntimeError(
-                        f"nodes {client_node[client]} and {node} both claim client {client!r}"
-                    )
-                client_node[client] = node
-                reports[client] = report
-        self.client_node = client_node
+                claims[node] = client
+                node_reports[node] = report
+        self.client_node = bind_sites(claims, self.site_nodes)
+        reports = {client: node_reports[node] for client, node in self.client_node.items()}
         return reports, failures
 
     def query(self, requests: Mapping[str, Request], settings: Mapping[str, Any]) -> Replies:
