@@ -219,7 +219,7 @@ def runs(tmp_path_factory):
             superlink=link,
             expected_nodes=4,
             min_replies=3,
-            timeout=240,
+            timeout=600,  # ~7 Newton rounds, a ClientApp start each
         )
     with start_local(root / "sim", simulation=True) as link:
         pids += list(link.processes.pids().values())
