@@ -238,14 +238,14 @@ def test_the_server_sees_no_individual_vector():
             params,
             derive_seed(SEED, "all", c),
         )
-        assert np.mean(masked[c][:-1] == q) < 0.01  # the masked vector is not the vector
+        assert np.mean(masked[c] == q) < 0.01  # the masked vector is not the vector
     # Spread over [0, M): the masks come from unseeded keys, so test all clients' 102 entries
     # together against the uniform law (a false alarm once in 10^6 runs; a mean check on one
     # client's 17 entries failed ~2% of runs by chance).
-    pooled = np.concatenate([masked[c][:-1] for c in CLIENTS]) / 2**32
+    pooled = np.concatenate([masked[c] for c in CLIENTS]) / 2**32
     assert stats.kstest(pooled, "uniform").pvalue > 1e-6
     total = sum(masked.values()) % 2**32  # the masks cancel only after unmasking
-    assert not np.allclose(total[:-1] * params.step - 6 * params.clipping_range, 0, atol=1)
+    assert not np.allclose(total * params.step - 6 * params.clipping_range, 0, atol=1)
 
 
 def _arrays(value) -> list[np.ndarray]:
@@ -322,8 +322,8 @@ def _alter_mask(victim: str, change: Callable) -> Callable:
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        (lambda m: m[:-1], r"the masked vector has shape \(17,\), expected \(18,\)"),
-        (lambda m: np.append(m, m[:2]), r"the masked vector has shape \(20,\), expected \(18,\)"),
+        (lambda m: m[:-1], r"the masked vector has shape \(16,\), expected \(17,\)"),
+        (lambda m: np.append(m, m[:2]), r"the masked vector has shape \(19,\), expected \(17,\)"),
         (lambda m: m.astype(np.uint64), r"has dtype uint64, expected uint32"),
         (lambda m: m.astype(np.float32), r"has dtype float32, expected uint32"),
         (lambda m: m.tolist(), r"the masked vector is a list, not an array"),
@@ -481,11 +481,14 @@ def test_a_malformed_public_key_is_named():
     }
 
 
-def test_a_clipped_sum_is_refused():
+def test_a_sum_most_members_clipped_is_refused_with_advice_to_raise_the_range():
+    """Most sites clipping means c is below honest updates: refused, never aggregated biased."""
     with pytest.raises(
         SecureAggregationError,
-        match=r"secure aggregation of 'all': \d+ weighted entries exceeded "
-        r"secagg.clipping_range = 0.01 and were clipped; the sum is refused",
+        match=r"secure aggregation of 'all': [4-6] of 6 members clipped entries of their "
+        r"weighted vectors to ±secagg.clipping_range = 0.01 \('site\d' \(\d+ of 17\), .*\): "
+        r"more than half, so honest updates exceed the bound .* Raise secagg.clipping_range "
+        r"above the honest sites' largest weighted entry",
     ):
         _sum(_federation(), _float_group(), params=SecAggParams(clipping_range=0.01))
 
@@ -497,7 +500,10 @@ def test_a_tampered_masked_vector_is_detected_by_the_range_check():
     def change(masked):
         return rng.integers(0, 2**32, size=masked.shape, dtype=np.uint64).astype(np.uint32)
 
-    with pytest.raises(SecureAggregationError, match="a masked vector or a share was tampered"):
+    with pytest.raises(
+        SecureAggregationError,
+        match=r"lie outside \[0, 6·R\].*or a masked vector or share altered on the way",
+    ):
         _sum(_federation(alter=_alter_mask(victim, change)), _float_group())
 
 

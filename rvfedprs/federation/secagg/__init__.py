@@ -16,9 +16,9 @@ exchanges, each site answering for all of its groups in one message):
 2. ``secagg.share`` — each member draws a self-mask seed b_k, Shamir-shares b_k and its masking
    key (threshold t) among the members, encrypts each share for its holder and publishes the
    SHA-256 of every share;
-3. ``secagg.mask`` — each member receives its encrypted shares, quantises ω_k·v_k (a float
-   vector, its public weight applied; integers are summed exactly) and sends
-   y_k = q_k + PRG(b_k) + Σ_j ±PRG(s_kj) mod M;
+3. ``secagg.mask`` — each member receives its encrypted shares, clips ω_k·v_k to ±c (a float
+   vector, its public weight applied; integers are summed exactly), quantises it and sends
+   y_k = q_k + PRG(b_k) + Σ_j ±PRG(s_kj) mod M, with the number of entries it clipped;
 4. ``secagg.unmask`` — the members still in are asked, for each member, either the share of its
    self-mask seed (it sent y_k) or of its key (it dropped out, so that its pairwise masks can be
    removed) — never both; the server checks every share against its digest, rebuilds the seeds
@@ -61,15 +61,18 @@ update Δw_k = w_k − w_sent (:func:`~.site.held_fit_result`) and the strategy 
 (:meth:`~rvfedprs.strategies.base.Strategy.secure_groups`).
 
 **What the server sees.** Per client: its public keys, encrypted shares it cannot read, share
-digests, a masked vector (uniform modulo M), and for a training round n_k, its training loss and
-— FedCE only — its Bloom filter, which the server needs to cluster before it can ask for the
-cluster sums. Per group: the sum. Threat model: an honest-but-curious server, colluding with
-fewer than t clients, learns nothing about an individual vector beyond the group sum (Bonawitz
-et al. 2017, §6, semi-honest setting). Not covered: a server that lies to different clients
-about who dropped out (the consistency round of the malicious-server variant is not run), a
-client that sends a wrong vector (poisoning), and the strength of Flower's mask generator
-(numpy's MT19937 seeded with 32 bits folded from each key). ``docs/DEPLOYMENT.md`` ("Secure
-aggregation") states this for a deployment.
+digests, a masked vector (uniform modulo M), how many of its entries it clipped to ±c, and for
+a training round n_k, its training loss and — FedCE only — its Bloom filter, which the server
+needs to cluster before it can ask for the cluster sums. Per group: the sum. Threat model: an
+honest-but-curious server, colluding with fewer than t clients, learns nothing about an
+individual vector beyond the group sum and its clip count (Bonawitz et al. 2017, §6,
+semi-honest setting). Not covered: a server that lies to different clients about who dropped
+out (the consistency round of the malicious-server variant is not run); a client that sends a
+wrong vector within the bound (poisoning: clipping bounds one client's influence to c per
+entry and names a client whose update exceeded it, but a client that does not clip is caught
+only when the sum leaves its range, and then not by name); and the strength of Flower's mask
+generator (numpy's MT19937 seeded with 32 bits folded from each key). ``docs/DEPLOYMENT.md``
+("Secure aggregation") states this for a deployment.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@
 Quantised, masked vectors are made with Flower's primitives, seeded where a result depends on
 them.
 
-A float vector x_k (already scaled by its public weight ω_k) is clipped to [−c, c] and mapped to
-integers in [0, R] by Flower's stochastic rounding (:func:`quantize`, seeded per client and
-group so that every engine rounds alike); one last slot counts the entries that were clipped
-(saturated at R), so that a clipped sum is refused rather than aggregated. Sums run modulo
+A float vector x_k (already scaled by its public weight ω_k) is clipped by its site to [−c, c]
+(:func:`clip_to_range`: the site reports how many entries it clipped, in the clear — a number,
+not the values) and mapped to integers in [0, R] by Flower's stochastic rounding
+(:func:`quantize_seeded`, seeded per client and group so that every engine rounds alike), so an
+honest member's vector never leaves [0, R] and a sum of n never leaves [0, n·R]. Sums run modulo
 M = 2^modulus_bits, which must exceed n·R for n members. Masks are Flower's
 :func:`~flwr.common.secure_aggregation.secaggplus_utils.pseudo_rand_gen` streams of a seed: the
 site's self-mask seed b_k, or the ECDH key it shares with another member.
@@ -42,6 +43,7 @@ __all__ = [
     "b64",
     "unb64",
     "digest",
+    "clip_to_range",
     "quantize_seeded",
     "dequantize_sum",
     "mask_stream",
@@ -64,7 +66,7 @@ _DEFAULTS = section_defaults("secagg")
 
 
 class SecureAggregationError(RvfedprsError, RuntimeError):
-    """A secure sum cannot be completed: too few members left, tampered shares, a clipped sum.
+    """A secure sum cannot be completed: too few members left, tampered shares, a sum out of range.
 
     The message names the session, the clients and why.
     """
@@ -82,7 +84,7 @@ class SecAggParams:
         Shamir reconstruction threshold as a fraction of a group's n members:
         t = max(min_clients, ⌊threshold·n⌋ + 1), at most n. A sum survives n − t dropouts.
     clipping_range : float
-        c: float entries (ω_k Δw_k) are quantised on [−c, c].
+        c: each site clips its float entries (ω_k Δw_k) to [−c, c] and quantises them there.
     quantization_bits : int
         R = 2^quantization_bits quantisation levels on [−c, c].
     modulus_bits : int
@@ -200,6 +202,30 @@ def digest(data: bytes) -> str:
 
 
 _GLOBAL_RNG = threading.Lock()
+
+
+def clip_to_range(values: np.ndarray, params: SecAggParams) -> tuple[np.ndarray, int]:
+    """``values`` clipped elementwise to [−c, c], and how many entries were clipped.
+
+    A site bounds its own vector before quantising it, so that its quantised entries lie in
+    [0, R] whatever it trained (an update scaled ×1e6 contributes at most ±c per entry) and a
+    sum of honest members cannot overflow. The count is what the site reports to the server.
+
+    Parameters
+    ----------
+    values : array of float64, shape (L,)
+        Finite (a site refuses to sum a non-finite vector before this).
+    params : SecAggParams
+
+    Returns
+    -------
+    clipped : array of float64, shape (L,)
+    n_clipped : int
+        The entries with |x| > c.
+    """
+    c = params.clipping_range
+    n_clipped = int(np.count_nonzero(np.abs(values) > c))
+    return np.clip(values, -c, c), n_clipped
 
 
 def quantize_seeded(values: np.ndarray, params: SecAggParams, seed: int) -> np.ndarray:

@@ -18,9 +18,16 @@ its reconstructed key. The server checks every reply before it uses it and names
 
 A group is unmasked only when at least t of its members sent valid masked vectors; otherwise
 (or when fewer than t valid shares of a secret remain) :class:`SecureAggregationError` says who
-is missing and why. The unmasked float sum is refused when any member clipped an entry (the
-sum of the members' clip counts, the one extra slot of every vector, is positive) or when it
-lies outside [0, n·R] (a tampered vector).
+is missing and why.
+
+Every member clips its float vector to the declared bound ±c before masking it and says how
+many entries it clipped; a member that clipped any is named (:attr:`SumOutcome.clipped`, a
+training round's ``secagg_clipped``), so an out-of-bounds update — a poisoned one, or c too
+small for honest updates — is visible by site although its vector is not, and its influence on
+the sum is bounded by c per entry. An unmasked float sum outside [0, n·R] can only come from a
+member that did not clip (a modified or outdated client) or from an altered masked vector or
+share: it is refused, naming the members that reported clipping and what this round measured
+of the honest members' magnitude.
 """
 
 from __future__ import annotations
@@ -81,11 +88,15 @@ class SumOutcome:
     faults : dict of str to str
         Client → a fault that did not cost its vector (a tampered share in the last step, no
         reply to it): its vector is in the sums.
+    clipped : dict of str to dict
+        Client → ``{"values": n, "of": L, "fraction": n / L}``: the entries it clipped to ±c
+        over the float vectors it sent to the sums (clients that clipped none are absent).
     """
 
     sums: dict[str, GroupSum]
     dropped: dict[str, str] = field(default_factory=dict)
     faults: dict[str, str] = field(default_factory=dict)
+    clipped: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,6 +113,7 @@ class _Session:
     shared: list[str] = field(default_factory=list)
     masked: dict[str, np.ndarray] = field(default_factory=dict)
     masked_with: dict[str, list[str]] = field(default_factory=dict)
+    clipped: dict[str, int] = field(default_factory=dict)
     included: list[str] = field(default_factory=list)
 
     @property
@@ -160,7 +172,8 @@ def secure_sum(
         naming an unknown tensor.
     SecureAggregationError
         When a group keeps fewer than its threshold t of members, or a secret fewer than t
-        valid shares, or its sum was clipped or tampered with.
+        valid shares, or its sum lies outside the range clipped vectors can reach (a member
+        that did not clip, or a tampered vector).
     """
     protocol = _Protocol(transport, settings, params, label, seen_keys)
     protocol.open(groups, held, shapes)
@@ -169,7 +182,7 @@ def secure_sum(
     protocol.collect_masked(random_seed)
     sums = protocol.unmask(shapes)
     dropped, faults = dict(sorted(protocol.dropped.items())), dict(sorted(protocol.faults.items()))
-    return SumOutcome(sums, dropped, faults)
+    return SumOutcome(sums, dropped, faults, protocol.clipping())
 
 
 class _Protocol:
@@ -192,6 +205,22 @@ class _Protocol:
     def fault(self, client: str, why: str) -> None:
         log.warning("%s: secure aggregation fault of client %r: %s", self.label, client, why)
         self.faults.setdefault(client, why)
+
+    def clipping(self) -> dict[str, dict[str, float]]:
+        """Client → entries it clipped, of those it sent, over the sums its vector is in."""
+        counts: dict[str, list[int]] = {}
+        for s in self.sessions:
+            if not s.weighted:
+                continue
+            for c in s.included:
+                tally = counts.setdefault(c, [0, 0])
+                tally[0] += s.clipped.get(c, 0)
+                tally[1] += s.length
+        return {
+            c: {"values": n, "of": total, "fraction": n / total}
+            for c, (n, total) in sorted(counts.items())
+            if n
+        }
 
     def live(self, clients) -> list[str]:
         return sorted(c for c in clients if c not in self.dropped)
@@ -250,7 +279,7 @@ class _Protocol:
             unknown = sorted(set(group.tensors) - set(shapes))
             if unknown or not group.tensors:
                 raise ConfigError(f"{self.label}: group {name!r} names unknown tensors {unknown}")
-            length = flat_length(shapes, group.tensors) + (group.weights is not None)
+            length = flat_length(shapes, group.tensors)
             sid = f"{self.label}/{name}/{secrets.token_hex(8)}"
             self.sessions.append(
                 _Session(sid, name, group, self.params.reconstruction_threshold(n), length)
@@ -351,6 +380,14 @@ class _Protocol:
                     self.drop(src, f"{STEP_MASK}: {accused}: {why}")
                 s.masked[client] = np.asarray(reply["masked"]).astype(np.int64)
                 s.masked_with[client] = sorted(reply["masked_with"])
+                s.clipped[client] = int(reply["clipped"])
+                if s.clipped[client]:
+                    log.warning(
+                        "%s: client %r clipped %d of %d entries of its vector for %r to "
+                        "±secagg.clipping_range = %g",
+                        self.label, client, s.clipped[client], s.length, s.name,
+                        self.params.clipping_range,
+                    )  # fmt: skip
         for s in self.sessions:
             missing = sorted(set(s.shared) - set(s.masked) - set(self.dropped))
             for c in missing:
@@ -358,6 +395,28 @@ class _Protocol:
         for s in self.sessions:
             s.included = self.live(s.masked)
             self.enough(s, s.included, "sent valid masked vectors")
+            self.refuse_widespread_clipping(s)
+
+    def refuse_widespread_clipping(self, s: _Session) -> None:
+        """Stop before unmasking when more than half of a group clipped: c is too small.
+
+        One site clipping is what a poisoned update looks like (bounded, named, summed); most
+        of them clipping means honest updates exceed the bound, and a sum of clipped honest
+        updates is biased (a FedGLM Newton step, say, would be wrong).
+        """
+        clipping = _clipping_of(s)
+        n = len(s.included)
+        if 2 * len(clipping) <= n:
+            return
+        c = self.params.clipping_range
+        raise SecureAggregationError(
+            f"{self.label}: secure aggregation of {s.name!r}: {len(clipping)} of {n} members "
+            f"clipped entries of their weighted vectors to ±secagg.clipping_range = {c:g} "
+            f"({_named(clipping, s.length)}): more than half, so honest updates exceed the "
+            "bound (one poisoned site would be one of them); the sum is refused rather than "
+            "aggregated biased. Raise secagg.clipping_range above the honest sites' largest "
+            "weighted entry (n_k/N · Δw)"
+        )
 
     def unmask(self, shapes) -> dict[str, GroupSum]:
         requests: dict[str, dict[str, Any]] = {}
@@ -428,6 +487,29 @@ class _Protocol:
                 total = (total - stream if index[c] > index[owner] else total + stream) & modulus
         return self._decode(s, total, shapes)
 
+    def _overflow(self, s: _Session, outside: int) -> str:
+        """Why a float sum beyond [0, n·R] is refused: who may have sent it, and what to do."""
+        c, n = self.params.clipping_range, len(s.included)
+        clipping = _clipping_of(s)
+        if clipping:
+            named = _named(clipping, s.length)
+            who = f"Check the sites that reported clipping entries this round: {named}."
+        else:
+            who = (
+                "No member reported clipping an entry, and the server cannot see whose vector "
+                f"it was; check the members {list(s.included)} (their client versions first)."
+            )
+        return (
+            f"{self.label}: secure aggregation of {s.name!r}: {outside} entries of the unmasked "
+            f"sum lie outside [0, {n}·R], the range of {n} vectors clipped to "
+            f"secagg.clipping_range = {c:g}: a member's vector exceeded the declared bound (a "
+            "site that does not clip its update — a modified or outdated client — or a masked "
+            f"vector or share altered on the way); the sum is refused. {who} Raise "
+            f"secagg.clipping_range only if honest updates are legitimately larger than {c:g}: "
+            f"this round {n - len(clipping)} of {n} members clipped no entry (their weighted "
+            f"updates lie within ±{c:g})."
+        )
+
     def _secret(self, s: _Session, shares, kind: str, owner: str) -> bytes:
         valid = shares.get((kind, owner), [])
         if len(valid) < s.threshold:
@@ -441,18 +523,9 @@ class _Protocol:
     def _decode(self, s: _Session, total: np.ndarray, shapes) -> GroupSum:
         n = len(s.included)
         if s.weighted:
-            if total.size and int(total.max()) > n * self.params.levels:
-                raise SecureAggregationError(
-                    f"{self.label}: secure aggregation of {s.name!r}: the unmasked sum lies "
-                    f"outside [0, {n}·R]: a masked vector or a share was tampered with"
-                )
-            clipped, total = int(total[-1]), total[:-1]
-            if clipped:
-                raise SecureAggregationError(
-                    f"{self.label}: secure aggregation of {s.name!r}: {clipped} weighted "
-                    f"entries exceeded secagg.clipping_range = {self.params.clipping_range} and "
-                    "were clipped; the sum is refused. Raise secagg.clipping_range"
-                )
+            outside = int(np.count_nonzero(total > n * self.params.levels))
+            if outside:
+                raise SecureAggregationError(self._overflow(s, outside))
             values = dequantize_sum(total, n, self.params)
             weight = float(sum(s.group.weights[c] for c in s.included))
             bound = n * self.params.step + 8 * n * self.params.clipping_range * _EPS
@@ -464,6 +537,17 @@ class _Protocol:
             out[name] = values[start : start + size].reshape(tuple(shapes[name]))
             start += size
         return GroupSum(out, weight, tuple(s.included), bound, s.group.members)
+
+
+def _clipping_of(s: _Session) -> dict[str, int]:
+    """Included member → entries it clipped, for the members that clipped any."""
+    return {m: s.clipped[m] for m in s.included if s.clipped.get(m, 0)}
+
+
+def _named(clipping: Mapping[str, int], length: int) -> str:
+    """``'site3' (120 of 400), ...``, most clipped first."""
+    ranked = sorted(clipping, key=lambda m: (-clipping[m], m))
+    return ", ".join(f"{m!r} ({clipping[m]} of {length})" for m in ranked)
 
 
 def _sessions_of(reply: Any) -> Mapping | None:
@@ -518,6 +602,11 @@ def _bad_masked(reply, shape, dtype, modulus: int, others: set[str]) -> str | No
     masked_with, rejected = reply.get("masked_with"), reply.get("rejected")
     if not isinstance(masked_with, list) or not isinstance(rejected, Mapping):
         return "no mask set (masked_with, rejected)"
+    clipped = reply.get("clipped")
+    if not (isinstance(clipped, (int, np.integer)) and not isinstance(clipped, bool)):
+        return f"no count of clipped entries (clipped: {clipped!r})"
+    if not 0 <= int(clipped) <= shape[0]:
+        return f"it reports {clipped} clipped entries of {shape[0]}"
     if set(masked_with) | set(rejected) != others or set(masked_with) & set(rejected):
         return (
             f"it masked with {sorted(masked_with)} and rejected {sorted(rejected)}; the members "

@@ -6,10 +6,16 @@ through :func:`held_fit_result`), its key pairs, its self-mask seed and the key 
 members sent it. Only public keys, encrypted shares, share digests, masked vectors and — in the
 last step, for the members the server names — key shares leave the site.
 
+A float vector is clipped to the declared bound, [−c, c] per entry (``secagg.clipping_range``),
+before it is quantised and masked, so no sum of honest members can overflow; the mask reply
+says how many entries were clipped (``clipped``, a count), which names a site whose update was
+out of bounds — a poisoned one, say — even though its vector stays hidden.
+
 The site refuses (:class:`~rvfedprs.exceptions.InputDataError`, which the engines record as its
 failure) a session id it has seen before, a step out of order, a group smaller than its minimum
-or its threshold, public keys that are not distinct or misquote its own, and a request for both
-the self-mask share and the key share of the same member. A share that does not decrypt or is
+or its threshold, public keys that are not distinct or misquote its own, a held vector with
+NaN/inf entries, and a request for both the self-mask share and the key share of the same
+member. A share that does not decrypt or is
 misaddressed is not fatal: the site leaves its sender out of its masks and tells the server,
 which drops the sender.
 """
@@ -50,6 +56,7 @@ from rvfedprs.federation.secagg.protocol import (
     STEP_UNMASK,
     SecAggParams,
     b64,
+    clip_to_range,
     digest,
     mask_stream,
     quantize_seeded,
@@ -162,6 +169,9 @@ def _keys(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         if weighted != np.issubdtype(value.dtype, np.floating):
             kind = "a float (weighted)" if weighted else "an integer (exact)"
             raise _fail(sid, f"tensor {tensor!r} has dtype {value.dtype}; the sum is {kind} sum")
+        if weighted and not np.all(np.isfinite(value)):
+            bad = int(np.count_nonzero(~np.isfinite(value)))
+            raise _fail(sid, f"tensor {tensor!r} holds {bad} NaN/inf values; it is not summed")
     sk1, pk1 = generate_key_pairs()
     sk2, pk2 = generate_key_pairs()
     root["seen"].add(sid)
@@ -256,13 +266,11 @@ def _mask(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         )
     vector = root["held"][session["held"]]
     flat = np.concatenate([np.ravel(vector[t]) for t in session["tensors"]])
+    clipped = 0
     if session["weighted"]:
-        weight = float(request["weight"])
-        scaled = flat.astype(np.float64) * weight
-        clipped = int(np.count_nonzero(np.abs(scaled) > params.clipping_range))
-        values = np.append(
-            quantize_seeded(scaled, params, int(request["seed"])), min(clipped, params.levels)
-        )
+        scaled = flat.astype(np.float64) * float(request["weight"])
+        bounded, clipped = clip_to_range(scaled, params)
+        values = quantize_seeded(bounded, params, int(request["seed"]))
     else:
         values = flat.astype(np.int64)
         limit = params.modulus // len(session["keys"])
@@ -281,6 +289,7 @@ def _mask(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         "masked": masked.astype(wire_dtype(params)),
         "masked_with": accepted,
         "rejected": rejected,
+        "clipped": clipped,
     }
 
 

@@ -4,7 +4,10 @@
 when the job's configuration enables ``secagg``:
 
 1. every instruction asks its site to hold its update (``secure_aggregation: {"hold": ...}``);
-   the fit replies carry n_k, the loss and (FedCE) the Bloom filter, no parameters;
+   the fit replies carry n_k, the loss and (FedCE) the Bloom filter, no parameters; a reply
+   whose n_k differs from the count its site declared at setup is refused
+   (:class:`~rvfedprs.federation.screening.UpdateScreen`; the norm screen needs the update,
+   which the server never sees — each site clips its own instead);
 2. the strategy names the sums it needs (:meth:`~rvfedprs.strategies.base.Strategy.secure_groups`;
    FedCE clusters here, from the filters, and merges or refuses small clusters);
 3. :func:`~rvfedprs.federation.secagg.server.secure_sum` computes them; clients that drop out
@@ -19,6 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from rvfedprs.federation.screening import UpdateScreen
 from rvfedprs.federation.secagg.protocol import (
     SECURE_FIT_KEY,
     SecAggParams,
@@ -83,12 +87,15 @@ class SecureAggregation:
         results : dict
             Client → its fit reply (no parameters), for clients whose update is in the sums.
         failures : dict
-            Client → why its update is not (a failed fit, a dropout, a rejected message).
+            Client → why its update is not (a failed fit, a sample count other than the one
+            declared at setup, a dropout, a rejected message).
         sums : dict of str to GroupSum, or None
             None when no client replied to the fit.
         notes : dict
             For the round's history: ``secagg`` (group → included clients) and, if any,
-            ``secagg_faults`` (client → a fault that did not cost its update).
+            ``secagg_faults`` (client → a fault that did not cost its update) and
+            ``secagg_clipped`` (client → the entries of its weighted update it clipped to
+            ±``clipping_range`` before masking: ``values``, ``of``, ``fraction``).
 
         Raises
         ------
@@ -102,7 +109,9 @@ class SecureAggregation:
             for c, i in instructions.items()
         }
         fitted: Replies = transport.fit(server_round, marked, seeds, settings, client_state)
-        results, failures = dict(fitted[0]), dict(fitted[1])
+        declared = UpdateScreen(settings.get("declared_samples") or {}, factor=None)
+        results, refused = declared.screen(server_round, fitted[0], marked)
+        failures = {**fitted[1], **refused}
         if not results:
             return results, failures, None, {}
         if len(results) < self.params.min_clients:
@@ -141,4 +150,6 @@ class SecureAggregation:
         }
         if outcome.faults:
             notes["secagg_faults"] = dict(outcome.faults)
+        if outcome.clipped:
+            notes["secagg_clipped"] = dict(outcome.clipped)
         return results, failures, outcome.sums, notes
