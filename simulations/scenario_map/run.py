@@ -263,7 +263,7 @@ def build_cohort(cohort: Cohort, spec: dict, simulator_path: Path | None) -> Coh
     config.write_text(yaml.safe_dump(prepare, sort_keys=True))
     _call(
         [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--cores",
-         "1", "--configfile", str(config), "--directory", str(cohort.folder),
+         "1", "--rerun-incomplete", "--configfile", str(config), "--directory", str(cohort.folder),
          "results/clients.tsv", "results/rare_variants.tsv", "results/logs/exclusions.tsv"],
         logs / "prepare.log",
         _env(),
