@@ -167,3 +167,32 @@ def test_a_real_superlink_refuses_a_registered_node_claiming_another_site(tmp_pa
     assert job["site_nodes"] == bound
     # the coordinator wrote nothing for the sites (they run their own nodes)
     assert not (tmp_path / "sites").exists()
+
+
+def test_a_coordinator_whose_sites_run_their_nodes_needs_only_site_ids(tmp_path):
+    from rvfedprs.config import load_config
+    from rvfedprs.exceptions import InputDataError
+    from rvfedprs.study.run import run_study_config
+    from rvfedprs.study.samplesheet import read_site_ids
+
+    sheet = tmp_path / "sites.tsv"
+    sheet.write_text("site\tgenotypes\nhunt\t/elsewhere\nukb\tplaceholder\nukb\tchr2\n")
+    assert read_site_ids(sheet) == ["hunt", "ukb"]  # other columns ignored, not required
+    (tmp_path / "bad.tsv").write_text("site\tx\nukb\t1\n \t2\n")
+    with pytest.raises(InputDataError, match=r"empty site on line\(s\) \[3\]"):
+        read_site_ids(tmp_path / "bad.tsv")
+    (tmp_path / "none.tsv").write_text("id\nukb\n")
+    with pytest.raises(InputDataError, match=r"has no 'site' column \(has \['id'\]\)"):
+        read_site_ids(tmp_path / "none.tsv")
+
+    config = load_config(
+        None,
+        overrides={
+            "study": {"engine": "flower-deploy", "sites_dir": str(tmp_path / "sites")},
+            "flower": {"superlink": "127.0.0.1:9", "node_keys": {"ukb": "ukb.pub"}},
+        },
+    )
+    # refused before anything is written or contacted: hunt has no key
+    with pytest.raises(ConfigError, match=r"node_keys lists sites \['ukb'\], the site sheet"):
+        run_study_config(config, scoring_file=tmp_path / "s.txt", samplesheet=sheet)
+    assert not (tmp_path / "sites").exists()
