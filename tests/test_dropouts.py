@@ -5,7 +5,10 @@ evaluation after every round (:func:`rvfedprs.study.coordinator.round_evaluation
 evaluation fails (its step raises, as a node that never replies is recorded) is named in the
 round's record and the pooled metrics cover the others; with too few sites left the run stops
 naming it, and the round's checkpoint, written before its evaluation, is on disk and loads.
-"""
+
+Slow: whole studies on a small simulated cohort split into four sites — in-process with one
+site's evaluation replies lost in transit (what a killed node gives), and on Flower's simulation
+engine with one site whose evaluation fails on its node (its truth table is gone)."""
 
 from __future__ import annotations
 
