@@ -25,10 +25,32 @@ from rvfedprs.imaging.federation import benchmark_data, federation_from_section
 from rvfedprs.imaging.loader import load_medmnist
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
 
-__all__ = ["ImagingTask", "imaging_nodes", "strategy_for", "PARTITION_KEYS"]
+__all__ = [
+    "ImagingTask",
+    "imaging_nodes",
+    "strategy_for",
+    "strategy_config",
+    "IMAGING_STRATEGIES",
+    "PARTITION_KEYS",
+]
 
 #: The job settings a site's split depends on.
 PARTITION_KEYS = ("imaging", "seed", "fold", "class_counts")
+
+#: The strategies the imaging clients can run (the ``imaging.strategies`` schema enum).
+IMAGING_STRATEGIES: tuple[str, ...] = (
+    "fedavg",
+    "fedprox",
+    "fedsvrg",
+    "scaffold",
+    "fedatt",
+    "fedatt_cosine",
+    "ditto",
+    "local",
+    "fedavg_w",
+    "cluster_fedavg",
+    "fedadam",
+)
 
 
 def imaging_nodes(data_file: str | Path, client_ids) -> dict[str, dict[str, str]]:
@@ -41,34 +63,56 @@ def imaging_nodes(data_file: str | Path, client_ids) -> dict[str, dict[str, str]
     return {f"supernode-{c}": {"data-file": data_file, "client-id": c} for c in client_ids}
 
 
+def strategy_config(section: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``imaging`` section's strategy options, as the configuration sections they mirror.
+
+    The strategies read ``train`` and ``strategies`` (:meth:`Strategy.from_config`); options the
+    imaging section does not set keep those sections' defaults.
+    """
+    return {
+        "train": {"proximal_mu": section["proximal_mu"], "momentum": section["momentum"]},
+        "strategies": {
+            "fedatt_step": section["fedatt_step"],
+            "ditto_lambda": section["ditto_lambda"],
+            "omega": section["omega"],
+        },
+    }
+
+
 def strategy_for(
     name: str,
     section: Mapping[str, Any],
     *,
     distance: np.ndarray | None = None,
     distance_clients: Sequence[str] | None = None,
-):
+) -> Strategy:
     """The strategy ``name`` with its options from the ``imaging`` section.
 
     ``fedavg_w`` and ``cluster_fedavg`` need their client distance matrix (shape (K, K), rows
     in ``distance_clients`` order), computed by the caller (:func:`build_strategy` does).
-    """
-    from rvfedprs.strategies import get_strategy
 
-    if name == "fedprox":
-        return get_strategy(name, proximal_mu=section["proximal_mu"])
-    if name == "fedatt":
-        return get_strategy(name, step=section["fedatt_step"])
-    if name == "ditto":
-        return get_strategy(name, lam=section["ditto_lambda"])
-    if name in ("fedavg_w", "cluster_fedavg"):
-        if distance is None:
-            raise ValueError(f"strategy {name!r} needs the client distance matrix")
-        extra = {"omega": section["omega"]} if name == "fedavg_w" else {}
-        return get_strategy(
-            name, distance=np.asarray(distance), distance_clients=list(distance_clients), **extra
+    Raises
+    ------
+    ConfigError
+        For a name outside :data:`IMAGING_STRATEGIES`, or options the strategy refuses.
+    ValueError
+        For a distance strategy without its matrix.
+    """
+    from rvfedprs.strategies import DISTANCE_STRATEGIES, strategy_from_config
+
+    if name not in IMAGING_STRATEGIES:
+        raise ConfigError(
+            f"strategy {name!r} cannot run on the imaging task; choose from "
+            f"{sorted(IMAGING_STRATEGIES)}"
         )
-    return get_strategy(name)
+    if name in DISTANCE_STRATEGIES and distance is None:
+        raise ValueError(f"strategy {name!r} needs the client distance matrix")
+    return strategy_from_config(
+        name,
+        strategy_config(section),
+        distance=None if distance is None else np.asarray(distance),
+        distance_clients=None if distance_clients is None else list(distance_clients),
+    )
 
 
 class ImagingTask(Task):

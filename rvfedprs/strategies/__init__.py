@@ -1,20 +1,30 @@
 """Server strategies, chosen by name.
 
 Every strategy implements :class:`~rvfedprs.strategies.base.Strategy` and knows nothing of the
-engine that runs it. ``get_strategy("fedce", n_clusters=3)`` builds one;
-:func:`strategy_from_config` maps the validated ``train``/``fedce``/``strategies`` configuration
-sections onto each strategy's options.
+engine that runs it. The registry maps each name to its class (imported on first use: the
+classes pull in torch and scikit-learn). ``get_strategy("fedce", n_clusters=3)`` builds one
+from keyword options; :func:`strategy_from_config` builds one from a validated configuration,
+the class reading its own sections (``Strategy.from_config``).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
-from rvfedprs.exceptions import ConfigError
+from rvfedprs.exceptions import ConfigError, RvfedprsError
 from rvfedprs.similarity import METHODS as DISTANCE_METHODS
-from rvfedprs.strategies.base import FitInstruction, FitResult, GlobalModelStrategy, Strategy
+from rvfedprs.strategies.base import (
+    FitInstruction,
+    FitResult,
+    GlobalModelStrategy,
+    Strategy,
+    StrategyContext,
+    config_section,
+)
 from rvfedprs.strategies.secure import check_secure_aggregation
 
 __all__ = [
@@ -26,11 +36,14 @@ __all__ = [
     "FitResult",
     "GlobalModelStrategy",
     "Strategy",
+    "StrategyContext",
     "get_strategy",
     "strategy_class",
     "strategy_from_config",
 ]
 
+#: Registry name → ``"module:Class"``; each class builds itself from the configuration
+#: (``from_config``), except the GLMs, whose options are read in :data:`_CONFIG_READERS`.
 _REGISTRY: dict[str, str] = {
     "fedce": "rvfedprs.strategies.fedce:FedCE",
     "fedavg": "rvfedprs.strategies.fedavg:FedAvg",
@@ -73,17 +86,6 @@ FEDCE_VARIANTS: tuple[str, ...] = (
     "fedce_carried",
 )
 
-_FEDCE_OPTIONS = (
-    "bloom_capacity",
-    "bloom_error_rate",
-    "top_k",
-    "relative_threshold",
-    "n_clusters",
-    "distance_threshold",
-    "recluster_every",
-    "head_aggregation",
-)
-
 # DISTANCE_METHODS: values of ``strategies.distance`` naming a method computed on the
 # federation (anything else is the path of a TSV matrix) — the similarity registry's names.
 
@@ -102,6 +104,17 @@ def strategy_class(name: str) -> type[Strategy]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
+@contextmanager
+def _named_errors(name: str) -> Iterator[None]:
+    """Turn a constructor's TypeError/ValueError into a ConfigError naming strategy ``name``."""
+    try:
+        yield
+    except RvfedprsError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"strategy {name!r}: {exc}") from None
+
+
 def get_strategy(name: str, **config: Any) -> Strategy:
     """Build the strategy ``name`` with keyword options ``config``.
 
@@ -111,16 +124,8 @@ def get_strategy(name: str, **config: Any) -> Strategy:
         For an unknown name, or an option or value the strategy does not accept.
     """
     cls = strategy_class(name)
-    try:
+    with _named_errors(name):
         return cls(**config)
-    except TypeError as exc:
-        raise ConfigError(f"strategy {name!r}: {exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"strategy {name!r}: {exc}") from None
-
-
-#: The ``fedglm`` section's keys FedGLM and FedCE-GLM take.
-_GLM_OPTIONS = ("features", "l2", "penalize", "tol", "max_features")
 
 
 def strategy_from_config(
@@ -133,12 +138,15 @@ def strategy_from_config(
 ) -> Strategy:
     """Build strategy ``name`` from a validated configuration.
 
+    The registered class reads its own options (its ``from_config``); FedGLM's and
+    FedCE-GLM's are read here, passing on every ``fedglm`` key their constructors take.
+
     Parameters
     ----------
     name : str
         A registered strategy name.
     config : mapping
-        Validated configuration (sections ``train``, ``fedce``, ``strategies``).
+        Validated configuration (sections ``train``, ``fedce``, ``fedglm``, ``strategies``, ...).
     distance : array, shape (K, K), optional
         The client distance matrix of ``fedavg_w`` / ``cluster_fedavg`` when
         ``strategies.distance`` names a method: the caller computes it on the federation
@@ -157,121 +165,67 @@ def strategy_from_config(
         with client momentum, or (``secagg.enabled``) a strategy that cannot run with secure
         aggregation.
     """
-    train = config.get("train", {})
-    fedce = config.get("fedce", {})
-    section = _strategies_section(config)
-    options: dict[str, Any] = {}
-    if name == "fedprox":
-        options = {"proximal_mu": train["proximal_mu"]}
-    elif name == "fedadam":
-        options = {
-            "server_lr": train["server_lr"],
-            "beta1": train["server_beta1"],
-            "beta2": train["server_beta2"],
-            "tau": train["server_tau"],
-        }
-    elif name == "clustered":
-        options = {
-            "eps1": train["cfl_eps1"],
-            "eps2": train["cfl_eps2"],
-            "min_cluster_size": train["cfl_min_cluster_size"],
-        }
-    elif name in FEDCE_VARIANTS:
-        options = {key: fedce[key] for key in _FEDCE_OPTIONS}
-        if name == "fedce_global_head":
-            del options["head_aggregation"]
-        elif name == "fedce_oracle":
-            options["groups"] = clusters if clusters is not None else _oracle_groups(config)
-        elif name == "fedce_random":
-            seed = section["random_clusters_seed"]
-            options["random_seed"] = seed if seed is not None else (train.get("seed") or 0)
-    elif name == "fedavgm":
-        options = {
-            "momentum": section["fedavgm_momentum"],
-            "server_lr": section["fedavgm_server_lr"],
-        }
-    elif name == "fedavg_masked":
-        dp_on = bool(config.get("dp", {}).get("enabled", False))
-        if train.get("weight_decay", 0.0) or dp_on:
-            raise ConfigError(
-                "strategy 'fedavg_masked' reads each client's carried columns off its update, "
-                "which needs local training that leaves uncarried columns untouched; got "
-                f"train.weight_decay = {train.get('weight_decay', 0.0)}, dp.enabled = {dp_on}"
-            )
-    elif name in DISTANCE_STRATEGIES:
-        if distance is None:
-            source = section["distance"]
-            if source in DISTANCE_METHODS:
-                raise ConfigError(
-                    f"strategy {name!r}: strategies.distance = {source!r} is a method; its matrix "
-                    "must be computed on the federation and passed as distance= (rvfedprs train "
-                    "does this), or set strategies.distance to a TSV written by rvfedprs distance"
-                )
-            distance, distance_clients = source, None
-        options = {"distance": distance, "distance_clients": distance_clients}
-        if name == "fedavg_w":
-            options.update(omega=section["omega"], sample_weighted=section["sample_weighted"])
-        else:
-            options.update(method=section["cluster_method"], n_clusters=section["n_clusters"])
-    elif name in ("scaffold", "fedsvrg"):
-        momentum = train.get("momentum", 0.0)
-        if momentum != 0:
-            raise ConfigError(
-                f"strategy {name!r} (SCAFFOLD Option II) needs plain local SGD, but "
-                f"train.momentum = {momentum}; set train.momentum: 0"
-            )
-        options = {"server_lr": section["scaffold_server_lr"]}
-    elif name == "fedatt":
-        options = {"step": section["fedatt_step"]}
-    elif name == "ditto":
-        options = {"lam": section["ditto_lambda"]}
-    elif name == "fedglm":
-        glm = config.get("fedglm") or validate_section("fedglm")
-        options = {key: glm[key] for key in _GLM_OPTIONS}
-        if glm["features"] == "burden":
-            options["burden"] = burden_of(config)
-    elif name == "fedce_glm":
-        glm = config.get("fedglm") or validate_section("fedglm")
-        if glm["features"] == "floor":
-            raise ConfigError(
-                "strategy 'fedce_glm' fits per-cluster rare effects: fedglm.features must be "
-                "burden or dosages, not floor"
-            )
-        options = {key: fedce[key] for key in _FEDCE_OPTIONS if key != "head_aggregation"}
-        options.update({key: glm[key] for key in _GLM_OPTIONS})
-        if glm["features"] == "burden":
-            options["burden"] = burden_of(config)
-    strategy = get_strategy(name, **options)
-    if (config.get("secagg") or {}).get("enabled", False):
+    cls = strategy_class(name)
+    context = StrategyContext(distance, distance_clients, clusters)
+    build = _CONFIG_READERS.get(name, cls.from_config)
+    with _named_errors(name):
+        strategy = build(config, context)
+    if config_section(config, "secagg")["enabled"]:
         check_secure_aggregation(strategy)
     return strategy
 
 
-def _oracle_groups(config: Mapping[str, Any]) -> dict[str, str] | None:
-    """``fedce_oracle``'s groups from the configured samples sheet, or None without one."""
-    from rvfedprs.strategies.fedce_oracle import client_groups
+def _glm_options(cls: type[Strategy], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Every key of the ``fedglm`` section that ``cls``'s constructor takes, as keywords.
 
-    section = _strategies_section(config)
-    path = section["oracle_groups"] or config.get("evaluate", {}).get("samples")
-    return None if path is None else client_groups(path, section["oracle_column"])
+    A new GLM option so needs only its schema entry and constructor argument; ``features:
+    burden`` adds the burden map of ``train.data``'s variants.
+    """
+    glm = config_section(config, "fedglm")
+    accepted = inspect.signature(cls).parameters
+    options = {key: value for key, value in glm.items() if key in accepted}
+    if glm["features"] == "burden":
+        options["burden"] = burden_of(config)
+    return options
+
+
+def _fedglm_from_config(config: Mapping[str, Any], context: StrategyContext) -> Strategy:
+    """FedGLM with the ``fedglm`` section's options."""
+    cls = strategy_class("fedglm")
+    return cls(**_glm_options(cls, config))
+
+
+def _fedce_glm_from_config(config: Mapping[str, Any], context: StrategyContext) -> Strategy:
+    """FedCE-GLM with the ``fedce`` section's clustering and the ``fedglm`` section's fit.
+
+    Raises
+    ------
+    ConfigError
+        For ``fedglm.features: floor``: FedCE-GLM fits per-cluster rare effects.
+    """
+    from rvfedprs.strategies.fedce import fedce_options
+
+    features = config_section(config, "fedglm")["features"]
+    if features == "floor":
+        raise ConfigError(
+            "strategy 'fedce_glm' fits per-cluster rare effects: fedglm.features must be "
+            "burden or dosages, not floor"
+        )
+    cls = strategy_class("fedce_glm")
+    options = fedce_options(config)
+    del options["head_aggregation"]  # the model is linear: no head
+    return cls(**options, **_glm_options(cls, config))
+
+
+#: The strategies whose options are read here, not by their class's ``from_config``.
+_CONFIG_READERS: dict[str, Callable[[Mapping[str, Any], StrategyContext], Strategy]] = {
+    "fedglm": _fedglm_from_config,
+    "fedce_glm": _fedce_glm_from_config,
+}
 
 
 def burden_of(config: Mapping[str, Any]):
     """The burden map of ``train.data``'s variant set from the ``burden`` section."""
     from rvfedprs.burden import burden_from_config
 
-    section = config.get("burden") or validate_section("burden")
-    return burden_from_config(config["train"]["data"], section)
-
-
-def validate_section(name: str) -> dict[str, Any]:
-    """Section ``name`` holding only its schema defaults."""
-    from rvfedprs.config import validate_config
-
-    return dict(validate_config({name: {}})[name])
-
-
-def _strategies_section(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``strategies`` section with its schema defaults filled in (it may be absent)."""
-    section = config.get("strategies")
-    return dict(section) if section is not None else validate_section("strategies")
+    return burden_from_config(config["train"]["data"], config_section(config, "burden"))

@@ -18,7 +18,41 @@ import numpy as np
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters, weighted_average
 from rvfedprs.strategies.secure import GroupSum, SumGroup, normalised_weights
 
-__all__ = ["FitInstruction", "FitResult", "Strategy", "GlobalModelStrategy"]
+__all__ = [
+    "FitInstruction",
+    "FitResult",
+    "Strategy",
+    "GlobalModelStrategy",
+    "StrategyContext",
+    "config_section",
+]
+
+
+@dataclass(frozen=True)
+class StrategyContext:
+    """What a strategy needs besides its configuration: inputs computed on the federation.
+
+    Attributes
+    ----------
+    distance : array, shape (K, K), optional
+        The client distance matrix of ``fedavg_w`` / ``cluster_fedavg`` when
+        ``strategies.distance`` names a method (the caller computes it on the federation).
+    distance_clients : sequence of str, optional
+        Row order of ``distance``.
+    clusters : mapping of client id to group, optional
+        The true groups of ``fedce_oracle`` (default: read from the configured samples sheet).
+    """
+
+    distance: Any = None
+    distance_clients: Sequence[str] | None = None
+    clusters: Mapping[str, Any] | None = None
+
+
+def config_section(config: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Section ``name`` of ``config`` over its schema defaults (the section may be absent)."""
+    from rvfedprs.config import section_defaults
+
+    return {**section_defaults(name), **(config.get(name) or {})}
 
 
 @dataclass
@@ -95,6 +129,15 @@ class Strategy(ABC):
     secagg_refusal: ClassVar[str | None] = (
         "it does not say which sums its aggregation needs (secure_groups / aggregate_sums)"
     )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> Strategy:
+        """The strategy with its options from the validated ``config`` (none by default).
+
+        Subclasses with options override this and read their configuration sections with
+        :func:`config_section`; ``context`` carries what the configuration cannot hold.
+        """
+        return cls()
 
     @abstractmethod
     def initialize(self, global_parameters: Mapping[str, np.ndarray], client_ids: Sequence[str]):

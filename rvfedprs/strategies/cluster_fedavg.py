@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters, weighted_average
-from rvfedprs.strategies.base import FitInstruction, Strategy, _sorted_results
-from rvfedprs.strategies.fedavg_w import aligned_distance, most_distant_client
+from rvfedprs.strategies.base import (
+    FitInstruction,
+    Strategy,
+    StrategyContext,
+    _sorted_results,
+    config_section,
+)
+from rvfedprs.strategies.fedavg_w import (
+    aligned_distance,
+    configured_distance,
+    most_distant_client,
+)
 
 __all__ = ["ClusterFedAvg", "assign_two_clusters"]
 
@@ -74,6 +84,16 @@ class ClusterFedAvg(Strategy):
         "the minimum; use fedce, whose small clusters are merged"
     )
     forms_clusters = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> ClusterFedAvg:
+        """The clustering from the ``strategies`` section; the distance as configured."""
+        section = config_section(config, "strategies")
+        return cls(
+            method=section["cluster_method"],
+            n_clusters=section["n_clusters"],
+            **configured_distance(cls.name, config, context),
+        )
 
     def __init__(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,14 @@ from rvfedprs.strategies.aggregation import (
     flatten_parameters,
     parameter_delta,
 )
-from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy, _sorted_results
+from rvfedprs.strategies.base import (
+    FitInstruction,
+    FitResult,
+    Strategy,
+    StrategyContext,
+    _sorted_results,
+    config_section,
+)
 
 __all__ = ["ClusteredFL", "bipartition"]
 
@@ -72,6 +80,16 @@ class ClusteredFL(Strategy):
         "checks each member's update norm (eq. 30-31): it needs every client's update"
     )
     forms_clusters = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> ClusteredFL:
+        """The split criteria from ``train.cfl_*``."""
+        train = config_section(config, "train")
+        return cls(
+            eps1=train["cfl_eps1"],
+            eps2=train["cfl_eps2"],
+            min_cluster_size=train["cfl_min_cluster_size"],
+        )
 
     def __init__(self, *, eps1: float = 0.4, eps2: float = 1.6, min_cluster_size: int = 3) -> None:
         if min_cluster_size < 2:

@@ -6,7 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
-from rvfedprs.strategies.base import FitInstruction, _sorted_results
+from rvfedprs.strategies.base import (
+    FitInstruction,
+    StrategyContext,
+    _sorted_results,
+    config_section,
+)
 from rvfedprs.strategies.fedavg import FedAvg
 
 __all__ = [
@@ -69,6 +74,11 @@ class Ditto(FedAvg):
         "it keeps every client's personal model v_k on the server, and each client returns v_k "
         "beside its update: per-client server-side state"
     )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> Ditto:
+        """λ from ``strategies.ditto_lambda``."""
+        return cls(lam=config_section(config, "strategies")["ditto_lambda"])
 
     def __init__(self, *, lam: float = 0.1) -> None:
         super().__init__()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
-from rvfedprs.strategies.base import GlobalModelStrategy
+from rvfedprs.strategies.base import GlobalModelStrategy, StrategyContext, config_section
 
 __all__ = ["FedAdam"]
 
@@ -30,6 +31,17 @@ class FedAdam(GlobalModelStrategy):
     """
 
     name = "fedadam"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedAdam:
+        """The server optimiser's settings from ``train.server_*``."""
+        train = config_section(config, "train")
+        return cls(
+            server_lr=train["server_lr"],
+            beta1=train["server_beta1"],
+            beta2=train["server_beta2"],
+            tau=train["server_tau"],
+        )
 
     def __init__(
         self,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from rvfedprs.strategies.aggregation import Parameters
-from rvfedprs.strategies.base import FitResult, _sorted_results
+from rvfedprs.strategies.base import FitResult, StrategyContext, _sorted_results, config_section
 from rvfedprs.strategies.fedavg import FedAvg
 
 __all__ = ["FedAtt", "FedAttCosine", "fedatt_update", "cosine_attention_weights"]
@@ -80,6 +81,11 @@ class FedAtt(FedAvg):
         "its layer-wise attention weights come from the distance between each client's own "
         "model and the server's: it needs every client's model"
     )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedAtt:
+        """ε from ``strategies.fedatt_step``."""
+        return cls(step=config_section(config, "strategies")["fedatt_step"])
 
     def __init__(self, *, step: float = 1.0) -> None:
         super().__init__()

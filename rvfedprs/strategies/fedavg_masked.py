@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from rvfedprs.exceptions import ConfigError
 from rvfedprs.strategies.aggregation import weighted_average
-from rvfedprs.strategies.base import _sorted_results
+from rvfedprs.strategies.base import StrategyContext, _sorted_results, config_section
 from rvfedprs.strategies.fedavg import FedAvg
 
 __all__ = ["MaskedFedAvg", "carried_columns", "masked_column_average"]
@@ -90,6 +92,25 @@ class MaskedFedAvg(FedAvg):
         "client's own update (which columns moved); a secure sum hides the individual updates "
         "and carries no column masks, so the strategy would silently fall back to FedAvg"
     )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> MaskedFedAvg:
+        """The strategy, after checking that local training leaves uncarried columns alone.
+
+        Raises
+        ------
+        ConfigError
+            With ``train.weight_decay`` or ``dp.enabled``: both move every column.
+        """
+        weight_decay = config_section(config, "train")["weight_decay"]
+        dp_on = bool(config_section(config, "dp")["enabled"])
+        if weight_decay or dp_on:
+            raise ConfigError(
+                f"strategy {cls.name!r} reads each client's carried columns off its update, "
+                "which needs local training that leaves uncarried columns untouched; got "
+                f"train.weight_decay = {weight_decay}, dp.enabled = {dp_on}"
+            )
+        return cls()
 
     def aggregate_fit(self, server_round, results):
         """FedAvg on every tensor, then the count-normalised average on the rare columns."""

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rvfedprs.exceptions import ConfigError, InputDataError
+from rvfedprs.similarity import METHODS as DISTANCE_METHODS
 from rvfedprs.strategies.aggregation import weighted_average
-from rvfedprs.strategies.base import _sorted_results
+from rvfedprs.strategies.base import StrategyContext, _sorted_results, config_section
 from rvfedprs.strategies.fedavg import FedAvg
 
-__all__ = ["FedAvgW", "most_distant_client", "read_distance_tsv", "aligned_distance"]
+__all__ = [
+    "FedAvgW",
+    "most_distant_client",
+    "read_distance_tsv",
+    "aligned_distance",
+    "configured_distance",
+]
 
 
 def most_distant_client(distance: np.ndarray) -> int:
@@ -89,6 +96,31 @@ def aligned_distance(
     return matrix[np.ix_(order, order)]
 
 
+def configured_distance(
+    name: str, config: Mapping[str, Any], context: StrategyContext
+) -> dict[str, Any]:
+    """``distance`` and ``distance_clients`` of distance strategy ``name``.
+
+    The context's matrix when the caller computed one on the federation, else the TSV that
+    ``strategies.distance`` names.
+
+    Raises
+    ------
+    ConfigError
+        When ``strategies.distance`` names a method and the context holds no matrix.
+    """
+    if context.distance is not None:
+        return {"distance": context.distance, "distance_clients": context.distance_clients}
+    source = config_section(config, "strategies")["distance"]
+    if source in DISTANCE_METHODS:
+        raise ConfigError(
+            f"strategy {name!r}: strategies.distance = {source!r} is a method; its matrix "
+            "must be computed on the federation and passed as distance= (rvfedprs train "
+            "does this), or set strategies.distance to a TSV written by rvfedprs distance"
+        )
+    return {"distance": source, "distance_clients": None}
+
+
 class FedAvgW(FedAvg):
     """FedAvg-w (Alekseenko et al. eq. 2–3): the most distant client is down-weighted.
 
@@ -112,6 +144,16 @@ class FedAvgW(FedAvg):
     """
 
     name = "fedavg_w"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedAvgW:
+        """ω and the weighting from the ``strategies`` section; the distance as configured."""
+        section = config_section(config, "strategies")
+        return cls(
+            omega=section["omega"],
+            sample_weighted=section["sample_weighted"],
+            **configured_distance(cls.name, config, context),
+        )
 
     def __init__(
         self,

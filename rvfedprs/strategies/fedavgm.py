@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
-from rvfedprs.strategies.base import GlobalModelStrategy
+from rvfedprs.strategies.base import GlobalModelStrategy, StrategyContext, config_section
 
 __all__ = ["FedAvgM"]
 
@@ -29,6 +30,12 @@ class FedAvgM(GlobalModelStrategy):
     """
 
     name = "fedavgm"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedAvgM:
+        """β and η from ``strategies.fedavgm_momentum`` / ``fedavgm_server_lr``."""
+        section = config_section(config, "strategies")
+        return cls(momentum=section["fedavgm_momentum"], server_lr=section["fedavgm_server_lr"])
 
     def __init__(self, *, momentum: float = 0.9, server_lr: float = 1.0) -> None:
         super().__init__()

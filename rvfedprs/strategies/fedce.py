@@ -20,10 +20,17 @@ from rvfedprs.strategies.aggregation import (
     select_prefix,
     weighted_average,
 )
-from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy, _sorted_results
+from rvfedprs.strategies.base import (
+    FitInstruction,
+    FitResult,
+    Strategy,
+    StrategyContext,
+    _sorted_results,
+    config_section,
+)
 from rvfedprs.strategies.secure import SMALL_CLUSTERS, SumGroup, normalised_weights
 
-__all__ = ["FedCE"]
+__all__ = ["FedCE", "fedce_options"]
 
 HEAD_AGGREGATION = ("cluster", "global")
 
@@ -38,6 +45,24 @@ def _plus(base: Parameters, step: Parameters) -> Parameters:
 
 #: The ``fedce`` section's schema defaults: the keyword defaults below (one default per option).
 _DEFAULTS = section_defaults("fedce")
+
+#: The ``fedce`` options FedCE's constructor takes (the Bloom key file is read by the clients).
+_OPTIONS = (
+    "bloom_capacity",
+    "bloom_error_rate",
+    "top_k",
+    "relative_threshold",
+    "n_clusters",
+    "distance_threshold",
+    "recluster_every",
+    "head_aggregation",
+)
+
+
+def fedce_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``fedce`` section's options of :class:`FedCE`'s constructor, as keywords."""
+    section = config_section(config, "fedce")
+    return {key: section[key] for key in _OPTIONS}
 
 
 class FedCE(Strategy):
@@ -82,6 +107,11 @@ class FedCE(Strategy):
     name = "fedce"
     forms_clusters = True
     secagg_refusal = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedCE:
+        """FedCE with the ``fedce`` section's options."""
+        return cls(**fedce_options(config))
 
     def __init__(
         self,

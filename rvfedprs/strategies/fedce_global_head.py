@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from rvfedprs.strategies.fedce import FedCE
+from rvfedprs.strategies.base import StrategyContext
+from rvfedprs.strategies.fedce import FedCE, fedce_options
 
 __all__ = ["FedCEGlobalHead"]
 
@@ -24,6 +26,13 @@ class FedCEGlobalHead(FedCE):
     """
 
     name = "fedce_global_head"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedCEGlobalHead:
+        """FedCE's options from the ``fedce`` section but its head aggregation (fixed here)."""
+        options = fedce_options(config)
+        del options["head_aggregation"]
+        return cls(**options)
 
     def __init__(self, **options: Any) -> None:
         if "head_aggregation" in options:

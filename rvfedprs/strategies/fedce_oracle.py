@@ -9,7 +9,8 @@ from typing import Any
 import pandas as pd
 
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.strategies.fedce import FedCE
+from rvfedprs.strategies.base import StrategyContext, config_section
+from rvfedprs.strategies.fedce import FedCE, fedce_options
 
 __all__ = ["FedCEOracle", "client_groups"]
 
@@ -55,6 +56,20 @@ class FedCEOracle(FedCE):
     """
 
     name = "fedce_oracle"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedCEOracle:
+        """FedCE's options; the groups from the context, else from the configured samples sheet.
+
+        The sheet is ``strategies.oracle_groups``, else ``evaluate.samples`` (column
+        ``strategies.oracle_column``); with neither the groups stay unset.
+        """
+        groups = context.clusters
+        if groups is None:
+            section = config_section(config, "strategies")
+            path = section["oracle_groups"] or config.get("evaluate", {}).get("samples")
+            groups = None if path is None else client_groups(path, section["oracle_column"])
+        return cls(groups=groups, **fedce_options(config))
 
     def __init__(self, *, groups: Mapping[str, Any] | None = None, **options: Any) -> None:
         super().__init__(**options)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from rvfedprs.strategies.fedce import FedCE
+from rvfedprs.strategies.base import StrategyContext, config_section
+from rvfedprs.strategies.fedce import FedCE, fedce_options
 
 __all__ = ["FedCERandom"]
 
@@ -30,6 +32,14 @@ class FedCERandom(FedCE):
     """
 
     name = "fedce_random"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedCERandom:
+        """FedCE's options; π's seed is ``strategies.random_clusters_seed``, else ``train.seed``."""
+        seed = config_section(config, "strategies")["random_clusters_seed"]
+        if seed is None:
+            seed = config_section(config, "train")["seed"] or 0
+        return cls(random_seed=seed, **fedce_options(config))
 
     def __init__(self, *, random_seed: int = 0, **options: Any) -> None:
         super().__init__(**options)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rvfedprs.config import section_defaults
+from rvfedprs.strategies.base import StrategyContext, config_section
 from rvfedprs.strategies.fedavg import FedAvg
 
 __all__ = ["FedProx"]
@@ -26,6 +28,11 @@ class FedProx(FedAvg):
     """
 
     name = "fedprox"
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedProx:
+        """μ from ``train.proximal_mu``."""
+        return cls(proximal_mu=config_section(config, "train")["proximal_mu"])
 
     def __init__(self, *, proximal_mu: float = _MU) -> None:
         super().__init__()

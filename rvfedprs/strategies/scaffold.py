@@ -9,7 +9,12 @@ import numpy as np
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
-from rvfedprs.strategies.base import FitInstruction, _sorted_results
+from rvfedprs.strategies.base import (
+    FitInstruction,
+    StrategyContext,
+    _sorted_results,
+    config_section,
+)
 from rvfedprs.strategies.fedavg import FedAvg
 
 __all__ = ["Scaffold", "CORRECTION_KEY", "control_variate_update", "client_correction"]
@@ -100,6 +105,23 @@ class Scaffold(FedAvg):
         "it keeps a control variate c_k per client on the server and updates it from that "
         "client's own Δc_k: per-client server-side state that needs each client's update"
     )
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> Scaffold:
+        """η_g from ``strategies.scaffold_server_lr``.
+
+        Raises
+        ------
+        ConfigError
+            When ``train.momentum`` is not 0: Option II needs plain local SGD.
+        """
+        momentum = config_section(config, "train")["momentum"]
+        if momentum != 0:
+            raise ConfigError(
+                f"strategy {cls.name!r} (SCAFFOLD Option II) needs plain local SGD, but "
+                f"train.momentum = {momentum}; set train.momentum: 0"
+            )
+        return cls(server_lr=config_section(config, "strategies")["scaffold_server_lr"])
 
     def __init__(self, *, server_lr: float = 1.0) -> None:
         super().__init__()

@@ -1,0 +1,126 @@
+"""Strategies build themselves from their configuration: one registry, no chain of names.
+
+``strategy_from_config`` looks the name up and lets the class read its own sections
+(``Strategy.from_config``); the imaging task goes through the same registry with its section's
+options.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from importlib import resources
+
+import numpy as np
+import pytest
+
+import rvfedprs.strategies as strategies
+from rvfedprs.config import validate_config
+from rvfedprs.exceptions import ConfigError
+from rvfedprs.imaging.task import IMAGING_STRATEGIES, strategy_for
+from rvfedprs.strategies import (
+    DISTANCE_STRATEGIES,
+    STRATEGY_NAMES,
+    strategy_class,
+    strategy_from_config,
+)
+
+_CLIENTS = ["a", "b", "c"]
+_DISTANCE = np.array([[0.0, 0.2, 0.5], [0.2, 0.0, 0.4], [0.5, 0.4, 0.0]])
+
+
+def _context(name: str) -> dict:
+    return (
+        {"distance": _DISTANCE, "distance_clients": _CLIENTS} if name in DISTANCE_STRATEGIES else {}
+    )
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_every_registered_name_builds_from_a_default_config(name):
+    # SCAFFOLD needs plain local SGD, the one default it refuses (train.momentum is 0.9)
+    config = validate_config({"train": {"momentum": 0.0}})
+    strategy = strategy_from_config(name, config, **_context(name))
+    assert type(strategy) is strategy_class(name)
+
+
+def _branches_on_name(tree: ast.AST) -> list[int]:
+    """Lines of ``if`` tests on the variable ``name`` other than its registry look-up."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If | ast.IfExp)
+        for compare in ast.walk(node.test)
+        if isinstance(compare, ast.Compare)
+        and isinstance(compare.left, ast.Name)
+        and compare.left.id == "name"
+        and not all(isinstance(c, ast.Name) and c.id == "_REGISTRY" for c in compare.comparators)
+    ]
+
+
+def test_the_strategies_package_holds_a_registry_not_a_chain():
+    source = inspect.getsource(strategies)
+    assert "elif" not in source
+    assert _branches_on_name(ast.parse(source)) == []
+    # the check finds a chain, and lets the look-up through
+    chain = (
+        "def f(name):\n"
+        "    if name not in _REGISTRY:\n        pass\n"
+        "    if name == 'a':\n        pass\n"
+        "    elif name in FEDCE_VARIANTS:\n        pass\n"
+    )
+    assert _branches_on_name(ast.parse(chain)) == [4, 6]
+
+
+def test_an_unknown_name_is_named_with_the_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        strategy_from_config("fedcee", validate_config({}))
+    message = str(err.value)
+    assert "'fedcee'" in message
+    assert all(repr(name) in message for name in STRATEGY_NAMES)
+
+
+def test_the_glm_strategies_take_every_fedglm_option_their_constructor_accepts():
+    config = validate_config({"fedglm": {"l2": 2.5, "tol": 1e-6, "max_features": 7}})
+    for name in ("fedglm", "fedce_glm"):
+        strategy = strategy_from_config(name, config)
+        accepted = inspect.signature(type(strategy)).parameters
+        passed = {key: value for key, value in config["fedglm"].items() if key in accepted}
+        assert {"l2", "tol", "max_features"} <= set(passed)
+        assert {key: getattr(strategy, key) for key in passed} == passed
+
+
+def test_imaging_runs_a_subset_of_the_registry_named_by_its_schema():
+    schema = json.loads(
+        (resources.files("rvfedprs") / "schemas" / "imaging.schema.json").read_text()
+    )
+    assert sorted(schema["properties"]["strategies"]["items"]["enum"]) == sorted(IMAGING_STRATEGIES)
+    assert set(IMAGING_STRATEGIES) <= set(STRATEGY_NAMES)
+
+
+@pytest.mark.parametrize("name", IMAGING_STRATEGIES)
+def test_every_imaging_strategy_builds_from_the_imaging_section(name):
+    section = validate_config({})["imaging"]
+    strategy = strategy_for(name, section, **_context(name))
+    assert type(strategy) is strategy_class(name)
+
+
+def test_imaging_options_reach_the_strategies():
+    section = validate_config(
+        {"imaging": {"proximal_mu": 0.25, "fedatt_step": 0.4, "ditto_lambda": 0.6, "omega": 0.5}}
+    )["imaging"]
+    assert strategy_for("fedprox", section).proximal_mu == 0.25
+    assert strategy_for("fedatt", section).step == 0.4
+    assert strategy_for("ditto", section).lam == 0.6
+    assert strategy_for("fedavg_w", section, **_context("fedavg_w")).omega == 0.5
+
+
+def test_imaging_refuses_a_registered_strategy_its_clients_cannot_run():
+    section = validate_config({})["imaging"]
+    with pytest.raises(ConfigError) as err:
+        strategy_for("fedce", section)
+    message = str(err.value)
+    assert "'fedce'" in message
+    assert all(repr(name) in message for name in IMAGING_STRATEGIES)
+    with pytest.raises(ConfigError, match="'nope'"):
+        strategy_for("nope", section)
