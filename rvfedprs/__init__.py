@@ -1,10 +1,44 @@
 """rvfedprs: federated polygenic risk scores that keep rare-variant signals alive.
 
+The names a researcher needs, importable from here (each imported on first use, so that
+``import rvfedprs`` stays light):
+
+- :func:`open_genotypes` — VCF/BCF, PLINK1, PLINK2 or BGEN files read in chunks;
+- :func:`simulate_cohort`, :func:`simulate_phenotype` — a federated cohort, or a phenotype on
+  any genotype matrix;
+- :func:`load_config` — a validated configuration (schema defaults < preset < file < overrides);
+- :func:`train` — the run a configuration describes, written to a folder (``metrics.json``,
+  checkpoints, provenance);
+- :func:`evaluate_checkpoint` — a saved run's metrics recomputed from one of its checkpoints.
+
 Module docstrings cite the design decisions as "design §N": docs/ARCHITECTURE.md, section 10.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+#: Public name → the module that defines it.
+_HOME = {
+    "open_genotypes": "rvfedprs.genotypes",
+    "simulate_cohort": "rvfedprs.simulate",
+    "simulate_phenotype": "rvfedprs.simulate",
+    "load_config": "rvfedprs.config",
+    "train": "rvfedprs.run",
+    "evaluate_checkpoint": "rvfedprs.run",
+}
+
+__all__ = ["__version__", *_HOME]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module 'rvfedprs' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOME[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
