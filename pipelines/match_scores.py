@@ -5,8 +5,10 @@ match_scores`: plink2 ``--score`` rules, the matcher of ``rvfedprs prepare score
 scoring-file row), marks rows whose variant fails the variant QC (which drops them from the PRS
 only under ``pipeline.qc.apply_to_score``), checks ``min_overlap`` on the usable rows and writes
 them as a scoring file (:func:`~rvfedprs.genotypes.scorefile.write_scorefile`) that every client
-then scores with, and the matched variants left out of the PRS with their reasons. No genotype
-is read: the variant table is what the sites' counts were summed over.
+then scores with, and the matched variants left out of the PRS with their reasons; beside the
+match log, ``score_match_candidates.tsv`` is pgsc_calc's candidate-level log (one row per
+scoring-file row × variant, ``not_best`` included). No genotype is read: the variant table is what
+the sites' counts were summed over.
 """
 
 import logging
@@ -33,6 +35,7 @@ def main(
     out_weights: str | Path,
     out_match: str | Path,
     out_exclusions: str | Path | None = None,
+    out_candidates: str | Path | None = None,
 ) -> pd.DataFrame:
     """Write the match log, the scoring file of the usable rows and the PRS's exclusions.
 
@@ -54,6 +57,9 @@ def main(
     out_exclusions : path, optional
         The matched variants left out of the PRS (``kind, id, reason, step``; kind
         ``score_variant``).
+    out_candidates : path, optional
+        pgsc_calc's candidate-level log: one row per (scoring-file row, variant) pair, the pair
+        a row kept with the row's outcome, the others ``not_best``.
 
     Returns
     -------
@@ -72,9 +78,13 @@ def main(
         keep_default_na=False,  # an empty reason stays "", an empty frequency is missing
         na_values={"alt_freq": [""]},
     )
-    match, scorefile = match_scores(table, scoring_file, pipeline, variants_name=str(variants))
+    match, scorefile, candidates = match_scores(
+        table, scoring_file, pipeline, variants_name=str(variants), return_candidates=True
+    )
     Path(out_match).parent.mkdir(parents=True, exist_ok=True)
     write_tsv(match, out_match)
+    if out_candidates is not None:
+        write_tsv(candidates, out_candidates)
     write_weights(out_weights, match, scorefile)
     dropped = score_exclusions(match, STEP)
     if out_exclusions is not None:
@@ -116,4 +126,5 @@ if "snakemake" in globals():
             out_weights=snakemake.output.weights,
             out_match=snakemake.output.match,
             out_exclusions=snakemake.output.exclusions,
+            out_candidates=Path(snakemake.output.match).with_name("score_match_candidates.tsv"),
         )

@@ -3,8 +3,10 @@
 ``rvfedprs prepare score --genotypes PATH --scorefile FILE [FILE ...] --out FILE.tsv`` writes the
 PRS SUM per sample (``sample_id, SUM, n_matched``; with several scores ``<name>_SUM,
 <name>_n_matched`` each) and the per-row match log beside it (``FILE.match.tsv``, one section per
-score); multi-allelic records skipped in the genotypes are listed in ``FILE.excluded.tsv``. Bad
-input (a scoring file without rows, a score nothing matches, a wrong build...) stops it with a
+score; with ``--match-candidates`` also pgsc_calc's candidate-level log, one row per
+scoring-file row × genotype variant, ``not_best`` included, in ``FILE.match_candidates.tsv``);
+multi-allelic records skipped in the genotypes are listed in ``FILE.excluded.tsv``. Bad input
+(a scoring file without rows, a score nothing matches, a wrong build...) stops it with a
 one-line error (exit 2) before anything is written. A VCF/BCF is read through a ``.pgen`` copy
 made once by plink2 and kept in a cache (``--pgen-cache``; :mod:`rvfedprs.genotypes.convert`)
 when plink2 is installed, else directly with a note on stderr; ``--direct`` reads it directly.
@@ -82,6 +84,12 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         help="score A/T and C/G rows as written instead of dropping them",
     )
     parser.add_argument("--out", required=True, help="output table FILE.tsv")
+    parser.add_argument(
+        "--match-candidates",
+        action="store_true",
+        help="also write FILE.match_candidates.tsv, pgsc_calc's candidate-level match log (one "
+        "row per scoring-file row and genotype variant paired with it; not_best included)",
+    )
     parser.add_argument(
         "--min-overlap",
         type=float,
@@ -187,7 +195,7 @@ def _run_score(args: argparse.Namespace) -> int:
             bgen_ref_allele=args.bgen_ref_allele,
         )
         source = name_as_inputs(source, args.genotypes, paths)
-        scores, log = score(
+        scores, log, *candidates = score(
             source,
             args.scorefile,
             frequencies=freqs,
@@ -195,6 +203,7 @@ def _run_score(args: argparse.Namespace) -> int:
             min_overlap=args.min_overlap,
             chunk_size=args.chunk_size,
             genome_build=args.genome_build,
+            return_candidates=args.match_candidates,
         )
         skipped = skipped_variants(source)
     out = Path(args.out)
@@ -202,6 +211,8 @@ def _run_score(args: argparse.Namespace) -> int:
     stem = out.name.removesuffix(".tsv")
     match_path = out.with_name(stem + ".match.tsv")
     tables = [(scores, out, "%.10g"), (log, match_path, None)]
+    for pairs in candidates:  # with --match-candidates
+        tables.append((pairs, out.with_name(stem + ".match_candidates.tsv"), None))
     if len(skipped):
         tables.append((skipped, out.with_name(stem + ".excluded.tsv"), None))
     for table, path, float_format in tables:  # each complete before it takes its name

@@ -11,7 +11,10 @@ The match log has one row per scoring-file row and score (``accession``), with o
 (:data:`MATCH_STATUSES`) and pgsc_calc's vocabulary beside it — ``match_type`` (``refalt``,
 ``altref``, ``refalt_flip``, ``altref_flip``, ``no_oa_ref``, ``no_oa_alt``) and
 ``match_status`` (``matched``, ``excluded``, ``unmatched``) — so that a log can be diffed
-against a pgsc_calc run. Matching is vectorised: one table lookup per chunk of variants.
+against a pgsc_calc run; its ``candidates`` column counts the genotype variants a row was paired
+with. pgsc_calc's own log has one row per candidate (scoring-file row × genotype variant), where
+the candidates a row did not keep are ``not_best``: :meth:`ScoreMatcher.candidate_log` gives that
+table. Matching is vectorised: one table lookup per chunk of variants.
 """
 
 from __future__ import annotations
@@ -309,38 +312,17 @@ class ScoreMatcher:
         ambiguous = np.zeros(n, dtype=bool)
         match_type = np.full(n, "", dtype=object)
         if len(found.rows):
-            usable = found.code >= _MATCHED
-            n_usable = np.bincount(found.rows[usable], minlength=n)
-            if (n_usable > 1).any():
-                twice = np.flatnonzero(n_usable > 1)
-                shown = ", ".join(str(r + 1) for r in twice[:5])
-                raise InputDataError(
-                    f"{self.scorefile.path}: {len(twice)} scoring-file rows (rows {shown}) match "
-                    "more than one genotype variant; deduplicate the genotypes"
-                )
-            rank = np.where(usable, 2, np.where(found.code == _AMBIGUOUS, 1, 0))
-            order = np.lexsort((np.arange(len(found.rows)), rank, found.rows))
-            last = np.flatnonzero(np.append(found.rows[order][1:] != found.rows[order][:-1], True))
-            pick = order[last]
+            pick = self._best(found)
             target = found.rows[pick]
             status[target] = _CODE_NAMES[found.code[pick]]
             key[target] = found.key[pick]
             ids[target] = found.id[pick]
-            ok = usable[pick]
+            ok = found.code[pick] >= _MATCHED
             allele[target] = np.where(ok, found.allele[pick], "")
             index[target] = np.where(ok, found.index[pick], -1)
             counts_alt[target] = found.counts_alt[pick] & ok
             ambiguous[target] = found.ambiguous[pick]
-            flip = found.code[pick] == _FLIPPED
-            has_other = self._alleles[1][target] != ""
-            alt_side = found.counts_alt[pick]
-            typed = np.where(
-                has_other,
-                np.where(alt_side, "altref", "refalt"),
-                np.where(alt_side, "no_oa_alt", "no_oa_ref"),
-            ).astype(object)
-            typed = np.where(flip, typed + "_flip", typed)
-            match_type[target] = np.where(found.code[pick] == _MISMATCH, "", typed)
+            match_type[target] = self._match_types(found, pick)
         out["status"] = status
         out["variant_key"] = key
         out["variant_id"] = ids
@@ -349,7 +331,86 @@ class ScoreMatcher:
         out["counts_alt"] = counts_alt
         out["ambiguous"] = ambiguous
         out["match_type"] = match_type
+        out["candidates"] = np.bincount(found.rows, minlength=n).astype(np.int64)
         return out
+
+    def _best(self, found: Candidates) -> np.ndarray:
+        """Position in ``found`` of each paired row's kept candidate, by row.
+
+        A usable pair (matched/flipped) wins, then an ambiguous one, then a mismatch; among
+        equals the last in variant order.
+
+        Raises
+        ------
+        InputDataError
+            When a row has two or more usable variants (naming up to five rows).
+        """
+        usable = found.code >= _MATCHED
+        n_usable = np.bincount(found.rows[usable])
+        if (n_usable > 1).any():
+            twice = np.flatnonzero(n_usable > 1)
+            shown = ", ".join(str(r + 1) for r in twice[:5])
+            raise InputDataError(
+                f"{self.scorefile.path}: {len(twice)} scoring-file rows (rows {shown}) match "
+                "more than one genotype variant; deduplicate the genotypes"
+            )
+        rank = np.where(usable, 2, np.where(found.code == _AMBIGUOUS, 1, 0))
+        order = np.lexsort((np.arange(len(found.rows)), rank, found.rows))
+        last = np.flatnonzero(np.append(found.rows[order][1:] != found.rows[order][:-1], True))
+        return order[last]
+
+    def _match_types(self, found: Candidates, which: np.ndarray) -> np.ndarray:
+        """pgsc_calc's ``match_type`` of the pairs ``found[which]`` (``""`` for a mismatch)."""
+        has_other = self._alleles[1][found.rows[which]] != ""
+        alt_side = found.counts_alt[which]
+        typed = np.where(
+            has_other,
+            np.where(alt_side, "altref", "refalt"),
+            np.where(alt_side, "no_oa_alt", "no_oa_ref"),
+        ).astype(object)
+        typed = np.where(found.code[which] == _FLIPPED, typed + "_flip", typed)
+        return np.where(found.code[which] == _MISMATCH, "", typed).astype(object)
+
+    def candidate_log(self, found: Candidates, resolved: pd.DataFrame) -> pd.DataFrame:
+        """pgsc_calc's candidate-level log: one row per (scoring-file row, genotype variant) pair.
+
+        A row paired with no genotype variant appears once, as in :meth:`match_log`. The pair
+        a row kept (:meth:`resolve`) carries the row's outcome; every other pair of the row is
+        ``match_status`` ``not_best``, its own ``status`` saying why it lost
+        (``allele_mismatch``, ``ambiguous_dropped``). Sections per score and columns are those
+        of :meth:`match_log`, ``variant_key``/``variant_id`` naming the pair's variant.
+
+        Parameters
+        ----------
+        found : Candidates
+            The pairs given to :meth:`resolve`.
+        resolved : DataFrame
+            What :meth:`resolve` returned for them.
+        """
+        kept = np.zeros(len(found.rows), dtype=bool)
+        if len(found.rows):
+            kept[self._best(found)] = True
+        others = np.flatnonzero(~kept)
+        pairs = resolved.iloc[found.rows[others]].copy()
+        usable = found.code[others] >= _MATCHED
+        pairs["status"] = _CODE_NAMES[found.code[others]]
+        pairs["variant_key"] = found.key[others]
+        pairs["variant_id"] = found.id[others]
+        pairs["variant_index"] = np.where(usable, found.index[others], -1)
+        pairs["counted_allele"] = np.where(usable, found.allele[others], "")
+        pairs["counts_alt"] = found.counts_alt[others] & usable
+        pairs["ambiguous"] = found.ambiguous[others]
+        pairs["match_type"] = self._match_types(found, others)
+        pairs["_not_best"] = True
+        pairs["_order"] = found.index[others]
+        order = np.full(len(resolved), -1, dtype=np.int64)
+        order[found.rows[kept]] = found.index[kept]
+        rows = resolved.assign(_not_best=False, _order=order)
+        table = pd.concat([rows, pairs]).sort_values(["row", "_order"], kind="stable")
+        log = self.match_log(table.drop(columns="_order").reset_index(drop=True))
+        not_best = log.pop("_not_best").to_numpy(dtype=bool)
+        log.loc[not_best, "match_status"] = "not_best"
+        return log
 
     def match_log(self, resolved: pd.DataFrame) -> pd.DataFrame:
         """The long match log: one section per score (``accession``), rows in file order.
@@ -358,9 +419,10 @@ class ScoreMatcher:
         that score's section.
         """
         sf = self.scorefile
+        weights = sf.weights[resolved["row"].to_numpy()]
         parts = []
         for k, name in enumerate(sf.scores):
-            weight = sf.weights[:, k]
+            weight = weights[:, k]
             section = resolved[~np.isnan(weight)].copy()
             w = weight[~np.isnan(weight)]
             section.insert(0, "accession", name)
@@ -478,7 +540,8 @@ def match_scorefile(
     keep_ambiguous: bool = False,
     min_overlap: float = 0.0,
     genotypes: str = "the genotypes",
-) -> pd.DataFrame:
+    return_candidates: bool = False,
+) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
     """Match a scoring file to a variant table and return the match log.
 
     Parameters
@@ -492,14 +555,19 @@ def match_scorefile(
         Fewest usable rows per score, as a fraction of its rows.
     genotypes : str
         What the variants are, for the error message.
+    return_candidates : bool
+        Also return the candidate-level log (:meth:`ScoreMatcher.candidate_log`).
 
     Returns
     -------
-    DataFrame
+    log : DataFrame
         One row per scoring-file row and score: ``accession``, the row's fields, ``status``
         (:data:`MATCH_STATUSES`), ``variant_key``, ``variant_id``, ``variant_index``,
-        ``counted_allele``, ``counts_alt``, ``ambiguous``, ``match_type``, ``weight_used``,
-        ``match_status``.
+        ``counted_allele``, ``counts_alt``, ``ambiguous``, ``match_type``, ``candidates``,
+        ``weight_used``, ``match_status``.
+    candidate_log : DataFrame
+        Only with ``return_candidates``: one row per (scoring-file row, genotype variant) pair
+        and score, ``not_best`` included.
 
     Raises
     ------
@@ -507,6 +575,10 @@ def match_scorefile(
         See :func:`check_overlap` (a score no row of which matches is refused).
     """
     matcher = ScoreMatcher(scorefile, keep_ambiguous=keep_ambiguous)
-    log = matcher.match_log(matcher.resolve(matcher.candidates(variants)))
+    found = matcher.candidates(variants)
+    resolved = matcher.resolve(found)
+    log = matcher.match_log(resolved)
     check_overlap(log, min_overlap, genotypes, scorefiles=[scorefile])
-    return log
+    if not return_candidates:
+        return log
+    return log, matcher.candidate_log(found, resolved)

@@ -178,11 +178,12 @@ def _score_known(
     freq: pd.Series | None,
     samples: Sequence[str] | None,
     chunk_size: int,
-) -> tuple[np.ndarray, list[pd.DataFrame]]:
+) -> tuple[np.ndarray, list[Candidates], list[pd.DataFrame]]:
     """Match on the variant table first, then read only the matched variants."""
     if len(source.variants) == 0:
         raise InputDataError(f"{source.path}: no variants to score")
-    resolved = [m.resolve(m.candidates(source.variants)) for m in matchers]
+    found = [m.candidates(source.variants) for m in matchers]
+    resolved = [m.resolve(f) for m, f in zip(matchers, found, strict=True)]
     terms = _Terms(
         [(r, m.scorefile.weights, f) for r, m, f in zip(resolved, matchers, firsts, strict=True)],
         n_scores,
@@ -206,7 +207,7 @@ def _score_known(
                 terms.nonadd_weights[term],
                 None if fill is None else fill[part][local],
             )
-    return sums, resolved
+    return sums, found, resolved
 
 
 def _score_streamed(
@@ -217,7 +218,7 @@ def _score_streamed(
     freq: pd.Series | None,
     samples: Sequence[str] | None,
     chunk_size: int,
-) -> tuple[np.ndarray, list[pd.DataFrame]]:
+) -> tuple[np.ndarray, list[Candidates], list[pd.DataFrame]]:
     """Match each chunk's variants as they stream (VCF/BCF): one read for every score."""
     n_out = len(sample_index(source.samples, samples, source.path))
     sums = np.zeros((n_out, n_scores))
@@ -234,8 +235,9 @@ def _score_streamed(
         offset += len(chunk.variants)
     if not any_chunk:
         raise InputDataError(f"{source.path}: no variants to score")
-    resolved = [m.resolve(Candidates.concat(p)) for m, p in zip(matchers, found, strict=True)]
-    return sums, resolved
+    joined = [Candidates.concat(p) for p in found]
+    resolved = [m.resolve(f) for m, f in zip(matchers, joined, strict=True)]
+    return sums, joined, resolved
 
 
 def _chunk_sums(
@@ -298,7 +300,8 @@ def score(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     genome_build: str | None = None,
     keep_ambiguous: bool = False,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return_candidates: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame] | tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Polygenic score SUM per sample and score.
 
     Parameters
@@ -324,6 +327,8 @@ def score(
         log).
     keep_ambiguous : bool
         Score A/T and C/G rows as written instead of dropping them.
+    return_candidates : bool
+        Also return the candidate-level log.
 
     Returns
     -------
@@ -334,6 +339,10 @@ def score(
     match_log : DataFrame
         One row per scoring-file row and score, see
         :func:`~rvfedprs.genotypes.matching.match_scorefile`.
+    candidate_log : DataFrame
+        Only with ``return_candidates``: one row per (scoring-file row, genotype variant) pair
+        and score, pgsc_calc's ``not_best`` included
+        (:meth:`~rvfedprs.genotypes.matching.ScoreMatcher.candidate_log`).
 
     Raises
     ------
@@ -367,7 +376,7 @@ def score(
             index=frequencies["variant_key"].to_numpy(),
         )
     run = _score_known if source.variants is not None else _score_streamed
-    sums, resolved = run(source, matchers, firsts, len(names), freq, samples, chunk_size)
+    sums, found, resolved = run(source, matchers, firsts, len(names), freq, samples, chunk_size)
     log = pd.concat(
         [m.match_log(r) for m, r in zip(matchers, resolved, strict=True)], ignore_index=True
     )
@@ -380,7 +389,13 @@ def score(
         scores[column] = sums[:, k]
         count = "n_matched" if single else f"{name}_n_matched"
         scores[count] = np.full(len(scores), n_ok[name], np.int64)
-    return scores, log
+    if not return_candidates:
+        return scores, log
+    candidate_log = pd.concat(
+        [m.candidate_log(f, r) for m, f, r in zip(matchers, found, resolved, strict=True)],
+        ignore_index=True,
+    )
+    return scores, log, candidate_log
 
 
 def write_plink2_scorefile(match_log: pd.DataFrame, path: str | Path) -> Path:

@@ -187,7 +187,8 @@ def match_scores(
     pipeline: Mapping[str, Any],
     *,
     variants_name: str = "the global variant table",
-) -> tuple[pd.DataFrame, Any]:
+    return_candidates: bool = False,
+) -> tuple[pd.DataFrame, Any] | tuple[pd.DataFrame, Any, pd.DataFrame]:
     """Match the scoring file to the variants as ``rvfedprs prepare score`` does; check overlap.
 
     A row is used when the matcher accepts it (plink2 ``--score`` rules: ``matched`` or
@@ -216,6 +217,11 @@ def match_scores(
         matched row is not used; empty otherwise).
     scorefile : ScoreFile
         The parsed scoring file (for :func:`write_weights`).
+    candidate_log : DataFrame
+        Only with ``return_candidates``: pgsc_calc's candidate-level log, one row per
+        (scoring-file row, variant) pair (``ScoreMatcher.candidate_log``), the pair a row kept
+        carrying its ``qc_pass``, ``qc_reason``, ``used``, ``drop_reason`` and
+        ``match_status``; ``not_best`` pairs are unused.
 
     Raises
     ------
@@ -224,12 +230,14 @@ def match_scores(
     """
     scorefile = read_scorefile(scoring_file)
     check_build(scorefile, pipeline["genome_build"])
-    match = match_scorefile(
+    found = match_scorefile(
         variants,
         scorefile,
         keep_ambiguous=pipeline.get("keep_ambiguous", False),
         genotypes=str(variants_name),
+        return_candidates=return_candidates,
     )
+    match, candidates = found if return_candidates else (found, None)
     apply_qc = bool(pipeline.get("qc", {}).get("apply_to_score", False))
     table = variants.set_index("variant_key")
     matched = match["status"].isin(USABLE_STATUSES)
@@ -260,7 +268,20 @@ def match_scores(
             f"statuses: {statuses}; matched but failing the variant QC: {int(failing.sum())} "
             f"({qc_note}); matched without a frequency: {int(no_freq.sum())}"
         )
-    return match, scorefile
+    if not return_candidates:
+        return match, scorefile
+    return match, scorefile, _with_row_outcomes(candidates, match)
+
+
+def _with_row_outcomes(candidates: pd.DataFrame, match: pd.DataFrame) -> pd.DataFrame:
+    """The candidate log with each row's outcome on the pair it kept; ``not_best`` ones unused."""
+    columns = ["qc_pass", "qc_reason", "used", "drop_reason", "match_status"]
+    kept = (candidates["match_status"] != "not_best").to_numpy()
+    outcome = match.set_index(["accession", "row"])[columns]
+    keys = pd.MultiIndex.from_frame(candidates.loc[kept, ["accession", "row"]])
+    out = candidates.assign(qc_pass=False, qc_reason="", used=False, drop_reason="")
+    out.loc[kept, columns] = outcome.reindex(keys).to_numpy()
+    return out
 
 
 def score_exclusions(match: pd.DataFrame, step: str = "match_scores") -> pd.DataFrame:

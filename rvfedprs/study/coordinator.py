@@ -12,6 +12,7 @@ under the study's ``out`` folder::
                           site that suppressed them), and per site the number of samples
                           excluded per step and reason (no IDs: each site keeps its own list)
     score_match.tsv       the scoring file matched to the variant set (pgsc_calc vocabulary)
+    score_match_candidates.tsv   the same, one row per scoring-file row × variant (not_best)
     score_weights.txt     the usable scoring rows the sites score with
     clients.tsv           per site: samples, cases, train/test sizes, carriers
     train/{strategy}/     metrics.json (design §11 keys), checkpoints, provenance.json
@@ -341,8 +342,11 @@ def run_study(
     sample_counts.to_csv(out / "excluded_samples.tsv", sep="\t", index=False)
 
     # 2. the scoring file against the global variant set
-    match, scorefile = match_scores(variants, study["scoring_file"], pipeline)
+    match, scorefile, candidates = match_scores(
+        variants, study["scoring_file"], pipeline, return_candidates=True
+    )
     match.to_csv(out / "score_match.tsv", sep="\t", index=False)
+    candidates.to_csv(out / "score_match_candidates.tsv", sep="\t", index=False)
     weights = write_weights(out / "score_weights.txt", match, scorefile)
     used = set(match.loc[match["used"], "variant_key"])
     frequencies = variants.loc[variants["variant_key"].isin(used), ["variant_key", "alt_freq"]]
