@@ -51,13 +51,20 @@ def run(args: argparse.Namespace) -> int:
 
     if args.config is not None:
         load_config(args.config)  # fail early, naming the bad key
+    return subprocess.call(snakemake_command(args))
+
+
+def snakemake_command(args: argparse.Namespace) -> list[str]:
+    """The Snakemake command line of ``args``.
+
+    The targets come before ``--configfile``, which takes several values and would swallow them.
+    """
     command = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile())]
-    command += ["--cores", str(args.cores)]
+    command += [*PREPARE_TARGETS, "--cores", str(args.cores)]
     if args.config is not None:
         command += ["--configfile", str(Path(args.config).resolve())]
     if args.directory is not None:
         command += ["--directory", str(args.directory)]
     if args.dry_run:
         command.append("--dry-run")
-    command += list(PREPARE_TARGETS)
-    return subprocess.call(command)
+    return command
