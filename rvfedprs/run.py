@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -89,6 +91,34 @@ class _SelectAndTrack:
 
     def __call__(self, strategy: Strategy, server_round: int) -> dict[str, float]:
         return {**self.selection(strategy, server_round), **self.track(strategy, server_round)}
+
+
+class _LoggedRounds:
+    """``evaluate_round`` that also logs one line per round: progress where no bar is drawn.
+
+    A Snakemake rule's stderr is its log file, not a terminal; there a progress bar writes
+    nothing readable, so every round logs its number, the time it took and what it scored.
+    """
+
+    def __init__(self, evaluate_round: RoundCallback, name: str, rounds: int) -> None:
+        self.evaluate_round, self.name, self.rounds = evaluate_round, name, rounds
+        self._since = time.monotonic()
+
+    def __getattr__(self, attribute: str) -> Any:  # ``start``, when the wrapped one has it
+        if attribute == "evaluate_round":  # not set yet (a copy being made)
+            raise AttributeError(attribute)
+        return getattr(self.evaluate_round, attribute)
+
+    def __call__(self, strategy: Strategy, server_round: int) -> dict[str, float]:
+        scores = self.evaluate_round(strategy, server_round)
+        now = time.monotonic()
+        shown = " ".join(f"{k}={v:.4f}" for k, v in scores.items() if isinstance(v, float))
+        log.info(
+            "%s round %d/%d (%.1f s) %s",
+            self.name, server_round, self.rounds, now - self._since, shown,
+        )  # fmt: skip
+        self._since = now
+        return scores
 
 
 def _with_validation(federation: Federation, fraction: float, seed: int, model_config, track):
@@ -297,6 +327,10 @@ def train(
             federation, section["validation_fraction"], seed, model_config, evaluate_round
         )
 
+    # A bar on a terminal; elsewhere (a rule's log file) one logged line per round.
+    bar = section["progress"] and sys.stderr.isatty()
+    if not bar:
+        evaluate_round = _LoggedRounds(evaluate_round, name, section["rounds"])
     client_state: dict[str, dict[str, Any]] = {}
     if section["engine"] == "inprocess":
         from rvfedprs.genomic.engine import run_inprocess
@@ -317,7 +351,7 @@ def train(
             evaluate_round=evaluate_round,
             config=config,
             keep_checkpoints=section["keep_checkpoints"],
-            progress=section["progress"],
+            progress=bar,
         )
     else:  # flower-sim / flower-deploy: the same strategy and site code on Flower
         from rvfedprs.genomic.engine import run_flower

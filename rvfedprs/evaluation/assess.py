@@ -56,6 +56,8 @@ __all__ = [
     "score_metrics",
     "assess_scores",
     "histogram_delong_se",
+    "ReportSection",
+    "png_base64",
     "write_assessment",
     "run_assessment",
 ]
@@ -696,7 +698,8 @@ def _markdown(frame: pd.DataFrame) -> str:
     return "\n".join([header, rule, *body])
 
 
-def _png(fig) -> str:
+def png_base64(fig) -> str:
+    """``fig`` as a base64 PNG (for an ``<img>``), the figure closed."""
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
@@ -733,7 +736,7 @@ def _figures(data: AssessData, table: pd.DataFrame) -> list[tuple[str, str, str]
             "ROC curves",
             "One curve per score over all samples assessed; the dashed "
             "diagonal is a score that ranks at random.",
-            _png(fig),
+            png_base64(fig),
         )
     )
 
@@ -760,7 +763,7 @@ def _figures(data: AssessData, table: pd.DataFrame) -> list[tuple[str, str, str]
             "The share of cases in each tenth of the score "
             "distribution, with 95% binomial intervals. A useful score rises from left "
             "to right.",
-            _png(fig),
+            png_base64(fig),
         )
     )
 
@@ -809,10 +812,29 @@ def _figures(data: AssessData, table: pd.DataFrame) -> list[tuple[str, str, str]
                 "Boxes span the middle half of each group's "
                 "standardised scores (controls blue, cases red; whiskers 1.5 IQR). A "
                 "shifted group may need its own calibration or ancestry adjustment.",
-                _png(fig),
+                png_base64(fig),
             )
         )
     return figures
+
+
+@dataclass
+class ReportSection:
+    """A section a caller adds to the report after the assessment's own figures.
+
+    Attributes
+    ----------
+    heading, caption : str
+    png : str, optional
+        A base64 PNG (:func:`png_base64`), shown in the HTML.
+    table : DataFrame, optional
+        Shown in the HTML and the Markdown.
+    """
+
+    heading: str
+    caption: str
+    png: str | None = None
+    table: pd.DataFrame | None = None
 
 
 _CSS = """
@@ -832,8 +854,12 @@ def write_assessment(
     *,
     prevalence: float | None = None,
     title: str = "Polygenic score assessment",
+    sections: Sequence[ReportSection] = (),
 ) -> list[Path]:
-    """Write ``assess.tsv``, ``assess.md`` and ``assess.html`` (figures embedded) into ``out``."""
+    """Write ``assess.tsv``, ``assess.md`` and ``assess.html`` (figures embedded) into ``out``.
+
+    ``sections`` follow the assessment's own figures (their tables in the Markdown too).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     readable = readable_table(table)
@@ -855,9 +881,13 @@ def write_assessment(
         )
     paths = [out / "assess.tsv", out / "assess.md", out / "assess.html"]
     table.to_csv(paths[0], sep="\t", index=False, float_format="%.6g")
-    paths[1].write_text(
-        "\n\n".join([f"# {title}", " ".join(facts), _markdown(readable), HOW_TO_READ]) + "\n"
-    )
+    markdown = [f"# {title}", " ".join(facts), _markdown(readable), HOW_TO_READ]
+    for section in sections:
+        markdown.append(f"## {section.heading}")
+        if section.table is not None:
+            markdown.append(_markdown(section.table))
+        markdown.append(section.caption)
+    paths[1].write_text("\n\n".join(markdown) + "\n")
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
@@ -865,12 +895,17 @@ def write_assessment(
         readable.to_html(index=False, border=0, na_rep=""),
         f"<p class='note'>{html.escape(HOW_TO_READ)}</p>",
     ]
-    for heading, caption, png in _figures(data, table):
-        parts += [
-            f"<h2>{html.escape(heading)}</h2>",
-            f"<img alt='{html.escape(heading)}' src='data:image/png;base64,{png}'>",
-            f"<p class='note'>{html.escape(caption)}</p>",
-        ]
+    own = [ReportSection(heading, caption, png) for heading, caption, png in _figures(data, table)]
+    for section in [*own, *sections]:
+        parts.append(f"<h2>{html.escape(section.heading)}</h2>")
+        if section.png is not None:
+            parts.append(
+                f"<img alt='{html.escape(section.heading)}' "
+                f"src='data:image/png;base64,{section.png}'>"
+            )
+        if section.table is not None:
+            parts.append(section.table.to_html(index=False, border=0, na_rep=""))
+        parts.append(f"<p class='note'>{html.escape(section.caption)}</p>")
     parts.append("</body></html>")
     paths[2].write_text("\n".join(parts))
     return paths
@@ -883,18 +918,22 @@ def run_assessment(
     *,
     prevalence: float | None = None,
     federated: bool = False,
+    title: str = "Polygenic score assessment",
+    sections: Sequence[ReportSection] = (),
     **inputs: Any,
 ) -> tuple[pd.DataFrame, list[Path]]:
     """Read the inputs, assess every score, write the outputs and ``provenance.json``.
 
-    ``inputs`` are :func:`load_assess_data`'s keyword options. Returns the table and the files
-    written.
+    ``inputs`` are :func:`load_assess_data`'s keyword options; ``title`` and ``sections`` go to
+    :func:`write_assessment`. Returns the table and the files written.
     """
     from rvfedprs.provenance import write_provenance
 
     data = load_assess_data(scores, phenotypes, **inputs)
     table = assess_scores(data, prevalence=prevalence, federated=federated)
-    paths = write_assessment(data, table, out, prevalence=prevalence)
+    paths = write_assessment(
+        data, table, out, prevalence=prevalence, title=title, sections=sections
+    )
     files = [scores, phenotypes, inputs.get("covariates"), inputs.get("samples")]
     parameters = {
         "scores": scores,
