@@ -145,13 +145,15 @@ def test_a_real_superlink_refuses_a_registered_node_claiming_another_site(tmp_pa
             "train": {"compare": ["fedavg"], "rounds": 1},
         },
     )  # fmt: skip
+    scores = tmp_path / "scores.txt"  # never read: the job stops at setup
+    scores.write_text("rsID\teffect_allele\teffect_weight\n")
     with start_local(
         tmp_path / "link", simulation=False, nodes=nodes, certificates=certs, node_keys=keys
     ) as link:
         env = flower_env(tmp_path / "link" / "home")
         bound = registered_nodes(config["flower"]["node_keys"], env)
         with pytest.raises(FlowerRunError) as refused:
-            run_study_config(config, scoring_file=tmp_path / "none.txt", samplesheet=sheet,
+            run_study_config(config, scoring_file=scores, samplesheet=sheet,
                              superlink=link)  # fmt: skip
     registered = (tmp_path / "link" / "logs" / "register.log").read_text()
     # the ids the SuperLink printed when each key was registered, in the order of ``sites``

@@ -98,8 +98,8 @@ def registered_nodes(
     argv = [sys.executable, "-c", _LIST_NODES, connection]
     done = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=120)
     try:
-        listing = json.loads(done.stdout[done.stdout.index("[") :])
-    except ValueError:
+        listing = json.loads(done.stdout.strip().splitlines()[-1])  # after flwr's own notes
+    except (ValueError, IndexError):
         raise FlowerRunError(
             f"could not list the SuperLink's nodes (status {done.returncode}): "
             f"{(done.stderr or done.stdout).strip()[-800:]}"
