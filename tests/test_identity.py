@@ -198,3 +198,23 @@ def test_a_coordinator_whose_sites_run_their_nodes_needs_only_site_ids(tmp_path)
     with pytest.raises(ConfigError, match=r"node_keys lists sites \['ukb'\], the site sheet"):
         run_study_config(config, scoring_file=tmp_path / "s.txt", samplesheet=sheet)
     assert not (tmp_path / "sites").exists()
+
+
+@pytest.mark.parametrize("simulation", [True, False])
+def test_node_keys_need_a_superlink_that_authenticates_nodes(tmp_path, simulation):
+    from rvfedprs.federation.flower.submit import launch
+
+    # flower-sim, or a SuperLink started here without node keys: nothing to bind to
+    with pytest.raises(ConfigError, match="flower.node_keys binds sites .* needs flower-deploy"):
+        launch(
+            simulation,
+            tmp_path,
+            {"job-file": str(tmp_path / "job.json")},
+            n_clients=1,
+            nodes={},
+            superlink=None,
+            remote=None,
+            settings={"node_keys": {"ukb": "ukb.pub"}},
+            timeout=1,
+        )
+    assert not (tmp_path / "logs").exists()  # no process was started
