@@ -246,6 +246,7 @@ def test_flower_section_defaults_and_checks():
         "superlink": None,
         "root_certificates": None,
         "ray_address": None,
+        "node_keys": None,
     }
     with pytest.raises(ConfigError, match=r"'flower.superlink': 'localhost' does not match"):
         load_config(None, overrides={"flower": {"superlink": "localhost"}})
