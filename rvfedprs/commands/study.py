@@ -18,6 +18,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, help="coordinator folder (default: study.out)")
     parser.add_argument("--engine", help="inprocess, flower-sim or flower-deploy (study.engine)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the study in OUT (study_state.json): finished stages are not run again, "
+        "each run goes on from its latest checkpoint",
+    )
+    parser.add_argument(
+        "--attach",
+        nargs="?",
+        const="",
+        metavar="RUN_ID",
+        help="Flower engines: wait for the run (default: the latest submitted from OUT) of a "
+        "coordinator that died and collect its summary; submits nothing",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,8 +45,15 @@ def run(args: argparse.Namespace) -> int:
     scoring = args.scoring_file or config["pipeline"]["cohort"]["scoring_file"]
     if scoring is None:
         raise ConfigError("give --scoring-file or pipeline.cohort.scoring_file")
+    if args.resume and args.attach is not None:
+        raise ConfigError("give --resume or --attach, not both")
     summary = run_study_config(
-        config, scoring_file=scoring, samplesheet=args.samplesheet, out=args.out
+        config,
+        scoring_file=scoring,
+        samplesheet=args.samplesheet,
+        out=args.out,
+        resume=args.resume,
+        attach=args.attach,
     )
     print(json.dumps(summary, indent=2, default=str))
     return 0

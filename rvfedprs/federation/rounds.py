@@ -60,6 +60,7 @@ __all__ = [
     "negotiate",
     "begin_run",
     "finish_round",
+    "evaluate_pending",
     "run_rounds",
     "serve",
     "run_job",
@@ -70,6 +71,8 @@ log = logging.getLogger(__name__)
 
 #: ``evaluate_round(strategy, server_round) -> mapping`` merged into the round's history entry.
 RoundCallback = Callable[[Strategy, int], Mapping[str, Any]]
+#: Marks a round's entry in the checkpoint written before the round's evaluation.
+EVALUATION_PENDING = "evaluation_pending"
 
 
 class FederationError(RvfedprsError, RuntimeError):
@@ -270,9 +273,10 @@ def finish_round(
 ) -> tuple[dict[str, Any], Path | None]:
     """Aggregate ``results``, append the round's entry to ``history``, checkpoint, evaluate.
 
-    The checkpoint is written before the evaluation, so a round whose evaluation fails (too
-    few sites answer it) leaves its trained model on disk; after the evaluation it is written
-    again with the evaluation in its history.
+    The checkpoint is written before the evaluation (its entry marked ``evaluation_pending``),
+    so a round whose evaluation fails (too few sites answer it) leaves its trained model on
+    disk and a resume evaluates it first (:func:`evaluate_pending`); after the evaluation it is
+    written again with the evaluation in its history.
 
     Parameters
     ----------
@@ -317,11 +321,33 @@ def finish_round(
         entry["failed"] = dict(sorted(failures.items()))
     entry.update(notes or {})
     history.append(entry)
+    if evaluate_round is not None:
+        entry[EVALUATION_PENDING] = True  # saved so: a resume evaluates the round first
     path = _save_round(strategy, setup, server_round, history, client_state)
     if evaluate_round is not None:
+        del entry[EVALUATION_PENDING]
         entry.update(evaluate_round(strategy, server_round))
         path = _save_round(strategy, setup, server_round, history, client_state)
     return entry, path
+
+
+def evaluate_pending(
+    strategy: Strategy,
+    setup: RunSetup,
+    history: list[dict[str, Any]],
+    evaluate_round: RoundCallback | None,
+    client_state: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """A resumed run whose last round was saved before its evaluation: evaluate it now.
+
+    The round's entry and checkpoint then hold what an uninterrupted run's would.
+    """
+    if not history or not history[-1].pop(EVALUATION_PENDING, False) or evaluate_round is None:
+        return
+    server_round = int(history[-1]["round"])
+    log.info("round %d was saved before its evaluation: evaluating it", server_round)
+    history[-1].update(evaluate_round(strategy, server_round))
+    _save_round(strategy, setup, server_round, history, client_state)
 
 
 def _save_round(
@@ -573,6 +599,7 @@ def serve(
             resume=bool(job.get("resume", False)),
             client_state=state,
         )
+        evaluate_pending(run.strategy, setup, history, run.evaluate_round, state)
         if start == 0 and hasattr(run.evaluate_round, "start"):
             run.evaluate_round.start(run.strategy)  # the starting model (the floor) is a candidate
         bar = _progress(rounds, start, progress)

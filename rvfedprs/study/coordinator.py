@@ -26,6 +26,10 @@ round or in a federated evaluation is named in that round's record (``failed``,
 ``evaluation_failed``) and in ``study.json`` (per run: ``failures``, ``evaluation_failures``);
 the pooled metrics are then over the sites that answered (``evaluated_sites``). Each round's
 checkpoint is written before its evaluation.
+
+Each finished stage and run is recorded in ``study_state.json`` (only aggregates the
+coordinator holds anyway, :mod:`rvfedprs.study.state`): a study whose coordinator died resumes
+(``rvfedprs study --resume``) from the last finished stage and each run's latest checkpoint.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from rvfedprs.provenance import jsonable, write_provenance
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.study.counts import check_secure_counts, sum_counts
 from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
+from rvfedprs.study.state import StudyState, digest
 
 __all__ = ["run_study", "federated_evaluation", "round_evaluation", "counts_table"]
 
@@ -234,82 +239,134 @@ def round_evaluation(
     return evaluate_round
 
 
-def run_study(
-    task: Task,
-    transport: Transport,
-    job: Mapping[str, Any],
-    *,
-    on_round: Callable[[int, dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
-    """Prepare → train → evaluate at the sites; write the coordinator's aggregates.
+class _Sites:
+    """The sites still in a study, those left out and why; a step asked of all of them.
 
-    Parameters
-    ----------
-    task : Task
-        The study task.
-    transport : Transport
-        Any engine's.
-    job : mapping
-        ``config`` (validated), ``seed``, ``rounds``, ``runs`` (one strategy and ``out`` each),
-        ``study`` (``out``, ``scoring_file``, ``min_cell_count``, ``bins``), ``min_replies``,
-        ``task_settings`` (simulation: the sites).
-
-    Returns
-    -------
-    dict
-        The study's summary (also written to ``out/study.json``).
+    Every exchange follows :func:`~rvfedprs.federation.rounds.require_replies`; a site that
+    does not answer a step is left out of the rest of the study (named with the step).
     """
-    config, study = job["config"], job["study"]
-    pipeline = config["pipeline"]
-    out = Path(study["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    base = {"task": task.name, **dict(job.get("task_settings") or {})}
 
-    reports, failures = transport.open(base)
-    total = int(job.get("expected_clients") or len(reports) + len(failures))
-    min_replies = required_replies(job, total)
-    _checked("setup", reports, failures, total, min_replies)
-    left_out = {str(k): v for k, v in failures.items()}
-    transport = transport.subset(sorted(reports))
+    def __init__(
+        self,
+        transport: Transport,
+        base: Mapping[str, Any],
+        *,
+        total: int,
+        min_replies: int,
+        left_out: Mapping[str, str],
+    ) -> None:
+        self.transport = transport
+        self.base = dict(base)
+        self.total = total
+        self.min_replies = min_replies
+        self.left_out = dict(left_out)
 
-    def ask(step: str, payloads: Mapping[str, dict]) -> dict[str, Any]:
-        nonlocal transport
-        replies, failed = transport.query(
-            {c: Request(step, dict(payloads[c])) for c in transport.client_ids}, base
+    @property
+    def ids(self) -> list[str]:
+        """The sites still in the study."""
+        return self.transport.client_ids
+
+    def ask(self, step: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Every site's reply to ``step``; those that did not answer are left out."""
+        replies, failed = self.transport.query(
+            {c: Request(step, dict(payload)) for c in self.ids}, self.base
         )
-        _checked(step, replies, failed, total, min_replies)
-        left_out.update({c: f"{step}: {why}" for c, why in failed.items()})
-        transport = transport.subset(sorted(replies))
+        _checked(step, replies, failed, self.total, self.min_replies)
+        self.left_out.update({c: f"{step}: {why}" for c, why in failed.items()})
+        self.transport = self.transport.subset(sorted(replies))
         return replies
 
-    every = lambda payload: {c: payload for c in transport.client_ids}  # noqa: E731
+    def keep(self, sites: list[str], dropped: Mapping[str, str], step: str) -> None:
+        """Keep only ``sites``; ``dropped`` (site → why) are left out at ``step``."""
+        self.left_out.update({c: f"{step}: {why}" for c, why in dropped.items()})
+        self.transport = self.transport.subset(sites)
 
-    # 1. counts → global variant table, rare columns, exclusions
-    secure = study.get("count_aggregation", "plain") == "secure"
+    def record(self) -> dict[str, Any]:
+        """Who is in and who is out, for the study's state."""
+        return {"sites": self.ids, "left_out": dict(self.left_out)}
+
+    def restore(self, recorded: Mapping[str, Any]) -> None:
+        """Back to the sites of a recorded stage (those that answered the setup this time)."""
+        self.left_out.update(recorded["left_out"])
+        self.transport = self.transport.subset([c for c in recorded["sites"] if c in self.ids])
+
+
+def _open_state(out: Path, job: Mapping[str, Any]) -> StudyState:
+    """The study's state: the saved one on ``job["resume"]``, else a fresh (empty) one."""
+    study = job["study"]
+    fingerprint = study.get("fingerprint") or {}
+    saved = StudyState.read(out)
+    if job.get("resume") and saved is not None:
+        saved.check(fingerprint, int(job["seed"]))
+        log.info("resuming the study in %s (%s)", out, saved.describe())
+        return saved
+    if saved is not None and (saved.stages or saved.runs):
+        log.warning(
+            "%s holds a resumable study state (%s): starting over (rvfedprs study --resume "
+            "continues it)",
+            out,
+            saved.describe(),
+        )
+    state = StudyState(out, int(job["seed"]), fingerprint)
+    state.restart()
+    return state
+
+
+def _still_held(state: StudyState, sites: _Sites) -> None:
+    """Forget the recorded stages whose outputs a site no longer holds: they run again.
+
+    The sites are asked (``check``) whether they still hold what ``features`` and ``counts``
+    left with them for the recorded requests; the features need the counts' sample QC only when
+    they are built again. A site that cannot tell holds nothing.
+    """
+    wanted = {s: state.stages[s]["request"] for s in ("counts", "features") if s in state.stages}
+    if not wanted:
+        return
+    replies, _ = sites.transport.query({c: Request("check", wanted) for c in sites.ids}, sites.base)
+    for stage in ("features", "counts"):
+        if stage not in state.stages:
+            continue
+        missing = [
+            c for c in state.stages[stage]["sites"]
+            if c in sites.ids and not replies.get(c, {}).get(stage)
+        ]  # fmt: skip
+        if not missing:
+            return
+        log.warning(
+            "site(s) %s no longer hold what the %s stage left with them: it runs again",
+            ", ".join(missing),
+            stage,
+        )
+        state.forget(stage)
+
+
+def _count(
+    sites: _Sites, job: Mapping[str, Any], request: Mapping[str, Any]
+) -> dict[str, pd.DataFrame]:
+    """The counts stage: the global variant table, rare columns and exclusions."""
+    config, pipeline = job["config"], job["config"]["pipeline"]
+    secure = bool(request["secure"])
     params = SecAggParams.from_config(config["secagg"]) if secure else None
     if secure:
-        check_secure_counts(len(transport.client_ids), params)
-    counted = ask(
-        "counts",
-        every(
-            {
-                "pipeline": pipeline,
-                "min_cell_count": study["min_cell_count"],
-                "secure": secure,
-            }
-        ),
-    )
+        check_secure_counts(len(sites.ids), params)
+    counted = sites.ask("counts", request)
     skipped = [pd.DataFrame(r["skipped"]) for r in counted.values()]
     first = next(iter(counted.values()))
     keys = pd.Series(first["variants"]["variant_key"], dtype=object)
     if secure:
         included, dropped, (variants, rare, excluded) = _secure_counts(
-            transport, base, counted, pipeline, skipped, params=params, seed=int(job["seed"])
+            sites.transport,
+            sites.base,
+            counted,
+            pipeline,
+            skipped,
+            params=params,
+            seed=int(job["seed"]),
         )
-        left_out.update({c: f"secure sum of counts: {why}" for c, why in dropped.items()})
-        _checked("secure sum of counts", dict.fromkeys(included), dropped, total, min_replies)
+        sites.keep(included, dropped, "secure sum of counts")
+        _checked("secure sum of counts", dict.fromkeys(included), dropped, sites.total,
+                 sites.min_replies)  # fmt: skip
         counted = {c: counted[c] for c in included}
-        transport = transport.subset(included)
     else:
         tables = {site: counts_table(reply) for site, reply in counted.items()}
         variants, rare, excluded = combine_counts(tables, pipeline, skipped=skipped)
@@ -336,10 +393,91 @@ def run_study(
         int((variants["class"] == "excluded").sum()),
         len(suppressed),
     )
+    return {"variants": variants, "rare": rare, "excluded": excluded, "samples": sample_counts}
+
+
+def _clear_checkpoints(folder: Path) -> None:
+    """Remove a run's checkpoints left by an earlier study (a fresh run starts from round 0)."""
+    old = sorted((folder / "checkpoints").glob("round_*.pt"))
+    if old:
+        log.info("removing %d checkpoints of an earlier study from %s", len(old), folder)
+        for path in old:
+            path.unlink()
+
+
+def run_study(
+    task: Task,
+    transport: Transport,
+    job: Mapping[str, Any],
+    *,
+    on_round: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Prepare → train → evaluate at the sites; write the coordinator's aggregates.
+
+    Each finished stage (counts, features) and run is recorded in ``out/study_state.json``
+    (:class:`~rvfedprs.study.state.StudyState`). With ``job["resume"]`` the recorded stages are
+    not run again (unless a site no longer holds what the stage left with it: then the stage
+    runs again, logged), finished runs are not run again, and a started run continues from its
+    latest checkpoint; the result equals an uninterrupted study's.
+
+    Parameters
+    ----------
+    task : Task
+        The study task.
+    transport : Transport
+        Any engine's.
+    job : mapping
+        ``config`` (validated), ``seed``, ``rounds``, ``resume``, ``runs`` (one strategy and
+        ``out`` each), ``study`` (``out``, ``scoring_file``, ``min_cell_count``, ``bins``,
+        ``fingerprint``: :func:`~rvfedprs.study.state.config_fingerprint`), ``min_replies``,
+        ``task_settings`` (simulation: the sites).
+
+    Returns
+    -------
+    dict
+        The study's summary (also written to ``out/study.json``).
+
+    Raises
+    ------
+    ConfigError
+        On ``resume``, when the configuration changed since the state was saved.
+    """
+    config, study = job["config"], job["study"]
+    pipeline = config["pipeline"]
+    out = Path(study["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    base = {"task": task.name, **dict(job.get("task_settings") or {})}
+    state = _open_state(out, job)
+
+    reports, failures = transport.open(base)
+    total = int(job.get("expected_clients") or len(reports) + len(failures))
+    min_replies = required_replies(job, total)
+    _checked("setup", reports, failures, total, min_replies)
+    sites = _Sites(
+        transport.subset(sorted(reports)),
+        base,
+        total=total,
+        min_replies=min_replies,
+        left_out={str(k): v for k, v in failures.items()},
+    )
+    _still_held(state, sites)
+
+    # 1. counts → global variant table, rare columns, exclusions
+    secure = study.get("count_aggregation", "plain") == "secure"
+    counts = {"pipeline": pipeline, "min_cell_count": study["min_cell_count"], "secure": secure}
+    counts["request"] = digest(counts)
+    if "counts" in state.stages:
+        sites.restore(state.stages["counts"])
+        tables = state.tables("counts")
+        log.info("counts: as recorded in %s (%d sites)", state.path, len(sites.ids))
+    else:
+        tables = _count(sites, job, counts)
+        state.record("counts", {**sites.record(), "request": counts["request"]}, tables)
+    variants, rare = tables["variants"], tables["rare"]
     variants.to_csv(out / "variants.tsv", sep="\t", index=False)
     rare.to_csv(out / "rare_variants.tsv", sep="\t", index=False)
-    excluded.assign(site="").to_csv(out / "exclusions.tsv", sep="\t", index=False)
-    sample_counts.to_csv(out / "excluded_samples.tsv", sep="\t", index=False)
+    tables["excluded"].assign(site="").to_csv(out / "exclusions.tsv", sep="\t", index=False)
+    tables["samples"].to_csv(out / "excluded_samples.tsv", sep="\t", index=False)
 
     # 2. the scoring file against the global variant set
     match, scorefile, candidates = match_scores(
@@ -352,26 +490,30 @@ def run_study(
     frequencies = variants.loc[variants["variant_key"].isin(used), ["variant_key", "alt_freq"]]
 
     # 3. features at every site
-    summaries = ask(
-        "features",
-        every(
-            {
-                "pipeline": pipeline,
-                "rare": rare.to_dict(orient="list"),
-                "weights": weights.read_text(),
-                "frequencies": frequencies.to_dict(orient="list"),
-            }
-        ),
-    )
-    log.info("features built at %d sites", len(summaries))
+    features = {
+        "pipeline": pipeline,
+        "rare": rare.to_dict(orient="list"),
+        "weights": weights.read_text(),
+        "frequencies": frequencies.to_dict(orient="list"),
+    }
+    features["request"] = digest(features)
+    if "features" in state.stages:
+        sites.restore(state.stages["features"])
+        summaries = state.stages["features"]["summaries"]
+        log.info("features: as recorded in %s (%d sites)", state.path, len(sites.ids))
+    else:
+        summaries = sites.ask("features", features)
+        log.info("features built at %d sites", len(summaries))
+        record = {**sites.record(), "request": features["request"], "summaries": summaries}
+        state.record("features", record)
     pd.DataFrame([summaries[c] for c in sorted(summaries)]).to_csv(
         out / "clients.tsv", sep="\t", index=False
     )
 
     # 4. train and evaluate every strategy
     summary: dict[str, Any] = {
-        "sites": transport.client_ids,
-        "left_out": left_out,
+        "sites": sites.ids,
+        "left_out": sites.left_out,
         "n_variants": int(len(variants)),
         "n_rare": int(len(rare)),
         "n_score_variants": int(match["used"].sum()),
@@ -384,55 +526,84 @@ def run_study(
             summary["runs"][name] = "not run: it pools every site's data"
             log.warning("strategy %s pools every site's data: not run in a study", name)
             continue
-        moments = ask("moments", every({}))
-        settings = {**task.run_settings(job, moments), **base}
-
-        run = RunSpec(
-            strategy,
-            out=Path(spec["out"]),
-            evaluate_round=round_evaluation(
-                transport, settings, bins=study["bins"], min_replies=min_replies
-            ),
-            keep_checkpoints=config["train"]["keep_checkpoints"],
-        )
-        result = serve(
+        recorded = state.runs.get(name, {})
+        if "summary" in recorded:
+            summary["runs"][name] = recorded["summary"]
+            log.info("run %s: finished before, as recorded in %s", name, state.path)
+            continue
+        resumed = bool(recorded.get("started"))
+        if not resumed:
+            _clear_checkpoints(Path(spec["out"]))
+            state.start_run(name)
+        summary["runs"][name] = _train(
             task,
-            transport,
-            [run],
+            sites,
             job,
-            settings,
-            on_round=None if on_round is None else lambda _, e, i=index: on_round(i, e),
-        )[0]
-        metrics = federated_evaluation(
-            transport,
+            spec,
             strategy,
-            settings,
-            bins=study["bins"],
-            min_replies=min_replies,
-            step="final evaluation",
+            resume=resumed,
+            on_round=None if on_round is None else lambda _, e, i=index: on_round(i, e),
         )
-        record = {"strategy": name, "seed": int(job["seed"]), **metrics, "history": result.history}
-        record.update(task.summary([result]))
-        folder = Path(spec["out"])
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "metrics.json").write_text(json.dumps(jsonable(record), indent=2) + "\n")
-        write_provenance(
-            folder,
-            command="rvfedprs study",
-            parameters=config,
-            seed=int(job["seed"]),
-            inputs=[study["scoring_file"]],
-        )
-        lost = {
-            e["round"]: e["evaluation_failed"] for e in result.history if "evaluation_failed" in e
-        }
-        if "evaluation_failed" in metrics:
-            lost["final"] = metrics["evaluation_failed"]
-        summary["runs"][name] = {
-            "auc": record["auc"],
-            "evaluated_sites": metrics["evaluated_sites"],
-            "failures": {e["round"]: e["failed"] for e in result.history if "failed" in e},
-            "evaluation_failures": lost,
-        }
+        state.finish_run(name, summary["runs"][name])
     (out / "study.json").write_text(json.dumps(jsonable(summary), indent=2) + "\n")
     return summary
+
+
+def _train(
+    task: Task,
+    sites: _Sites,
+    job: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    strategy: Strategy,
+    *,
+    resume: bool,
+    on_round: Callable[[int, dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    """One run of a study: train (on ``resume`` from the latest checkpoint), evaluate.
+
+    Writes the run's ``metrics.json``; returns its entry of ``study.json``.
+    """
+    config, study = job["config"], job["study"]
+    moments = sites.ask("moments", {})
+    settings = {**task.run_settings(job, moments), **sites.base}
+    run = RunSpec(
+        strategy,
+        out=Path(spec["out"]),
+        evaluate_round=round_evaluation(
+            sites.transport, settings, bins=study["bins"], min_replies=sites.min_replies
+        ),
+        keep_checkpoints=config["train"]["keep_checkpoints"],
+    )
+    result = serve(
+        task, sites.transport, [run], {**job, "resume": resume}, settings, on_round=on_round
+    )[0]
+    metrics = federated_evaluation(
+        sites.transport,
+        strategy,
+        settings,
+        bins=study["bins"],
+        min_replies=sites.min_replies,
+        step="final evaluation",
+    )
+    record = {"strategy": spec["strategy"], "seed": int(job["seed"]), **metrics,
+              "history": result.history}  # fmt: skip
+    record.update(task.summary([result]))
+    folder = Path(spec["out"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.json").write_text(json.dumps(jsonable(record), indent=2) + "\n")
+    write_provenance(
+        folder,
+        command="rvfedprs study",
+        parameters=config,
+        seed=int(job["seed"]),
+        inputs=[study["scoring_file"]],
+    )
+    lost = {e["round"]: e["evaluation_failed"] for e in result.history if "evaluation_failed" in e}
+    if "evaluation_failed" in metrics:
+        lost["final"] = metrics["evaluation_failed"]
+    return {
+        "auc": record["auc"],
+        "evaluated_sites": metrics["evaluated_sites"],
+        "failures": {e["round"]: e["failed"] for e in result.history if "failed" in e},
+        "evaluation_failures": lost,
+    }

@@ -12,10 +12,16 @@
   started themselves (``rvfedprs site``): the coordinator then needs only the site ids (the
   sheet's ``site`` column, or the sites of ``flower.node_keys``) and writes nothing for the
   sites.
+
+When the coordinator dies, ``resume`` continues the study from what ``study_state.json``
+records (:mod:`rvfedprs.study.state`; refused, naming the settings, when the configuration
+changed since), on any engine; on a Flower engine whose run goes on on the SuperLink,
+``attach`` waits for that run and collects its summary instead of submitting a new one.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,9 +36,12 @@ from rvfedprs.federation.task import Transport
 from rvfedprs.provenance import draw_seed
 from rvfedprs.study.samplesheet import SiteInputs, read_samplesheet, read_site_ids
 from rvfedprs.study.site import StudySite
+from rvfedprs.study.state import StudyState, config_fingerprint
 from rvfedprs.study.task import StudyTask, site_locator
 
 __all__ = ["run_study_config", "write_site_config", "study_job", "study_min_replies"]
+
+log = logging.getLogger(__name__)
 
 
 def write_site_config(
@@ -111,6 +120,45 @@ def study_job(
     }
 
 
+def _study_seed(out: Path, given: int | None, fingerprint: Mapping[str, str], resume: bool) -> int:
+    """The study's seed: on ``resume``, the saved study's (checked against its configuration).
+
+    Raises
+    ------
+    ConfigError
+        When the configuration changed since the saved state (:meth:`StudyState.check`).
+    """
+    saved = StudyState.read(out)
+    if resume and saved is None:
+        log.warning(
+            "nothing to resume in %s (no study state): the study starts from the start", out
+        )
+    if not resume or saved is None:
+        return draw_seed(given)
+    saved.check(fingerprint, given)
+    return saved.seed
+
+
+def _attach(engine: str, out: Path, run_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary of the Flower run ``run_id`` of the study in ``out`` (waited for).
+
+    Raises
+    ------
+    ConfigError
+        On the in-process engine (its study dies with its coordinator: resume it instead).
+    """
+    if engine == "inprocess":
+        raise ConfigError(
+            "--attach waits for a Flower run: an in-process study ends with its coordinator "
+            "(continue it with --resume)"
+        )
+    from rvfedprs.federation.flower.submit import attach
+
+    timeout = float((config.get("flower") or {}).get("timeout") or 3600.0)
+    status = attach(out / "flower", run_id or None, timeout=timeout)
+    return {k: v for k, v in status.items() if k not in ("status", "time")}
+
+
 def run_study_config(
     config: Mapping[str, Any],
     *,
@@ -119,6 +167,8 @@ def run_study_config(
     out: str | Path | None = None,
     superlink=None,
     wrap: Callable[[Transport], Transport] | None = None,
+    resume: bool = False,
+    attach: str | None = None,
 ) -> dict[str, Any]:
     """Run the study of a validated configuration; returns its summary.
 
@@ -140,16 +190,26 @@ def run_study_config(
     wrap : callable, optional
         In-process engine: wraps its transport (e.g.
         :class:`~rvfedprs.federation.metering.MeteredTransport` to measure the traffic).
+    resume : bool
+        Continue the study saved in ``out`` (its ``study_state.json``): finished stages and
+        runs are not run again, a started run goes on from its latest checkpoint. Nothing saved:
+        the study starts from the beginning (logged).
+    attach : str, optional
+        Flower engines: wait for this run (``""``: the latest submitted from ``out``), submitted
+        by a coordinator that died, and return its summary; nothing new is submitted.
 
     Raises
     ------
     ConfigError
-        No site sheet, an engine that is not one of the federation's, or ``flower.node_keys``
-        naming other sites than the sheet.
+        No site sheet, an engine that is not one of the federation's, ``flower.node_keys``
+        naming other sites than the sheet, ``attach`` on the in-process engine, or ``resume``
+        under a configuration changed since the state was saved (the settings are named).
     """
     config = dict(config)
     study = config["study"]
     engine = study["engine"]
+    if attach is not None:
+        return _attach(engine, Path(out or study["out"]).resolve(), attach, config)
     node_keys = (config.get("flower") or {}).get("node_keys")
     sites_run_nodes = engine == "flower-deploy" and bool(
         superlink is not None or (config.get("flower") or {}).get("superlink")
@@ -168,9 +228,18 @@ def run_study_config(
         sites = read_samplesheet(sheet)
     out = Path(out or study["out"]).resolve()
     folders = {s: Path(study["sites_dir"]).resolve() / s for s in sites}
-    seed = draw_seed(config["train"]["seed"])
+    known = sites if sites_run_nodes else {s: i.as_dict() for s, i in sites.items()}
+    fingerprint = config_fingerprint(
+        config,
+        sites=known,
+        scoring_file=scoring_file,
+        min_replies=study_min_replies(config, len(sites)),
+    )
+    seed = _study_seed(out, config["train"]["seed"], fingerprint, resume)
     config["train"] = {**config["train"], "seed": seed}
     job = study_job(config, out=out, scoring_file=scoring_file, seed=seed, n_sites=len(sites))
+    job["resume"] = bool(resume)
+    job["study"]["fingerprint"] = fingerprint
     key_file = config["fedce"]["bloom_key_file"]
     task = StudyTask()
     if engine == "inprocess":
@@ -208,6 +277,7 @@ def run_study_config(
         task_settings={"sites": locators} if engine == "flower-sim" else {},
         flower=config.get("flower"),
         superlink=superlink,
+        resume=bool(resume),
         min_replies=job["min_replies"],
         extra={"study": job["study"]},
     )

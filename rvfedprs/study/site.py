@@ -8,6 +8,8 @@ and writes only into its own folder::
     FOLDER/prepared/                                      the per-client layout training reads:
         rare_variants.tsv, clients.tsv, clients/<site>/{samples.parquet, rare_dosages.npz}
     FOLDER/prepared/weights.txt.gz                        the scoring rows the coordinator sent
+    FOLDER/logs/counts.request, prepared/features.request the digest of the request each step
+                                                          answered (a resumed study asks, ``holds``)
 
 What it answers the coordinator (:mod:`rvfedprs.study.task`): summary counts per variant (the
 counts a site refuses to release below ``min_cell_count`` are zeroed and flagged), the number of
@@ -166,12 +168,51 @@ class StudySite:
             name = f"samples sheet {self.inputs.samples}"
         return sheet.assign(client=self.site), name
 
+    # --- what the site still holds (a resumed study) -------------------------------------
+    def _request_file(self, step: str) -> Path:
+        return self.folder / ("logs" if step == "counts" else "prepared") / f"{step}.request"
+
+    def _step_outputs(self, step: str) -> list[Path]:
+        if step == "counts":
+            return [self.folder / "logs" / "sample_qc.tsv"]
+        client = self.folder / "prepared" / "clients" / self.site
+        return [
+            self.folder / "prepared" / "clients.tsv",
+            client / "samples.parquet",
+            client / "rare_dosages.npz",
+        ]
+
+    def _answered(self, step: str, request: str | None) -> None:
+        """Remember that ``step`` answered the request of digest ``request`` (outputs written)."""
+        if request:
+            self._request_file(step).write_text(f"{request}\n")
+
+    def holds(self, step: str, request: str) -> bool:
+        """Whether the site still holds what ``step`` (``counts``, ``features``) left with it.
+
+        That is: the step's outputs, written when it answered the request of digest ``request``.
+
+        Raises
+        ------
+        ValueError
+            For another step.
+        """
+        if step not in ("counts", "features"):
+            raise ValueError(f"a site holds the outputs of counts and features, not {step!r}")
+        marker = self._request_file(step)
+        if not marker.is_file() or marker.read_text().strip() != request:
+            return False
+        return all(path.is_file() for path in self._step_outputs(step))
+
     # --- step: counts ----------------------------------------------------------------------
-    def counts(self, pipeline: Mapping[str, Any], *, min_cell_count: int = 0) -> dict[str, Any]:
+    def counts(
+        self, pipeline: Mapping[str, Any], *, min_cell_count: int = 0, request: str | None = None
+    ) -> dict[str, Any]:
         """Validate, run sample QC and count; returns what the site releases.
 
         Writes ``logs/cohort.tsv``, ``logs/sample_qc.tsv`` and ``logs/exclusions.tsv`` (with IDs,
-        for the site's own records).
+        for the site's own records); ``request`` (the digest of the coordinator's request) is
+        kept in ``logs/counts.request`` (:meth:`holds`).
 
         Returns
         -------
@@ -181,6 +222,7 @@ class StudySite:
             ``exclusions`` (samples excluded per step and reason, counts only),
             ``n_samples``.
         """
+        self._request_file("counts").unlink(missing_ok=True)
         if not Path(self.inputs.phenotypes).is_file():
             raise InputDataError(
                 f"site {self.site}: phenotype table not found: {self.inputs.phenotypes}"
@@ -202,6 +244,7 @@ class StudySite:
         cohort.to_csv(logs / "cohort.tsv", sep="\t", index=False)
         qc.to_csv(logs / "sample_qc.tsv", sep="\t", index=False)
         excluded[list(EXCLUSION_COLUMNS)].to_csv(logs / "exclusions.tsv", sep="\t", index=False)
+        self._answered("counts", request)
         suppressed = suppress_small_counts(counts, min_cell_count)
         if suppressed.any():
             log.info(
@@ -229,6 +272,7 @@ class StudySite:
         rare: pd.DataFrame,
         weights: str,
         frequencies: pd.DataFrame,
+        request: str | None = None,
     ) -> dict[str, Any]:
         """Build the site's feature set into ``prepared/``; returns its summary (counts only).
 
@@ -241,7 +285,11 @@ class StudySite:
             The usable scoring rows, as PGS Catalog text.
         frequencies : DataFrame
             ``variant_key, alt_freq`` of the scored variants (missing dosages → 2·p).
+        request : str, optional
+            The digest of the coordinator's request, kept in ``prepared/features.request``
+            (:meth:`holds`).
         """
+        self._request_file("features").unlink(missing_ok=True)
         qc_path = self.folder / "logs" / "sample_qc.tsv"
         if not qc_path.is_file():
             raise InputDataError(f"site {self.site}: no sample QC ({qc_path}); counts come first")
@@ -265,6 +313,7 @@ class StudySite:
         rare.to_csv(prepared / "rare_variants.tsv", sep="\t", index=False)
         summary = client_summary(self.site, samples, dosages)
         pd.DataFrame([summary]).to_csv(prepared / "clients.tsv", sep="\t", index=False)
+        self._answered("features", request)
         self._genomic = None
         self._prepared = None
         return summary

@@ -14,6 +14,8 @@ counts   validation, sample QC, allele and genotype counts     summary counts pe
 secagg.* the secure sum of its counts (four exchanges)         keys, encrypted shares, masked
                                                                counts, shares to unmask the sum
 features its PRS, rare dosages, covariates, train/test split   sizes (samples, cases, splits)
+check    (a resumed study) whether it still holds what counts  for each, true or false
+         and features left with it
 moments  the training PRS and covariate moments                (n, Σx, Σx²), cases, width
 fit      a round of local training (genomic task)              its update, Bloom filter, n, loss
 evaluate its model on its test split                           exact per-site metrics, score
@@ -102,6 +104,7 @@ class StudyTask(Task):
         "setup": "setup_report",
         "counts": "step_counts",
         "features": "step_features",
+        "check": "step_check",
         "moments": "step_moments",
         "evaluate": "step_evaluate",
     }
@@ -146,7 +149,11 @@ class StudyTask(Task):
         (:mod:`rvfedprs.study.counts`) and the reply carries, per variant, only whether the
         site's controls fail HWE and whether it suppressed the variant.
         """
-        reply = site.counts(payload["pipeline"], min_cell_count=int(payload["min_cell_count"]))
+        reply = site.counts(
+            payload["pipeline"],
+            min_cell_count=int(payload["min_cell_count"]),
+            request=payload.get("request"),
+        )
         if not payload.get("secure"):
             return reply
         counts = reply.pop("counts")
@@ -161,7 +168,12 @@ class StudyTask(Task):
             rare=pd.DataFrame(payload["rare"]),
             weights=str(payload["weights"]),
             frequencies=pd.DataFrame(payload["frequencies"]),
+            request=payload.get("request"),
         )
+
+    def step_check(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
+        """Step → whether the site holds its outputs for the request digest given (a resume)."""
+        return {step: site.holds(step, str(request)) for step, request in payload.items()}
 
     def step_moments(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
         """The genomic task's setup report on the prepared data."""

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +35,7 @@ __all__ = [
     "console_script",
     "wait_port",
     "start_ray_head",
+    "backoff",
 ]
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,20 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def backoff(first: float = 0.25, factor: float = 1.5, most: float = 5.0) -> Iterator[float]:
+    """Seconds to wait between polls: ``first``, then ``factor`` times longer, at most ``most``.
+
+    A waiting launcher checks often while a run starts and seldom once it is long under way.
+    """
+    if not 0 < first <= most or factor < 1:
+        raise ValueError(f"backoff needs 0 < first <= most and factor >= 1, got "
+                         f"first={first}, factor={factor}, most={most}")  # fmt: skip
+    wait = first
+    while True:
+        yield wait
+        wait = min(wait * factor, most)
 
 
 def wait_port(port: int, proc: subprocess.Popen, label: str, logs: Path, timeout: float) -> None:

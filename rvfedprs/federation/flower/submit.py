@@ -3,16 +3,21 @@
 ``flwr run`` returns as soon as the run is submitted (exit 0 even if the run later fails), so
 :func:`wait_status` reads ``<job out>/flower/status.json``, which the ServerApp writes; it also
 watches the SuperLink process, asks the SuperLink (``flwr ls``) whether the run finished without
-a status, and keeps a deadline. :func:`collect` rebuilds a run's result from its checkpoints.
+a status, and keeps a deadline. It does not poll hot: the status file is read at growing
+intervals (0.25 s up to 5 s, :func:`~rvfedprs.federation.flower.processes.backoff`) and the
+SuperLink asked every 30 s. The run id of each submission is kept in ``flower/run.json``:
+:func:`attach` waits for a run whose launcher died (the run goes on on the SuperLink) instead
+of submitting a new one. :func:`collect` rebuilds a run's result from its checkpoints.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +25,22 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint
 from rvfedprs.federation.flower.identity import registered_nodes
 from rvfedprs.federation.flower.job import STATUS_FILE, bind_site_nodes, write_app
-from rvfedprs.federation.flower.processes import FlowerRunError, console_script, flower_env
+from rvfedprs.federation.flower.processes import (
+    FlowerRunError,
+    backoff,
+    console_script,
+    flower_env,
+)
 from rvfedprs.federation.flower.superlink import LocalSuperLink, start_local, write_connection
 from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.rounds import restore_client_state
 
-__all__ = ["submit", "wait_status", "launch", "collect"]
+log = logging.getLogger(__name__)
+
+__all__ = ["RUN_FILE", "submit", "wait_status", "launch", "attach", "collect"]
+
+#: Beside the job (``<job out>/flower/``): the run id of the latest submission.
+RUN_FILE = "run.json"
 
 
 def submit(
@@ -84,13 +99,17 @@ def wait_status(
     *,
     run_id: str | None = None,
     env: Mapping[str, str] | None = None,
-    poll_run: float = 10.0,
+    poll_run: float = 30.0,
+    waits: Iterator[float] | None = None,
 ) -> dict:
     """The job's final status (``completed``/``failed``) from ``status_path``.
 
     Also fails when the SuperLink process exits, when the SuperLink reports the run finished
     with no status written (asked every ``poll_run`` seconds), or after ``timeout`` seconds.
+    The status file is read after each of ``waits`` seconds (default
+    :func:`~rvfedprs.federation.flower.processes.backoff`: 0.25 s growing to 5 s).
     """
+    waits = backoff() if waits is None else waits
     deadline = time.monotonic() + timeout
     next_poll = time.monotonic() + poll_run
     while time.monotonic() < deadline:
@@ -115,7 +134,7 @@ def wait_status(
                 f"the SuperLink exited with status {superlink.returncode} during the run; "
                 f"see {logs / 'superlink.log'}"
             )
-        time.sleep(0.25)
+        time.sleep(max(0.0, min(next(waits), deadline - time.monotonic())))
     raise FlowerRunError(
         f"the run did not finish within {timeout:.0f} s (no final status in {status_path}); "
         f"see the logs in {logs}"
@@ -168,6 +187,13 @@ def launch(
         if node_keys:
             bind_site_nodes(run_config["job-file"], registered_nodes(node_keys, env))
         run_id = submit(app, env, work / "logs", run_config, extra)
+        (work / RUN_FILE).write_text(json.dumps({"run_id": run_id, "superlink": address}) + "\n")
+        log.info(
+            "submitted Flower run %s; should this command die, the run goes on: "
+            "rvfedprs study --attach %s collects it",
+            run_id,
+            run_id,
+        )
         return wait_status(status_path, process, logs, timeout, run_id=run_id, env=env)
 
     if superlink is not None:
@@ -188,6 +214,56 @@ def launch(
     if status["status"] != "completed":
         raise FlowerRunError(
             f"the Flower run failed: {status.get('error', 'no reason recorded')} "
+            f"(logs in {work / 'logs'})"
+        )
+    return status
+
+
+def attach(work: Path, run_id: str | None, *, timeout: float) -> dict:
+    """Wait for a run submitted from ``work`` by a launcher that died; its final status.
+
+    The run goes on on the SuperLink whatever happened to the command that submitted it (a
+    SuperLink started by that command runs in its own session and outlives it). This asks the
+    SuperLink for the run with the connection the submission wrote (``work/home``) and waits
+    for the status the ServerApp writes, as :func:`wait_status` (not polling hot).
+
+    Parameters
+    ----------
+    work : Path
+        The job's Flower folder (``<job out>/flower``).
+    run_id : str or None
+        The run; None: the latest submitted from ``work`` (``work/run.json``).
+    timeout : float
+        Seconds to wait for its final status.
+
+    Raises
+    ------
+    ConfigError
+        When nothing was submitted from ``work`` (no connection, no recorded run).
+    FlowerRunError
+        When the SuperLink does not know the run (or cannot be reached: then only
+        ``--resume`` can continue the study), or the run failed.
+    """
+    home = work / "home"
+    if not home.is_dir():
+        raise ConfigError(f"no Flower submission in {work} (no {home}): nothing to attach to")
+    if not run_id:
+        recorded = work / RUN_FILE
+        if not recorded.is_file():
+            raise ConfigError(f"no run recorded in {recorded}: give the run id (--attach RUN_ID)")
+        run_id = str(json.loads(recorded.read_text())["run_id"])
+    env = flower_env(home)
+    state, details = _run_state(run_id, env)
+    if not state:
+        raise FlowerRunError(
+            f"the SuperLink does not know run {run_id} or cannot be reached (see {work / 'home'}); "
+            "if the SuperLink is gone, continue the study with --resume"
+        )
+    log.info("attached to Flower run %s (%s %s)", run_id, state, details)
+    status = wait_status(work / STATUS_FILE, None, work / "logs", timeout, run_id=run_id, env=env)
+    if status["status"] != "completed":
+        raise FlowerRunError(
+            f"Flower run {run_id} failed: {status.get('error', 'no reason recorded')} "
             f"(logs in {work / 'logs'})"
         )
     return status

@@ -1,0 +1,299 @@
+"""A study whose coordinator dies resumes to the result of an uninterrupted one (issue 30.2).
+
+The coordinator is killed at every kind of exchange: its transport raises once the sites have
+answered the chosen exchange (the sites did their work, the coordinator never saw it), as a
+coordinator killed there would leave things. Between two deaths a site loses the prepared files
+a finished stage left with it. Each ``rvfedprs study --resume`` continues from
+``study_state.json`` and the runs' checkpoints; the last one's ``study.json``, metrics, tables and
+final models equal an uninterrupted study's exactly. A resume under a changed configuration is
+refused naming the settings; a fresh run over a saved state says so and starts over.
+
+The waiting of a launcher whose run goes on on a SuperLink (``--attach``): its intervals back off.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_snakemake import SMALL_COHORT  # noqa: E402
+
+from rvfedprs.config import load_config  # noqa: E402
+from rvfedprs.exceptions import ConfigError  # noqa: E402
+from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # noqa: E402
+from rvfedprs.federation.flower.processes import backoff  # noqa: E402
+from rvfedprs.federation.flower.submit import wait_status  # noqa: E402
+from rvfedprs.federation.rounds import WARM_START_RUN  # noqa: E402
+from rvfedprs.federation.task import Transport  # noqa: E402
+from rvfedprs.study.run import run_study_config  # noqa: E402
+from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
+from rvfedprs.study.state import STATE_FILE, StudyState  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+STRATEGIES = ["fedavg", "fedprox"]
+ROUNDS = 2
+TABLES = ["variants.tsv", "rare_variants.tsv", "exclusions.tsv", "excluded_samples.tsv",
+          "score_match.tsv", "clients.tsv"]  # fmt: skip
+
+
+class CoordinatorDied(RuntimeError):
+    """The coordinator process ended (raised where a kill would have stopped it)."""
+
+
+class Dying(Transport):
+    """The engine's transport of a coordinator killed at the ``at``-th exchange labelled
+    ``label``, just after the sites answered it.
+
+    Labels: ``setup``, a step's name (``secagg`` for any secure-sum step), ``fit N`` (round N of
+    a training run), ``warm-start fit``.
+    """
+
+    def __init__(self, inner: Transport, label: str, at: int = 1, seen: Counter | None = None):
+        self.inner, self.label, self.at = inner, label, at
+        self.seen = Counter() if seen is None else seen
+
+    @property
+    def client_ids(self):
+        return self.inner.client_ids
+
+    def subset(self, client_ids):
+        return Dying(self.inner.subset(client_ids), self.label, self.at, self.seen)
+
+    def pooled(self, task):
+        return self.inner.pooled(task)
+
+    def _exchanged(self, label: str) -> None:
+        self.seen[label] += 1
+        if label == self.label and self.seen[label] == self.at:
+            raise CoordinatorDied(f"coordinator killed after {label} #{self.at}")
+
+    def open(self, payload):
+        replies = self.inner.open(payload)
+        self._exchanged("setup")
+        return replies
+
+    def query(self, requests, settings):
+        replies = self.inner.query(requests, settings)
+        steps = {r.step.split(".")[0] for r in requests.values()}
+        self._exchanged("+".join(sorted(steps)))
+        return replies
+
+    def fit(self, server_round, instructions, seeds, settings, client_state):
+        replies = self.inner.fit(server_round, instructions, seeds, settings, client_state)
+        warm = settings.get("run_index") == WARM_START_RUN
+        self._exchanged("warm-start fit" if warm else f"fit {server_round}")
+        return replies
+
+
+@pytest.fixture(scope="module")
+def study_inputs(tmp_path_factory):
+    """A small simulated cohort split into one folder per site (no training)."""
+    root = tmp_path_factory.mktemp("study")
+    config = {**SMALL_COHORT, "study": {"enabled": True}}
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    targets = ["results/sites/samplesheet.tsv", "results/cohort/scores/PGS_sim.txt.gz"]
+    done = subprocess.run(
+        [*SNAKEMAKE, "--cores", "2", "--configfile", str(root / "config.yaml"),
+         "--directory", str(root), *targets],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root / "results"
+
+
+def _config(out: Path, *, seed: int | None = 3, **study):
+    return load_config(
+        None,
+        overrides={
+            **{k: v for k, v in SMALL_COHORT.items() if k != "simulate"},
+            "train": {"rounds": ROUNDS, "seed": seed, "compare": STRATEGIES, "progress": False,
+                      "validation_fraction": 0},
+            "evaluate": {"truth": None, "samples": None},
+            "study": {"enabled": True, "sites_dir": str(out / "sites"), "out": str(out), **study},
+        },
+    )  # fmt: skip
+
+
+def _study(inputs: Path, out: Path, *, resume=False, dies=None, config=None):
+    """Run (or resume) the study into ``out``; ``dies``: (label, at) where the coordinator dies."""
+    wrap = None if dies is None else (lambda t: Dying(t, *dies))
+    return run_study_config(
+        config or _config(out),
+        scoring_file=inputs / "cohort" / "scores" / "PGS_sim.txt.gz",
+        samplesheet=inputs / "sites" / "samplesheet.tsv",
+        resume=resume,
+        wrap=wrap,
+    )
+
+
+def _final_model(out: Path, strategy: str) -> dict:
+    return load_checkpoint(checkpoint_path(out / "train" / strategy, ROUNDS))["strategy_state"]
+
+
+def _assert_same_study(out: Path, reference: Path) -> None:
+    for name in ["study.json", *[f"train/{s}/metrics.json" for s in STRATEGIES]]:
+        assert json.loads((out / name).read_text()) == json.loads((reference / name).read_text())
+    for name in TABLES:
+        assert (out / name).read_text() == (reference / name).read_text(), name
+    for strategy in STRATEGIES:
+        resumed, uninterrupted = _final_model(out, strategy), _final_model(reference, strategy)
+        assert resumed.keys() == uninterrupted.keys()
+        for key, value in uninterrupted.items():
+            if isinstance(value, dict):
+                for name, array in value.items():
+                    np.testing.assert_array_equal(resumed[key][name], array, err_msg=name)
+            else:
+                np.testing.assert_array_equal(np.asarray(resumed[key]), np.asarray(value), key)
+
+
+@pytest.fixture(scope="module")
+def reference(study_inputs, tmp_path_factory):
+    """An uninterrupted study."""
+    out = tmp_path_factory.mktemp("uninterrupted")
+    summary = _study(study_inputs, out)
+    assert sorted(summary["runs"]) == STRATEGIES and summary["left_out"] == {}
+    return out
+
+
+#: Where the coordinator dies, one death per attempt, each attempt resuming the previous one.
+DEATHS = [
+    ("counts", 1),  # preparation: nothing recorded yet
+    ("secagg", 2),  # inside the secure sum of the counts
+    ("features", 1),  # the counts recorded
+    ("moments", 1),  # the features recorded (then a site loses its prepared files)
+    ("fit 2", 1),  # training: round 1 checkpointed
+    ("evaluate", 1),  # round 2's evaluation: its checkpoint is saved before it
+    ("evaluate", 2),  # the final evaluation (round 2's evaluated first on resume)
+    ("moments", 2),  # the second run's start (the first asked again): the first finished
+]
+#: The attempt after which a site loses its prepared features, another its sample QC as well.
+LOSES_FILES = 3
+
+
+@pytest.mark.slow
+def test_a_study_killed_at_every_stage_resumes_to_the_uninterrupted_result(
+    study_inputs, reference, tmp_path, caplog
+):
+    out = tmp_path / "study"
+    sites = sorted(read_samplesheet(study_inputs / "sites" / "samplesheet.tsv"))
+    for attempt, death in enumerate(DEATHS):
+        caplog.clear()
+        with caplog.at_level(logging.INFO), pytest.raises(CoordinatorDied, match=death[0]):
+            _study(study_inputs, out, resume=attempt > 0, dies=death)
+        state = StudyState.read(out)
+        assert state is not None and state.seed == 3
+        if death == ("features", 1):
+            assert list(state.stages) == ["counts"]
+        if attempt == LOSES_FILES:
+            assert list(state.stages) == ["counts", "features"]
+            # a site loses its prepared features, another its sample QC as well
+            (out / "sites" / sites[0] / "prepared" / "clients" / sites[0] / "rare_dosages.npz"
+             ).unlink()  # fmt: skip
+            (out / "sites" / sites[1] / "logs" / "sample_qc.tsv").unlink()
+        if death == ("fit 2", 1):
+            said = caplog.text
+            assert f"site(s) {sites[0]} no longer hold what the features stage" in said
+            assert f"site(s) {sites[1]} no longer hold what the counts" in said
+        if death == ("evaluate", 1):
+            saved = load_checkpoint(checkpoint_path(out / "train" / "fedavg", 2))["history"]
+            assert saved[-1]["evaluation_pending"] and "auc" not in saved[-1]
+        if death == ("moments", 2):
+            assert "summary" in state.runs["fedavg"] and state.runs["fedprox"] == {"started": True}
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        summary = _study(study_inputs, out, resume=True)
+    assert "run fedavg: finished before" in caplog.text
+    assert sorted(summary["runs"]) == STRATEGIES
+    _assert_same_study(out, reference)
+    # the state holds aggregates only: no sample ID of any site
+    tables = [pd.read_parquet(p).astype(str) for p in (out / "study_state").iterdir()]
+    held = (out / STATE_FILE).read_text() + "\n".join(t.to_csv(sep="\t") for t in tables)
+    ids = {
+        line.split("\t")[0]
+        for s in sites
+        for line in (study_inputs / "sites" / s / "samples.tsv").read_text().splitlines()[1:]
+    }
+    assert len(tables) == 4 and ids and not [i for i in ids if i in held]
+
+    # a changed configuration is refused, naming what changed
+    changed = _config(out, min_cell_count=7)
+    changed["pipeline"] = {**changed["pipeline"], "rare_maf_max": 0.02}
+    with pytest.raises(ConfigError, match=r"changed .*\(pipeline.rare_maf_max, study.min_cell_"):
+        _study(study_inputs, out, resume=True, config=changed)
+    with pytest.raises(ConfigError, match=r"train.seed \(3 → 4\)"):
+        _study(study_inputs, out, resume=True, config=_config(out, seed=4))
+    # an unset seed takes the saved one
+    assert _study(study_inputs, out, resume=True, config=_config(out, seed=None)) == summary
+
+
+@pytest.mark.slow
+def test_a_fresh_study_over_a_saved_state_says_so_and_starts_over(study_inputs, tmp_path, caplog):
+    out = tmp_path / "study"
+    with pytest.raises(CoordinatorDied):
+        _study(study_inputs, out, dies=("moments", 1))
+    assert list(StudyState.read(out).stages) == ["counts", "features"]
+    with caplog.at_level(logging.WARNING), pytest.raises(CoordinatorDied):
+        _study(study_inputs, out, dies=("counts", 1))
+    said = "holds a resumable study state (stages counts, features; runs fedavg (started))"
+    assert said in caplog.text
+    assert StudyState.read(out).stages == {}  # started over
+    assert not (out / "study_state").exists() or not list((out / "study_state").iterdir())
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), pytest.raises(CoordinatorDied):
+        _study(study_inputs, tmp_path / "new", resume=True, dies=("setup", 1))
+    assert "nothing to resume" in caplog.text
+
+
+def test_attach_is_refused_on_the_inprocess_engine(tmp_path):
+    with pytest.raises(ConfigError, match="--attach waits for a Flower run"):
+        run_study_config(_config(tmp_path), scoring_file="unused.txt", attach="3")
+
+
+def test_a_waiting_launcher_backs_off():
+    waits = list(itertools.islice(backoff(), 12))
+    assert waits[0] == 0.25 and waits[-1] == 5.0
+    assert all(b >= a for a, b in itertools.pairwise(waits))
+    assert sum(1 for _ in itertools.takewhile(lambda t: t < 600, itertools.accumulate(backoff()))
+               ) < 130  # fmt: skip  # ten minutes of waiting: ~0.2 reads per second (0.25 s: 2400)
+    with pytest.raises(ValueError, match="first=0"):
+        next(backoff(first=0))
+
+
+def test_wait_status_reads_the_status_at_the_intervals_given(tmp_path):
+    status = tmp_path / "flower" / "status.json"
+    status.parent.mkdir()
+    used = []
+
+    def waits():
+        while True:
+            used.append(0.1)
+            yield 0.1
+
+    def finish():
+        time.sleep(0.6)
+        status.write_text(json.dumps({"status": "completed", "round": 2}))
+
+    writer = threading.Thread(target=finish)
+    writer.start()
+    assert wait_status(status, None, tmp_path, 30, waits=waits())["round"] == 2
+    writer.join()
+    assert 4 <= len(used) <= 30  # it slept as told, not at a fixed 0.25 s
+    started = time.monotonic()
+    with pytest.raises(Exception, match="did not finish within 1 s"):
+        wait_status(tmp_path / "none.json", None, tmp_path, 1.0)  # a wait never passes the deadline
+    assert time.monotonic() - started < 2.0
