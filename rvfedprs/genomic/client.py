@@ -32,8 +32,7 @@ import numpy as np
 
 from rvfedprs.model import TwoPathwayModel, model_from_config, set_parameters
 from rvfedprs.strategies.base import FitInstruction, FitResult
-from rvfedprs.strategies.ditto import personal_request, with_personal
-from rvfedprs.strategies.scaffold import client_correction
+from rvfedprs.strategies.client import LocalRun, client_update
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
 from rvfedprs.training.glm import glm_reply
 
@@ -132,42 +131,32 @@ def fit_client(
         bits.
     """
     config = instruction.config
-    correction = client_correction(config, momentum=context.training.momentum)
-    ditto = personal_request(config)
-    model = build_model(len(context.variant_keys), context.model_config)
-    set_parameters(model, instruction.parameters)
-    training = replace(context.training, proximal_mu=float(config.get("proximal_mu", 0.0)))
     want_bloom = config.get("bloom") is not None
-    result = local_update(
-        model,
-        context.data,
-        training,
-        reference=instruction.parameters,
-        influence=bool(config.get("influence", False)) or want_bloom,
-        random_seed=random_seed,
-        dp=context.state.get("dp"),
-        correction=correction,
-    )
-    parameters = result.parameters
-    metrics = {
-        "loss": float(result.loss),
-        "local_steps": float(result.steps),
-        "lr": float(context.training.lr),
-    }
-    if ditto is not None:
-        personal_start, lam = ditto
-        personal = build_model(len(context.variant_keys), context.model_config)
-        set_parameters(personal, personal_start)
-        own = local_update(
-            personal,
+
+    def train(start, *, mu, correction, seed, personal) -> LocalRun:
+        model = build_model(len(context.variant_keys), context.model_config)
+        set_parameters(model, start)
+        result = local_update(
+            model,
             context.data,
-            replace(context.training, proximal_mu=lam),
+            replace(context.training, proximal_mu=mu),
             reference=instruction.parameters,
-            random_seed=random_seed + 1,
+            influence=not personal and (bool(config.get("influence", False)) or want_bloom),
+            random_seed=seed,
             dp=context.state.get("dp"),
+            correction=correction,
         )
-        metrics["personal_loss"] = float(own.loss)
-        parameters = with_personal(parameters, own.parameters)
+        return LocalRun(result.parameters, result.loss, result.steps, extra=result)
+
+    parameters, metrics, run = client_update(
+        config,
+        instruction.parameters,
+        train,
+        momentum=context.training.momentum,
+        lr=context.training.lr,
+        seed=random_seed,
+    )
+    result = run.extra
     bits = None
     if want_bloom:
         bits = influential_bloom_bits(

@@ -26,8 +26,7 @@ from torch import nn
 from rvfedprs.imaging.cnn import SmallCNN
 from rvfedprs.imaging.loader import ImageDataset
 from rvfedprs.strategies.base import FitInstruction, FitResult
-from rvfedprs.strategies.ditto import personal_request, with_personal
-from rvfedprs.strategies.scaffold import client_correction
+from rvfedprs.strategies.client import LocalRun, client_update
 from rvfedprs.training import add_gradient_terms
 
 __all__ = [
@@ -191,37 +190,29 @@ def fit_imaging_client(
     """
     if len(client.train) == 0:
         raise ValueError(f"client {client.client_id}: no training samples")
-    config = instruction.config
-    correction = client_correction(config, momentum=client.training.momentum)
-    ditto = personal_request(config)
-    model = build_cnn(client.in_channels, client.n_classes, client.image_size)
-    set_cnn_parameters(model, instruction.parameters)
-    loss, steps = _train(
-        model,
-        client.train,
-        client.training,
-        reference=instruction.parameters,
-        mu=float(config.get("proximal_mu", 0.0)),
-        correction=correction,
-        seed=random_seed,
-    )
-    parameters = get_cnn_parameters(model)
-    metrics = {"loss": loss, "local_steps": float(steps), "lr": float(client.training.lr)}
-    if ditto is not None:
-        personal_start, lam = ditto
-        personal = build_cnn(client.in_channels, client.n_classes, client.image_size)
-        set_cnn_parameters(personal, personal_start)
-        p_loss, _ = _train(
-            personal,
+
+    def train(start, *, mu, correction, seed, personal) -> LocalRun:
+        model = build_cnn(client.in_channels, client.n_classes, client.image_size)
+        set_cnn_parameters(model, start)
+        loss, steps = _train(
+            model,
             client.train,
             client.training,
             reference=instruction.parameters,
-            mu=lam,
-            correction=None,
-            seed=random_seed + 1,
+            mu=mu,
+            correction=correction,
+            seed=seed,
         )
-        metrics["personal_loss"] = p_loss
-        parameters = with_personal(parameters, get_cnn_parameters(personal))
+        return LocalRun(get_cnn_parameters(model), loss, steps)
+
+    parameters, metrics, _ = client_update(
+        instruction.config,
+        instruction.parameters,
+        train,
+        momentum=client.training.momentum,
+        lr=client.training.lr,
+        seed=random_seed,
+    )
     return FitResult(
         client_id=client.client_id,
         n_samples=len(client.train),
