@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from _kg_panel import DATA, PANEL, split_panel
 
 from rvfedprs.ancestry import assign_ancestry, fit_pca, normalise_prs, project
 from rvfedprs.ancestry.panel import match_variants
 from rvfedprs.ancestry.pca import standardise
 from rvfedprs.cli import main
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "1kg_chr21_start_plinkng"
-PANEL = DATA / "chr21_phase3_start"
 
 
 def _balding_nichols(rng, n_per_pop, n_variants, *, n_pops=3, fst=0.05, anc=None):
@@ -107,16 +103,7 @@ def split_1000g(tmp_path_factory):
     if not (PANEL.with_suffix(".pgen")).is_file() or shutil.which("plink2") is None:
         pytest.skip(f"needs the 1000 Genomes excerpt in {DATA} and plink2")
     tmp = tmp_path_factory.mktemp("kg")
-    psam = pd.read_csv(PANEL.with_suffix(".psam"), sep="\t")
-    held_out = np.random.default_rng(0).random(len(psam)) < 0.5
-    psam.loc[~held_out, ["#IID"]].to_csv(tmp / "ref.txt", index=False, header=False)
-    psam.loc[held_out, ["#IID"]].to_csv(tmp / "tgt.txt", index=False, header=False)
-    base = ["plink2", "--pfile", str(PANEL), "vzs", "--max-alleles", "2", "--threads", "1"]
-    for name, kind in (("ref", "--make-pgen"), ("tgt", "--make-bed")):
-        subprocess.run(
-            [*base, "--keep", str(tmp / f"{name}.txt"), kind, "--out", str(tmp / name)],
-            check=True, capture_output=True,
-        )  # fmt: skip
+    psam, held_out = split_panel(tmp)
     # A score with population offsets and spreads, plus a little genotype-independent noise.
     rng = np.random.default_rng(1)
     pops = psam.set_index("#IID")["SuperPop"]

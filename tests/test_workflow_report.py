@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from _kg_panel import DATA, PANEL, split_panel
 from sklearn.metrics import roc_auc_score
 from test_snakemake import ROOT, SMALL_COHORT
 from test_snakemake import run as run_snakemake
@@ -21,8 +22,6 @@ from rvfedprs.config import section_defaults
 from rvfedprs.genotypes import open_genotypes
 from rvfedprs.genotypes.scoring import score, write_plink2_scorefile
 
-DATA = ROOT.parent / "shared" / "data" / "1kg_chr21_start_plinkng"
-PANEL = DATA / "chr21_phase3_start"
 needs_plink2 = pytest.mark.skipif(shutil.which("plink2") is None, reason="plink2 not installed")
 
 
@@ -113,16 +112,7 @@ def _kg_cohort(tmp: Path) -> dict:
     Sites are the super-populations; the phenotype follows a 12-variant score; the scoring
     file is that score's variants (common, strand-unambiguous) with its weights.
     """
-    psam = pd.read_csv(PANEL.with_suffix(".psam"), sep="\t")
-    held_out = np.random.default_rng(0).random(len(psam)) < 0.5
-    psam.loc[~held_out, ["#IID"]].to_csv(tmp / "ref.txt", index=False, header=False)
-    psam.loc[held_out, ["#IID"]].to_csv(tmp / "tgt.txt", index=False, header=False)
-    base = ["plink2", "--pfile", str(PANEL), "vzs", "--max-alleles", "2", "--threads", "1"]
-    for name, kind in (("ref", "--make-pgen"), ("tgt", "--make-bed")):
-        subprocess.run(
-            [*base, "--keep", str(tmp / f"{name}.txt"), kind, "--out", str(tmp / name)],
-            check=True, capture_output=True,
-        )  # fmt: skip
+    psam, held_out = split_panel(tmp)
     subprocess.run(
         ["plink2", "--bfile", str(tmp / "tgt"), "--freq", "--out", str(tmp / "tgt")],
         check=True, capture_output=True,
