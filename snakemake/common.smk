@@ -133,3 +133,15 @@ def study_strategies():
     from rvfedprs.strategies import strategy_class
 
     return [s for s in config["train"]["compare"] if not strategy_class(s).pooled]
+
+
+def job_size(rule_name):
+    """The memory (MB) and wall time (minutes) a job of ``rule_name`` asks a cluster for: the
+    resources section (its `rules` entry, else the defaults), times the attempt number, so that
+    a job retried after running out of either gets more."""
+    size = {key: config["resources"][key] for key in ("mem_mb", "runtime")}
+    size.update(config["resources"]["rules"].get(rule_name, {}))
+    return {
+        key: (lambda wildcards, attempt, value=value: value * attempt)
+        for key, value in size.items()
+    }

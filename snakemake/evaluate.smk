@@ -15,6 +15,8 @@ rule evaluate_strategy:
         predictions="results/evaluate/{strategy}/predictions.parquet",
     params:
         out=lambda wildcards: f"results/evaluate/{wildcards.strategy}",
+    resources:
+        **job_size("evaluate_strategy"),
     log:
         f"{LOGS}/evaluate/{{strategy}}.log",
     threads: 1
@@ -37,6 +39,8 @@ rule compare_strategies:
         csv=f"{TRAIN}/comparison.csv",
         md=f"{TRAIN}/comparison.md",
         png=f"{TRAIN}/client_auc.png",
+    resources:
+        **job_size("compare_strategies"),
     log:
         f"{LOGS}/compare_strategies.log",
     script:

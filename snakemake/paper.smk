@@ -14,7 +14,7 @@ PAPER = config["paper_evaluation"]
 PAPER_OUT = "results/paper_evaluation"
 PAPER_DRIVER = os.path.join(workflow.basedir, "simulations", "rvfedprs_paper", "run.py")
 # Sections that do not change what the driver computes: editing them re-runs nothing here.
-PAPER_IGNORED = {"simulate", "pipeline", "paper_evaluation", "imaging", "flower"}
+PAPER_IGNORED = {"simulate", "pipeline", "paper_evaluation", "imaging", "flower", "resources"}
 
 
 # The configuration the driver reads (`--config`): training, model, audits, report. (Plain
@@ -50,6 +50,11 @@ if PAPER["enabled"]:
     POOLED_TARGETS += [f"{PAPER_OUT}/report/table2_performance.md"]
 
 
+# writes a file from the configuration: on the submitting host, not as a cluster job
+localrules:
+    paper_evaluation_config,
+
+
 rule paper_evaluation_config:
     output:
         f"{PAPER_OUT}/config.yaml",
@@ -81,6 +86,8 @@ rule paper_evaluation:
         flags=shlex.join(PAPER_FLAGS),
     benchmark:
         f"{PAPER_OUT}/benchmark.tsv"
+    resources:
+        **job_size("paper_evaluation"),
     log:
         f"{LOGS}/paper_evaluation.log",
     threads: PAPER["threads"]

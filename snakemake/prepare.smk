@@ -18,6 +18,8 @@ if PIPE["clients_from"] is not None:
             f"{PREP}/samples_sheet.tsv",
         params:
             column=PIPE["clients_from"]["column"],
+        resources:
+            **job_size("make_samples_sheet"),
         log:
             f"{LOGS}/make_samples_sheet.log",
         script:
@@ -36,6 +38,8 @@ rule import_genotypes:
         pipeline=settings("vcf_genotype_field", "bgen_ref_allele"),
     wildcard_constraints:
         index=r"\d+",
+    resources:
+        **job_size("import_genotypes"),
     log:
         f"{LOGS}/import_genotypes/{{index}}.log",
     script:
@@ -56,6 +60,8 @@ checkpoint validate_inputs:
         pipeline=settings(
             "phenotype", "genome_build", "clients_from", "on_sample_mismatch", "covariates", "covariate_missing", "on_invalid_client", "min_samples_per_client", "min_cases_per_client", *READER_KEYS
         ),
+    resources:
+        **job_size("validate_inputs"),
     log:
         f"{LOGS}/validate_inputs.log",
     script:
@@ -74,6 +80,8 @@ rule sample_qc:
         pipeline=settings(
             "qc", "chunk_size", *READER_KEYS
         ),
+    resources:
+        **job_size("sample_qc"),
     log:
         f"{LOGS}/sample_qc/{{client}}.log",
     script:
@@ -92,6 +100,8 @@ rule client_counts:
         pipeline=settings(
             "chunk_size", *READER_KEYS
         ),
+    resources:
+        **job_size("client_counts"),
     log:
         f"{LOGS}/client_counts/{{client}}.log",
     script:
@@ -111,6 +121,8 @@ rule combine_counts:
         pipeline=settings(
             "qc", "rare_maf_max", "on_multiallelic"
         ),
+    resources:
+        **job_size("combine_counts"),
     log:
         f"{LOGS}/combine_counts.log",
     script:
@@ -129,6 +141,8 @@ rule match_scores:
         pipeline=settings(
             "min_overlap", "genome_build", "keep_ambiguous", "qc"
         ),
+    resources:
+        **job_size("match_scores"),
     log:
         f"{LOGS}/match_scores.log",
     script:
@@ -152,6 +166,8 @@ rule client_features:
             "test_fraction", "random_seed", "min_overlap", "chunk_size", *READER_KEYS,
             "phenotype", "covariates", "covariate_missing"
         ),
+    resources:
+        **job_size("client_features"),
     log:
         f"{LOGS}/client_features/{{client}}.log",
     script:
@@ -164,6 +180,8 @@ rule summarize_clients:
         rare=per_client("results/clients/{client}/rare_dosages.npz"),
     output:
         "results/clients.tsv",
+    resources:
+        **job_size("summarize_clients"),
     log:
         f"{LOGS}/summarize_clients.log",
     script:
@@ -178,6 +196,8 @@ rule collect_exclusions:
         match=f"{LOGS}/exclusions/match_scores.tsv",
     output:
         f"{LOGS}/exclusions.tsv",
+    resources:
+        **job_size("collect_exclusions"),
     log:
         f"{LOGS}/collect_exclusions.log",
     script:

@@ -26,6 +26,8 @@ rule data_report:
         figures=multiext(f"{REPORT}/figures/", "clients.png", "maf_spectrum.png", "prs_by_client.png"),
     params:
         rare_maf_max=PIPE["rare_maf_max"],
+    resources:
+        **job_size("data_report"),
     log:
         f"{LOGS}/data_report.log",
     script:
@@ -51,6 +53,8 @@ if ANCESTRY["reference"] is not None:
             genotypes=GENOTYPES,
             settings=ANCESTRY,
             out=lambda wildcards, output: os.path.dirname(output.pcs),
+        resources:
+            **job_size("ancestry"),
         log:
             f"{LOGS}/ancestry.log",
         script:
@@ -74,6 +78,8 @@ rule assess_report:
         covariates=PIPE["covariates"],
         out=lambda wildcards, output: os.path.dirname(output.html),
         n_normalisation_pcs=ANCESTRY["n_normalisation_pcs"],
+    resources:
+        **job_size("assess_report"),
     log:
         f"{LOGS}/assess_report.log",
     script:

@@ -5,6 +5,10 @@ import yaml
 
 if PIPE["cohort"]["simulate"]:
 
+    # writes a file from the configuration: on the submitting host, not as a cluster job
+    localrules:
+        simulate_config,
+
     rule simulate_config:
         output:
             f"{COHORT_DIR}/simulate_config.yaml",
@@ -33,6 +37,8 @@ if PIPE["cohort"]["simulate"]:
                 if PIPE["cohort"]["simulate_scenario"]
                 else f"--preset {PIPE['cohort']['simulate_preset']}"
             ),
+        resources:
+            **job_size("simulate_cohort"),
         log:
             f"{LOGS}/simulate_cohort.log",
         shell:

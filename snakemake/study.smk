@@ -25,6 +25,8 @@ if STUDY["samplesheet"] is None:
             samples=COHORT["samples"],
         output:
             f"{SITES_DIR}/sites.txt",
+        resources:
+            **job_size("site_list"),
         log:
             f"{LOGS}/site_list.log",
         script:
@@ -43,7 +45,7 @@ if STUDY["samplesheet"] is None:
             id_column=PIPE["phenotype"]["id_column"],
             folder=lambda wildcards: f"{SITES_DIR}/{wildcards.client}",
         resources:
-            mem_mb=2000,
+            **job_size("site_inputs"),
         threads: 1
         log:
             f"{LOGS}/site_inputs/{{client}}.log",
@@ -55,10 +57,17 @@ if STUDY["samplesheet"] is None:
             split_sites(f"{SITES_DIR}/{{client}}/inputs.json"),
         output:
             SAMPLESHEET,
+        resources:
+            **job_size("samplesheet"),
         log:
             f"{LOGS}/samplesheet.log",
         script:
             "../pipelines/samplesheet.py"
+
+
+# writes a file from the configuration: on the submitting host, not as a cluster job
+localrules:
+    study_config,
 
 
 rule study_config:
@@ -66,7 +75,7 @@ rule study_config:
         f"{STUDY_OUT}/study_config.yaml",
     params:
         text=yaml.safe_dump(
-            {k: v for k, v in config.items() if k not in ("simulate", "paper_evaluation")},
+            {k: v for k, v in config.items() if k not in ("simulate", "paper_evaluation", "resources")},
             sort_keys=True,
         ),
     log:
@@ -86,6 +95,8 @@ rule study:
         metrics=[f"{STUDY_OUT}/train/{strategy}/metrics.json" for strategy in study_strategies()],
     params:
         out=lambda wildcards, output: os.path.dirname(output.summary),
+    resources:
+        **job_size("study"),
     log:
         f"{LOGS}/study.log",
     threads: 1

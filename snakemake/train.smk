@@ -15,6 +15,11 @@ wildcard_constraints:
     strategy="[a-z_]+",
 
 
+# writes a file from the configuration: on the submitting host, not as a cluster job
+localrules:
+    train_config,
+
+
 rule train_config:
     output:
         f"{TRAIN}/{{strategy}}/config.yaml",
@@ -42,6 +47,8 @@ rule train_strategy:
         out=lambda wildcards: f"{TRAIN}/{wildcards.strategy}",
     benchmark:
         f"{TRAIN}/{{strategy}}/benchmark.tsv"
+    resources:
+        **job_size("train_strategy"),
     log:
         f"{LOGS}/train/{{strategy}}.log",
     threads: 1
