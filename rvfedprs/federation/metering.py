@@ -17,7 +17,10 @@ from typing import Any
 from rvfedprs.federation.task import Replies, Request, Task, Transport
 from rvfedprs.strategies.base import FitInstruction
 
-__all__ = ["MeteredTransport", "Traffic", "wire_bytes"]
+__all__ = ["MeteredTransport", "Traffic", "metered", "traffic_of", "wire_bytes"]
+
+#: The columns of a traffic table, per step.
+COUNTS = ("messages", "bytes_sent", "bytes_received", "seconds")
 
 
 def wire_bytes(content: Any) -> int:
@@ -40,14 +43,45 @@ class Traffic:
              "bytes_received": received, "seconds": seconds}
         )  # fmt: skip
 
+    def mark(self) -> int:
+        """Where the exchanges recorded from now on start (for :meth:`table`)."""
+        return len(self.rows)
+
+    def table(self, start: int = 0) -> dict[str, dict[str, float]]:
+        """Per step, then ``total``: messages, bytes sent, bytes received, seconds (JSON-ready).
+
+        Only the exchanges recorded from ``start`` (a :meth:`mark`) on; steps in the order
+        they first ran.
+        """
+        steps: dict[str, dict[str, float]] = {}
+        total = dict.fromkeys(COUNTS, 0)
+        for row in self.rows[start:]:
+            step = steps.setdefault(row["step"], dict.fromkeys(COUNTS, 0))
+            for key in COUNTS:
+                step[key] += row[key]
+                total[key] += row[key]
+        for counts in (*steps.values(), total):
+            counts["seconds"] = round(float(counts["seconds"]), 4)
+        return {**steps, "total": total}
+
     def by_step(self):
         """A table (pandas) summed per step."""
         import pandas as pd
 
-        frame = pd.DataFrame(
-            self.rows, columns=["step", "messages", "bytes_sent", "bytes_received", "seconds"]
-        )
+        frame = pd.DataFrame(self.rows, columns=["step", *COUNTS])
         return frame.groupby("step", sort=False).sum().reset_index()
+
+
+def metered(transport: Transport, task: Task) -> MeteredTransport:
+    """``transport`` measured: itself when it already is, else wrapped."""
+    if isinstance(transport, MeteredTransport):
+        return transport
+    return MeteredTransport(transport, task)
+
+
+def traffic_of(transport: Transport) -> Traffic | None:
+    """The :class:`Traffic` a measured transport records into (None for another)."""
+    return transport.traffic if isinstance(transport, MeteredTransport) else None
 
 
 class MeteredTransport(Transport):

@@ -43,6 +43,7 @@ from rvfedprs.federation.checkpoints import (
     prune_checkpoints,
     save_checkpoint,
 )
+from rvfedprs.federation.metering import metered, traffic_of
 from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.screening import UpdateScreen
 from rvfedprs.federation.secagg.training import SecureAggregation
@@ -417,10 +418,12 @@ def run_rounds(
     """
     client_ids = transport.client_ids
     written: list[Path] = []
+    traffic = traffic_of(transport)
     for server_round in range(start + 1, rounds + 1):
         if strategy.finished:  # a converged fit (FedGLM) needs no more rounds
             log.info("%s finished after round %d", strategy.name, server_round - 1)
             break
+        mark = None if traffic is None else traffic.mark()
         instructions = strategy.configure_fit(server_round, client_ids)
         seeds = {c: client_seed(setup.random_seed, server_round, c) for c in client_ids}
         sums = notes = None
@@ -435,6 +438,8 @@ def run_rounds(
             results, failures, sums, notes = secure.fit_round(
                 strategy, transport, server_round, instructions, seeds, settings, client_state
             )
+        if traffic is not None:  # the round's training exchanges (its evaluation comes after)
+            notes = {**(notes or {}), "traffic": traffic.table(mark)}
         step = f"round {server_round}"
         count = f"{step}: {len(results)} of {len(client_ids)} clients replied"
         require_replies(step, count, len(results), min_replies, failures)
@@ -568,6 +573,8 @@ def serve(
     seed, rounds = int(job["seed"]), int(job["rounds"])
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
+    transport = metered(transport, task)
+    mark = transport.traffic.mark()  # the first run's table holds the warm start too
     secure = SecureAggregation.from_job(job)
     if secure is not None:
         for run in runs:
@@ -635,8 +642,10 @@ def serve(
                 seed=seed,
                 checkpoints=[p for p in written if p.exists()],
                 client_state=state,
+                metrics={"traffic": transport.traffic.table(mark)},
             )
         )
+        mark = transport.traffic.mark()
     return results
 
 
@@ -663,9 +672,11 @@ def run_job(
     ConfigError
         When a run's strategy pools the sites' data (not on this engine).
     """
+    transport = metered(transport, task)
     program = task.coordinator(job)
     if program is not None:
-        return program(transport, job, on_round=on_round)
+        summary = program(transport, job, on_round=on_round)
+        return {**summary, "traffic": transport.traffic.table()}
     settings, transport, setup_failures = negotiate(task, transport, job)
     runs = [RunSpec(task.build_strategy(spec, job), out=Path(spec["out"])) for spec in job["runs"]]
     results = serve(task, transport, runs, job, settings, on_round=on_round)
@@ -681,4 +692,7 @@ def run_job(
             spec["strategy"]: f for spec, f in zip(job["runs"], failures, strict=True)
         }
     summary.update(task.summary(results))
+    summary["traffic"] = transport.traffic.table()  # the whole job's, the setup included
+    if len(runs) > 1:
+        summary["run_traffic"] = [r.metrics["traffic"] for r in results]
     return summary

@@ -46,6 +46,7 @@ import pandas as pd
 from rvfedprs.cohort import exclusions
 from rvfedprs.evaluation.metrics import cluster_ari
 from rvfedprs.evaluation.summaries import pooled_metrics
+from rvfedprs.federation.metering import traffic_of
 from rvfedprs.federation.rounds import (
     FederationError,
     RunSpec,
@@ -545,6 +546,8 @@ def run_study(
             on_round=None if on_round is None else lambda _, e, i=index: on_round(i, e),
         )
         state.finish_run(name, summary["runs"][name])
+    if traffic_of(transport) is not None:  # the whole study's exchanges, per step
+        summary["traffic"] = traffic_of(transport).table()
     (out / "study.json").write_text(json.dumps(jsonable(summary), indent=2) + "\n")
     return summary
 
@@ -564,6 +567,8 @@ def _train(
     Writes the run's ``metrics.json``; returns its entry of ``study.json``.
     """
     config, study = job["config"], job["study"]
+    traffic = traffic_of(sites.transport)
+    start = None if traffic is None else traffic.mark()
     moments = sites.ask("moments", {})
     settings = {**task.run_settings(job, moments), **sites.base}
     run = RunSpec(
@@ -588,6 +593,8 @@ def _train(
     record = {"strategy": spec["strategy"], "seed": int(job["seed"]), **metrics,
               "history": result.history}  # fmt: skip
     record.update(task.summary([result]))
+    if traffic is not None:  # the run's exchanges: moments, rounds, evaluations
+        record["traffic"] = traffic.table(start)
     folder = Path(spec["out"])
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "metrics.json").write_text(json.dumps(jsonable(record), indent=2) + "\n")

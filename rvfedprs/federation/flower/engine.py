@@ -291,9 +291,12 @@ def run_job(
     :func:`submit_job` with ``runs`` (their ``spec``), then each run's result rebuilt from its
     checkpoints (``evaluate_round`` applied to every round's), its checkpoints pruned to
     ``keep_checkpoints``; ``client_state`` is refilled in place with the first run's site state
-    as the server last saw it. ``options`` are :func:`submit_job`'s.
+    as the server last saw it, its ``metrics["traffic"]`` with the server's traffic table
+    (:meth:`~rvfedprs.federation.metering.Traffic.table`; a single run's holds the setup too).
+    ``options`` are :func:`submit_job`'s.
     """
-    submit_job(engine, runs=runs, rounds=rounds, random_seed=random_seed, **options)
+    status = submit_job(engine, runs=runs, rounds=rounds, random_seed=random_seed, **options)
+    traffic = status.get("run_traffic") or [status.get("traffic")]  # one run: the job's
     results = []
     for index, run in enumerate(runs):
         folder = Path(run.spec["out"])
@@ -308,5 +311,7 @@ def run_job(
         if run.keep_checkpoints:  # the server kept every round's for the evaluation above
             prune_checkpoints(folder / "checkpoints", run.keep_checkpoints)
             result.checkpoints = [p for p in result.checkpoints if p.exists()]
+        if index < len(traffic) and traffic[index] is not None:
+            result.metrics["traffic"] = traffic[index]
         results.append(result)
     return results
