@@ -1,12 +1,12 @@
-"""Assemble and run a training run from a validated configuration; write what it leaves behind.
+"""Train from a validated configuration and write what the run leaves behind.
 
-The one place every entry point goes through: ``rvfedprs train`` and ``rvfedprs evaluate``, the
-Snakemake rules (which call them), and the experiment drivers. :func:`train` loads the
-per-client inputs, builds the strategy (with its client distance matrix where it needs one),
-runs it on the chosen engine, evaluates every client on its test split and writes
-``metrics.json``, the checkpoints and ``provenance.json``; :func:`evaluate_checkpoint` recomputes
-the metrics of a saved run. The Flower ServerApp derives the same run settings through the task
-(:meth:`rvfedprs.genomic.task.GenomicTask.run_settings`).
+``rvfedprs train`` and ``rvfedprs evaluate`` (and the Snakemake rules that call them).
+:func:`train` asks the task for its run plan (:meth:`~rvfedprs.federation.task.Task.plan`: the
+per-client inputs, the strategy with its client distance matrix where it needs one, the privacy
+settings), runs it with :func:`rvfedprs.plan.run` on the chosen engine, evaluates every client
+on its test split and writes ``metrics.json``, the checkpoints and ``provenance.json``;
+:func:`evaluate_checkpoint` recomputes the metrics of a saved run. This module names no task
+module (``tests/test_layers_run.py``): the task is found by name in :mod:`rvfedprs.tasks`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from rvfedprs.exceptions import ConfigError, InputDataError
 from rvfedprs.federation import ENGINES
 from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.rounds import RoundCallback
-from rvfedprs.genomic.data import Federation, load_federation
-from rvfedprs.genomic.task import training_config
-from rvfedprs.provenance import draw_seed, jsonable, write_provenance
+from rvfedprs.plan import run
+from rvfedprs.provenance import jsonable, write_provenance
 from rvfedprs.strategies.base import Strategy
+from rvfedprs.tasks import get_task
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ __all__ = [
     "train",
     "evaluate_checkpoint",
     "check_engine",
-    "training_config",
+    "TRAIN_TASK",
     "dp_epsilon",
     "load_truth_from_config",
     "client_clusters",
@@ -46,6 +46,10 @@ __all__ = [
     "write_predictions",
     "input_files",
 ]
+
+
+#: The task ``rvfedprs train`` trains: its planner reads the configuration's ``train`` section.
+TRAIN_TASK = "genomic"
 
 
 def check_engine(engine: str) -> None:
@@ -121,7 +125,7 @@ class _LoggedRounds:
         return scores
 
 
-def _with_validation(federation: Federation, fraction: float, seed: int, model_config, track):
+def _with_validation(federation: Any, fraction: float, seed: int, model_config, track):
     """The federation less its validation split, the selector, and the round callback."""
     from rvfedprs.evaluation.selection import BestRound, split_validation
     from rvfedprs.federation.seeds import derive_seed
@@ -207,7 +211,7 @@ def write_metrics(out: str | Path, metrics: Mapping[str, Any]) -> Path:
     return path
 
 
-def input_files(federation: Federation) -> list[Path]:
+def input_files(federation: Any) -> list[Path]:
     """The per-client input files a run read (their checksums go into provenance)."""
     inputs = [federation.data_dir / "rare_variants.tsv", federation.data_dir / "clients.tsv"]
     for client in federation.client_ids:
@@ -218,7 +222,7 @@ def input_files(federation: Federation) -> list[Path]:
 
 def _evaluate(
     strategy: Strategy,
-    federation: Federation,
+    federation: Any,
     config: Mapping[str, Any],
     truth,
     parameters_for=None,
@@ -287,25 +291,19 @@ def train(
     ConfigError, InputDataError
         For an unknown strategy or engine, or unusable inputs (named).
     """
-    from rvfedprs.bloom import read_bloom_key
+    from dataclasses import replace
+
     from rvfedprs.config import validate_config
     from rvfedprs.evaluation import evaluate_models
-    from rvfedprs.genomic.distance import strategy_distance
-    from rvfedprs.strategies import strategy_class, strategy_from_config
 
     config = validate_config(dict(config))
-    section = config["train"]
-    name = section["strategy"]
-    strategy_class(name)  # unknown names fail before anything is loaded
-    check_engine(section["engine"])
-    seed = draw_seed(section["seed"])
-    section["seed"] = seed
+    check_engine(config["train"]["engine"])
     out = Path(out)
-    federation = load_federation(section["data"])
+    plan = get_task(TRAIN_TASK).plan(config, out)  # the data, the strategy, privacy settings
+    config, federation, strategy, seed = plan.config, plan.data, plan.strategy, plan.seed
+    section, name = config["train"], config["train"]["strategy"]
     truth = load_truth_from_config(config)
-    distance = strategy_distance(name, config, federation, seed)  # fedavg_w / cluster_fedavg
-    strategy = strategy_from_config(name, config, **distance)
-    model_config = federation.model_config(config["model"])
+    model_config = plan.model
 
     if evaluate_round is None:
 
@@ -316,70 +314,29 @@ def train(
             return {"auc": m["auc"]}
 
     selection = None
-    if section["validation_fraction"]:
-        if section["engine"] != "inprocess":
+    if plan.validation_fraction:
+        if plan.engine != "inprocess":
             raise ConfigError(
-                f"train.validation_fraction = {section['validation_fraction']} needs the "
-                f"in-process engine (a {section['engine']} site trains on all its training "
-                "samples); set it to 0"
+                f"train.validation_fraction = {plan.validation_fraction} needs the in-process "
+                f"engine (a {plan.engine} site trains on all its training samples); set it to 0"
             )
         federation, selection, evaluate_round = _with_validation(
-            federation, section["validation_fraction"], seed, model_config, evaluate_round
+            federation, plan.validation_fraction, seed, model_config, evaluate_round
         )
 
     # A bar on a terminal; elsewhere (a rule's log file) one logged line per round.
     bar = section["progress"] and sys.stderr.isatty()
     if not bar:
-        evaluate_round = _LoggedRounds(evaluate_round, name, section["rounds"])
+        evaluate_round = _LoggedRounds(evaluate_round, name, plan.rounds)
+    plan = replace(
+        plan, data=federation, evaluate_round=evaluate_round, resume=resume, superlink=superlink,
+        progress=bar and plan.engine == "inprocess",
+    )  # fmt: skip
     client_state: dict[str, dict[str, Any]] = {}
-    if section["engine"] == "inprocess":
-        from rvfedprs.genomic.engine import run_inprocess
-        from rvfedprs.training import dp_settings
-
-        result = run_inprocess(
-            federation,
-            strategy,
-            rounds=section["rounds"],
-            model_config=model_config,
-            training=training_config(config, federation, dp=True),
-            random_seed=seed,
-            out=out,
-            resume=resume,
-            bloom_key=read_bloom_key(config["fedce"]["bloom_key_file"]),
-            dp=dp_settings(config.get("dp")),
-            client_state=client_state,
-            evaluate_round=evaluate_round,
-            config=config,
-            keep_checkpoints=section["keep_checkpoints"],
-            progress=bar,
-        )
-    else:  # flower-sim / flower-deploy: the same strategy and site code on Flower
-        from rvfedprs.genomic.engine import run_flower
-
-        result = run_flower(
-            section["engine"],
-            federation=federation,
-            strategy=strategy,
-            config=config,
-            rounds=section["rounds"],
-            random_seed=seed,
-            out=out,
-            resume=resume,
-            bloom_key_file=config["fedce"]["bloom_key_file"],
-            evaluate_round=evaluate_round,
-            client_state=client_state,
-            superlink=superlink,
-            distance=None
-            if not distance
-            else {
-                "matrix": distance["distance"].tolist(),
-                "clients": list(distance["distance_clients"]),
-            },
-        )
+    result = run(plan, client_state=client_state)
     chosen = None if selection is None else selection.parameters_for
     metrics = _evaluate(strategy, federation, config, truth, parameters_for=chosen)
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
-    record["traffic"] = result.metrics.get("traffic", {})  # per step; per round in the history
     if selection is not None:
         record["selection"] = selection_record(selection, section["validation_fraction"])
         if result.checkpoints:  # `rvfedprs evaluate` of the final checkpoint scores the choice
@@ -442,7 +399,7 @@ def evaluate_checkpoint(
     if evaluate is not None:
         config["evaluate"] = dict(evaluate)
     data = Path(data) if data is not None else Path(config["train"]["data"])
-    federation = load_federation(data)
+    federation = get_task(TRAIN_TASK).load_data(data)
     if federation.n_rare != int(record["n_rare"]):
         raise InputDataError(
             f"{data} has {federation.n_rare} rare variants but the checkpoint's model expects "
@@ -483,7 +440,7 @@ def evaluate_checkpoint(
 def write_predictions(
     out: str | Path,
     strategy: Strategy,
-    federation: Federation,
+    federation: Any,
     config: Mapping[str, Any],
     *,
     parameters_for=None,

@@ -6,10 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import rvfedprs.genomic.engine as engine
+import rvfedprs.plan
 import rvfedprs.protocol.tuning as tuning
+import rvfedprs.run
 from rvfedprs.config import deep_merge, validate_config
 from rvfedprs.genomic.data import load_federation
+from rvfedprs.genomic.task import GenomicTask
 from rvfedprs.protocol import three_way_split, tune
 from rvfedprs.protocol.grids import LOGISTIC, configuration_overrides
 from rvfedprs.protocol.tuning import PLAIN, privacy_settings
@@ -41,20 +43,20 @@ def data(cohort):
 
 
 def _spy(monkeypatch, module) -> list[dict]:
-    """Record what every ``run_inprocess`` call of ``module`` trains with."""
-    calls, real = [], engine.run_inprocess
+    """Record what every run plan ``module`` runs (:func:`rvfedprs.plan.run`) trains with."""
+    calls, real = [], rvfedprs.plan.run
 
-    def spy(federation, strategy, **kwargs):
+    def spy(plan, **kwargs):
         calls.append({
-            "strategy": strategy.name,
-            "secagg": kwargs["config"]["secagg"] if kwargs.get("config") else None,
-            "dp": kwargs.get("dp"),
-            "bloom_key": kwargs.get("bloom_key"),
-            "batch_size": kwargs["training"].batch_size,
+            "strategy": plan.strategy.name,
+            "secagg": plan.job_config()["secagg"] if plan.job_config() else None,
+            "dp": plan.privacy.dp,
+            "bloom_key": plan.privacy.bloom_key,
+            "batch_size": GenomicTask().plan_settings(plan)["training"]["batch_size"],
         })  # fmt: skip
-        return real(federation, strategy, **kwargs)
+        return real(plan, **kwargs)
 
-    monkeypatch.setattr(module, "run_inprocess", spy)
+    monkeypatch.setattr(module, "run", spy)
     return calls
 
 
@@ -79,7 +81,7 @@ def test_a_trial_and_the_run_it_chooses_for_carry_the_same_privacy(
     # the run it chooses for: `rvfedprs train` on the base configuration with the choice
     final = validate_config(deep_merge(base, configuration_overrides(chosen.configuration)))
     final["train"].update(strategy="fedce", seed=1)
-    runs = _spy(monkeypatch, engine)
+    runs = _spy(monkeypatch, rvfedprs.run)
     result = train(final, tmp_path / "final")
     provenance = json.loads((tmp_path / "final" / "provenance.json").read_text())
     assert privacy_settings(provenance["parameters"]) == record["privacy"]

@@ -58,28 +58,32 @@ def _trained_run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _shadow_trainer(run: dict[str, Any], training):
-    """Rerun the target's training (strategy, rounds, settings) on other training sets."""
+    """Rerun the target's training (strategy, rounds, settings) on other training sets.
+
+    Each shadow federation runs the target's plan with its own training sets and seed (the
+    strategy's distance matrix recomputed on them), in this process, with the target's DP
+    settings and Bloom key and the clients' optimiser settings ``training``; without the
+    configuration (so without secure aggregation), as shadows have always trained.
+    """
     from dataclasses import replace
 
-    from rvfedprs.bloom import read_bloom_key
     from rvfedprs.genomic.distance import strategy_distance
-    from rvfedprs.genomic.engine import run_inprocess
+    from rvfedprs.plan import run as run_plan
     from rvfedprs.strategies import strategy_from_config
-    from rvfedprs.training import dp_settings
+    from rvfedprs.tasks import get_task
 
     trained, federation = run["trained"], run["federation"]
+    task = get_task("genomic")
 
     def train_shadow(sets, seed):
         shadow = replace(federation, train=dict(sets))
         distance = strategy_distance(run["name"], trained, shadow, seed)
         strategy = strategy_from_config(run["name"], trained, **distance)
-        run_inprocess(
-            shadow, strategy, rounds=trained["train"]["rounds"],
-            model_config=federation.model_config(trained["model"]), training=training,
-            random_seed=seed,
-            bloom_key=read_bloom_key(trained["fedce"]["bloom_key_file"]),
-            dp=dp_settings(trained.get("dp")),
-        )  # fmt: skip
+        target = task.plan(trained, data=shadow, strategy=strategy)
+        run_plan(replace(
+            target, seed=seed, engine="inprocess", training=training, config=None, out=None,
+            privacy=replace(target.privacy, secagg=None),
+        ))  # fmt: skip
         return strategy.parameters_for
 
     return train_shadow
@@ -107,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from rvfedprs.evaluation.attacks import SHADOW_ATTACKS, audit_run, resolve_attacks
-    from rvfedprs.run import jsonable, training_config
+    from rvfedprs.genomic.task import training_config
+    from rvfedprs.run import jsonable
 
     found = _trained_run(args)
     config, trained, federation = found["config"], found["trained"], found["federation"]

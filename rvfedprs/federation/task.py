@@ -21,12 +21,14 @@ and collects the replies, recording per site why one is missing. Tasks are regis
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.federation.plan import RunPlan
 from rvfedprs.federation.secagg.protocol import STEPS as SECAGG_STEPS
 from rvfedprs.federation.secagg.site import answer as answer_secagg
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
@@ -71,6 +73,9 @@ class Task(ABC):
     name: ClassVar[str] = ""
     #: Step name → name of the method that answers it, ``method(site, payload, state)``.
     steps: ClassVar[Mapping[str, str]] = {"setup": "setup_report"}
+    #: ``"module:function"`` building this task's :class:`RunPlan` from a configuration
+    #: (:meth:`plan`); named, not imported, as the tasks are in :mod:`rvfedprs.tasks`.
+    planner: ClassVar[str] = ""
 
     # --- site side -------------------------------------------------------------------------
     @abstractmethod
@@ -161,6 +166,58 @@ class Task(ABC):
             The default: this task cannot pool its sites.
         """
         raise ConfigError(f"task {self.name!r} cannot pool its sites' data")
+
+    # --- run plans (rvfedprs.plan.run) -------------------------------------------------------
+    def plan(self, config: Mapping[str, Any], out: Any = None, **options: Any) -> RunPlan:
+        """The :class:`RunPlan` of a validated configuration (:attr:`planner` builds it).
+
+        Raises
+        ------
+        ConfigError
+            When this task builds no plan from a configuration.
+        """
+        if not self.planner:
+            raise ConfigError(f"task {self.name!r} builds no run plan from a configuration")
+        module_name, function = self.planner.split(":")
+        build = getattr(importlib.import_module(module_name), function)
+        return build(config, out, **options)
+
+    def load_data(self, locator: Any) -> Any:
+        """The task's data at ``locator`` as a plan holds it (``RunPlan.data``).
+
+        Raises
+        ------
+        ConfigError
+            The default: this task loads no data here.
+        """
+        raise ConfigError(f"task {self.name!r} loads no data for a run plan")
+
+    def plan_sites(self, plan: RunPlan) -> Mapping[str, Any]:
+        """The in-process sites of ``plan.data``, keyed by client id.
+
+        Raises
+        ------
+        ConfigError
+            The default: this task runs no plan in-process.
+        """
+        raise ConfigError(f"task {self.name!r} cannot run a plan in this process")
+
+    def plan_settings(self, plan: RunPlan) -> dict[str, Any]:
+        """The run settings of an in-process ``plan`` (what :meth:`run_settings` derives)."""
+        raise ConfigError(f"task {self.name!r} cannot run a plan in this process")
+
+    def plan_nodes(self, plan: RunPlan) -> dict[str, Any]:
+        """What a Flower job of ``plan`` needs (``submit_job``'s options).
+
+        ``nodes``, ``n_sites`` and ``run_config`` or ``task_settings``
+        (:func:`rvfedprs.federation.flower.engine.submit_job`).
+
+        Raises
+        ------
+        ConfigError
+            The default: this task runs no plan on Flower.
+        """
+        raise ConfigError(f"task {self.name!r} cannot run a plan on Flower")
 
     # --- server side -----------------------------------------------------------------------
     @abstractmethod

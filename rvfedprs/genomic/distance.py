@@ -22,9 +22,9 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.genomic.client import ClientContext, build_model, fit_client
 from rvfedprs.genomic.data import Federation, load_federation
-from rvfedprs.genomic.engine import run_inprocess
-from rvfedprs.genomic.task import initial_parameters, training_config
+from rvfedprs.genomic.task import GenomicTask, initial_parameters, training_config
 from rvfedprs.model import set_parameters
+from rvfedprs.plan import RunPlan, run
 from rvfedprs.similarity.ot import section_options
 from rvfedprs.strategies import DISTANCE_METHODS, DISTANCE_STRATEGIES
 from rvfedprs.strategies.base import FitInstruction
@@ -37,14 +37,16 @@ __all__ = ["genomic_distance", "strategy_distance", "distance_from_config"]
 def _genomic_probe(config, federation, seed):
     """The model after one FedAvg round from w^0 (the probe), and the model configuration."""
     model_config = federation.model_config(config["model"])
-    result = run_inprocess(
-        federation,
-        FedAvg(),
+    probe = RunPlan(
+        task=GenomicTask.name,
+        data=federation,
+        strategy=FedAvg(),
         rounds=1,
-        model_config=model_config,
+        seed=seed,
+        model=model_config,
         training=training_config(config, federation),
-        random_seed=seed,
-    )
+    )  # without the run's privacy settings, as the probe has always trained
+    result = run(probe)
     return result.strategy.parameters_for(federation.client_ids[0]), model_config
 
 

@@ -27,6 +27,7 @@ import pandas as pd
 from rvfedprs.bloom import read_bloom_key
 from rvfedprs.exceptions import ConfigError, InputDataError
 from rvfedprs.federation.inprocess import POOLED_CLIENT
+from rvfedprs.federation.plan import RunPlan
 from rvfedprs.federation.seeds import initial_seed
 from rvfedprs.federation.task import Task
 from rvfedprs.genomic.client import ClientContext, fit_client, glm_fit
@@ -58,6 +59,7 @@ __all__ = [
     "sites_of",
     "client_nodes",
     "initial_parameters",
+    "genomic_settings",
 ]
 
 
@@ -216,10 +218,35 @@ def client_nodes(
     return nodes
 
 
+def genomic_settings(
+    federation: Federation,
+    *,
+    model_config: Mapping[str, Any],
+    training: LocalTrainingConfig,
+    dp: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """The run settings of a loaded federation (its PRS is standardised already)."""
+    settings = {
+        "task": GenomicTask.name,
+        "training": dataclasses.asdict(training),
+        "model": federation.model_config(model_config),
+        "prs_mean": federation.prs_mean,
+        "prs_sd": federation.prs_sd,
+        "covariate_names": list(federation.covariate_names),
+        "covariate_mean": federation.covariate_mean.tolist(),
+        "covariate_sd": federation.covariate_sd.tolist(),
+        "n_rare": federation.n_rare,
+    }
+    if dp is not None:
+        settings["dp"] = dict(dp)
+    return settings
+
+
 class GenomicTask(Task):
     """RV-FedPRS and its baselines on the pipeline's per-site folders."""
 
     name = "genomic"
+    planner = "rvfedprs.genomic.engine:plan"
 
     # --- site side -------------------------------------------------------------------------
     def locate(
@@ -349,6 +376,40 @@ class GenomicTask(Task):
         return GenomicSite(
             pooled, first.variant_keys, first.bloom_key, covariate_names=first.covariate_names
         )
+
+    # --- run plans --------------------------------------------------------------------------
+    def load_data(self, locator: str | Path) -> Federation:
+        """The per-client inputs in folder ``locator``, loaded and standardised."""
+        return load_federation(locator)
+
+    def plan_sites(self, plan: RunPlan) -> dict[str, GenomicSite]:
+        """Every client of the plan's loaded federation, holding the plan's Bloom key."""
+        return sites_of(plan.data, bloom_key=plan.privacy.bloom_key)
+
+    def plan_settings(self, plan: RunPlan) -> dict[str, Any]:
+        """The run settings of the plan's loaded federation.
+
+        The plan's training settings, or else its configuration's (DP batch size included).
+        """
+        training = plan.training
+        if training is None:
+            if plan.config is None:
+                raise ConfigError("a genomic run plan needs its training settings or a config")
+            training = training_config(plan.config, plan.data, dp=True)
+        model = plan.model if plan.model is not None else plan.config["model"]
+        return genomic_settings(plan.data, model_config=model, training=training,
+                                dp=plan.privacy.dp)  # fmt: skip
+
+    def plan_nodes(self, plan: RunPlan) -> dict[str, Any]:
+        """One node per client, each reading its own folder under the federation's."""
+        data_dir = str(Path(plan.data.data_dir).resolve())
+        key_file = plan.privacy.bloom_key_file
+        key_file = str(Path(key_file).resolve()) if key_file else ""
+        return {
+            "n_sites": len(plan.data.client_ids),
+            "nodes": client_nodes(data_dir, plan.data.client_ids, bloom_key_file=key_file),
+            "run_config": {"data-dir": data_dir, "bloom-key-file": key_file},
+        }
 
     # --- server side -----------------------------------------------------------------------
     def run_settings(

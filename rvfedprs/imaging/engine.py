@@ -1,7 +1,7 @@
 """Running strategies over imaging clients: in this process, or on Flower.
 
-Both go through the shared server loop (:func:`rvfedprs.federation.rounds.serve`) and the same
-site code (:class:`~rvfedprs.imaging.task.ImagingTask`); seeds follow
+Both go through the shared server loop (in-process: a run plan, :func:`rvfedprs.plan.run`) and
+the same site code (:class:`~rvfedprs.imaging.task.ImagingTask`); seeds follow
 :mod:`rvfedprs.federation.seeds`, so results depend neither on client order nor on the engine.
 Also here: evaluation of each client's model on its test split, and the one-round FedAvg
 *probe* used by the embedding distances (Elhussein & Gürsoy Alg. 1 phase 1).
@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from rvfedprs.federation.inprocess import InProcessTransport
 from rvfedprs.federation.result import RunResult
-from rvfedprs.federation.rounds import RoundCallback, RunSpec, serve
+from rvfedprs.federation.rounds import RoundCallback
 from rvfedprs.federation.seeds import initial_seed
 from rvfedprs.imaging.client import (
     ImagingClient,
@@ -29,7 +28,8 @@ from rvfedprs.imaging.client import (
     predict_proba,
 )
 from rvfedprs.imaging.metrics import METRIC_NAMES, classification_metrics
-from rvfedprs.imaging.task import ImagingTask, imaging_nodes
+from rvfedprs.imaging.task import ImagingTask, imaging_nodes, model_shape
+from rvfedprs.plan import RunPlan, run
 from rvfedprs.strategies.base import Strategy
 
 __all__ = [
@@ -46,12 +46,6 @@ __all__ = [
 
 def _template(clients: Mapping[str, ImagingClient]) -> ImagingClient:
     return clients[sorted(clients)[0]]
-
-
-def model_shape(clients: Mapping[str, ImagingClient]) -> dict[str, int]:
-    """``in_channels``, ``n_classes``, ``image_size`` of the federation's CNN."""
-    t = _template(clients)
-    return {"in_channels": t.in_channels, "n_classes": t.n_classes, "image_size": t.image_size}
 
 
 def initial_cnn_parameters(clients: Mapping[str, ImagingClient], random_seed: int):
@@ -110,11 +104,15 @@ def run_imaging(
     """
     if strategy.pooled:
         raise ValueError(f"strategy {strategy.name!r} pools data; not supported for imaging")
-    task = ImagingTask()
-    settings = {"task": task.name, "model": model_shape(clients), "imaging": {}}
-    job = {"seed": random_seed, "rounds": rounds}
-    run = RunSpec(strategy, evaluate_round=evaluate_round)
-    return serve(task, InProcessTransport(task, clients), [run], job, settings)[0]
+    plan = RunPlan(
+        task=ImagingTask.name,
+        data=clients,
+        strategy=strategy,
+        rounds=rounds,
+        seed=random_seed,
+        evaluate_round=evaluate_round,
+    )
+    return run(plan)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rvfedprs.exceptions import ConfigError, InputDataError
+from rvfedprs.federation.plan import RunPlan
 from rvfedprs.federation.task import Task
 from rvfedprs.imaging.client import ImagingClient, build_cnn, fit_imaging_client, get_cnn_parameters
 from rvfedprs.imaging.federation import benchmark_data, federation_from_section
@@ -27,6 +28,7 @@ from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
 
 __all__ = [
     "ImagingTask",
+    "model_shape",
     "imaging_nodes",
     "strategy_for",
     "strategy_config",
@@ -51,6 +53,12 @@ IMAGING_STRATEGIES: tuple[str, ...] = (
     "cluster_fedavg",
     "fedadam",
 )
+
+
+def model_shape(clients: Mapping[str, ImagingClient]) -> dict[str, int]:
+    """``in_channels``, ``n_classes``, ``image_size`` of the federation's CNN."""
+    t = clients[sorted(clients)[0]]
+    return {"in_channels": t.in_channels, "n_classes": t.n_classes, "image_size": t.image_size}
 
 
 def imaging_nodes(data_file: str | Path, client_ids) -> dict[str, dict[str, str]]:
@@ -221,6 +229,16 @@ class ImagingTask(Task):
             torch.set_num_threads(int(threads))
         return fit_imaging_client(instruction, replace(site, state=state), random_seed=random_seed)
 
+    # --- run plans --------------------------------------------------------------------------
+    def plan_sites(self, plan: RunPlan) -> Mapping[str, ImagingClient]:
+        """The plan's clients (``RunPlan.data``: client id → :class:`ImagingClient`)."""
+        return plan.data
+
+    def plan_settings(self, plan: RunPlan) -> dict[str, Any]:
+        """The CNN's shape; the clients are split already (no partition settings)."""
+        return {"task": self.name, "model": model_shape(plan.data), "imaging": {}}
+
+    # --- server side -----------------------------------------------------------------------
     def run_settings(
         self, job: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]
     ) -> dict[str, Any]:

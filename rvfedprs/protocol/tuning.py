@@ -18,11 +18,12 @@ validation AUC checked against the record.
 
 A trial trains with the privacy settings of the run it chooses for: secure aggregation
 (``secagg``), DP-SGD (``dp``, its batch size included) and FedCE's keyed Bloom hashing
-(``fedce.bloom_key_file``) of the base configuration, exactly as :func:`rvfedprs.run.train`
-applies them. Each trial records them (``privacy``, :func:`privacy_settings`) with the ε its
-clients spent; a record whose ``privacy`` differs from what the configuration asks (one written
-before trials carried privacy settings) is re-run, not reused. The logistic regression (a
-pooled reference, no federation) cannot apply them: its trials record which it left out.
+(``fedce.bloom_key_file``) of the base configuration: its run plan is the one
+:func:`rvfedprs.run.train` runs (:func:`rvfedprs.genomic.engine.plan`), stopped early. Each
+trial records them (``privacy``, :func:`privacy_settings`) with the ε its clients spent; a
+record whose ``privacy`` differs from what the configuration asks (one written before trials
+carried privacy settings) is re-run, not reused. The logistic regression (a pooled reference, no
+federation) cannot apply them: its trials record which it left out.
 """
 
 from __future__ import annotations
@@ -40,15 +41,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rvfedprs.bloom import read_bloom_key
 from rvfedprs.config import deep_merge, validate_config
 from rvfedprs.evaluation import federation_metrics, predict_clients
 from rvfedprs.evaluation.selection import BestRound, split_validation
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.genomic.data import Federation
-from rvfedprs.genomic.engine import run_inprocess
-from rvfedprs.genomic.task import training_config
+from rvfedprs.genomic.engine import plan as genomic_plan
 from rvfedprs.model import model_from_config
+from rvfedprs.plan import run
 from rvfedprs.protocol.grids import LOGISTIC, configuration_overrides, configurations
 from rvfedprs.protocol.references import fit_logistic, logistic_scores
 from rvfedprs.provenance import jsonable
@@ -354,20 +354,12 @@ def run_trial(
     model_config = data.fit.model_config(config["model"])
     stopper = EarlyStopping(data.validation, data.n_rare, model_config, patience=patience)
     client_state: dict[str, dict[str, Any]] = {}
-    try:  # the privacy settings as rvfedprs.run.train applies them
-        run_inprocess(
-            data.fit,
-            strategy,
-            rounds=int(max_rounds),
-            model_config=model_config,
-            training=training_config(config, data.fit, dp=True),
-            random_seed=int(random_seed),
-            bloom_key=read_bloom_key(config["fedce"]["bloom_key_file"]),
-            dp=dp_settings(config.get("dp")),
-            client_state=client_state,
-            evaluate_round=stopper,
-            config=config,
-        )
+    # the plan of `rvfedprs train` on this configuration (its privacy settings included),
+    # stopped early on validation
+    plan = genomic_plan(config, data=data.fit, strategy=strategy)
+    plan = replace(plan, engine="inprocess", rounds=int(max_rounds), evaluate_round=stopper)
+    try:
+        run(plan, client_state=client_state)
     except StopTraining:
         pass
     clusters = {c: strategy.clusters().get(c, 0) for c in data.client_ids}
