@@ -25,6 +25,7 @@ Usage: python benchmarks/bench_flower.py [--clients 10] [--rounds 4] [--strategy
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -38,12 +39,8 @@ from _federation_fixtures import write_federation  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
-from rvfedprs.genomic.engine import (  # noqa: E402
-    run_flower,
-    run_inprocess,
-)
-from rvfedprs.genomic.task import local_training_config  # noqa: E402
-from rvfedprs.strategies import strategy_from_config  # noqa: E402
+from rvfedprs.genomic.engine import plan as genomic_plan  # noqa: E402
+from rvfedprs.plan import run  # noqa: E402
 
 SEED = 3
 
@@ -55,36 +52,15 @@ def _checkpoint_times(out: Path, rounds: int) -> np.ndarray:
 
 
 def run_engine(engine, federation, config, rounds, out):
-    name = config["train"]["strategy"]
-    strategy = strategy_from_config(name, config)
+    """The configuration's run plan on ``engine`` (every round's checkpoint kept in-process)."""
+    plan = genomic_plan(config, out, data=federation)
+    flower = engine != "inprocess"
+    plan = dataclasses.replace(
+        plan, engine=engine, rounds=rounds, seed=SEED, timeout=3600 if flower else None,
+        keep_checkpoints=plan.keep_checkpoints if flower else None,
+    )  # fmt: skip
     t0 = time.time()
-    if engine == "inprocess":
-        train = federation.train.values()
-        result = run_inprocess(
-            federation,
-            strategy,
-            rounds=rounds,
-            model_config=config["model"],
-            training=local_training_config(
-                config["train"],
-                n_samples=sum(d.n_samples for d in train),
-                n_cases=sum(float(d.y.sum()) for d in train),
-            ),
-            random_seed=SEED,
-            out=out,
-            config=config,  # its secagg section applies in-process too
-        )
-    else:
-        result = run_flower(
-            engine,
-            federation=federation,
-            strategy=strategy,
-            config=config,
-            rounds=rounds,
-            random_seed=SEED,
-            out=out,
-            timeout=3600,
-        )
+    result = run(plan)
     total = time.time() - t0
     stamps = _checkpoint_times(out, rounds)
     per_round = float(np.diff(stamps).mean()) if rounds > 1 else float("nan")

@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.federation.plan import Privacy, RunPlan
+from rvfedprs.federation.plan import Privacy, RunPlan, enabled_secagg
 from rvfedprs.federation.result import RunResult
 from rvfedprs.tasks import get_task
 
-__all__ = ["Privacy", "RunPlan", "run"]
+__all__ = ["Privacy", "RunPlan", "enabled_secagg", "run"]
 
 
 def run(plan: RunPlan, *, client_state: dict[str, dict[str, Any]] | None = None) -> RunResult:

@@ -18,7 +18,13 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation import ENGINES
 from rvfedprs.strategies.base import Strategy
 
-__all__ = ["Privacy", "RunPlan"]
+__all__ = ["Privacy", "RunPlan", "enabled_secagg"]
+
+
+def enabled_secagg(config: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``secagg`` section of ``config`` when it turns secure aggregation on, else None."""
+    section = dict((config or {}).get("secagg") or {})
+    return section if section.get("enabled", False) else None
 
 
 @dataclass(frozen=True)
@@ -48,10 +54,9 @@ class Privacy:
         from rvfedprs.bloom import read_bloom_key
         from rvfedprs.training import dp_settings
 
-        secagg = dict(config.get("secagg") or {})
         key_file = (config.get("fedce") or {}).get("bloom_key_file") or None
         return cls(
-            secagg=secagg if secagg.get("enabled", False) else None,
+            secagg=enabled_secagg(config),
             dp=dp_settings(config.get("dp")),
             bloom_key=read_bloom_key(key_file),
             bloom_key_file=None if key_file is None else str(key_file),
@@ -145,13 +150,12 @@ class RunPlan:
         if self.out is not None and not isinstance(self.out, Path):
             object.__setattr__(self, "out", Path(self.out))
         if self.config is not None:
-            section = dict(self.config.get("secagg") or {})
-            configured = section if section.get("enabled", False) else None
-            if configured != (None if self.privacy.secagg is None else dict(self.privacy.secagg)):
+            planned = None if self.privacy.secagg is None else dict(self.privacy.secagg)
+            if enabled_secagg(self.config) != planned:
                 raise ConfigError(
-                    f"the plan's secure aggregation ({self.privacy.secagg}) differs from its "
-                    f"configuration's secagg section ({section}); build the privacy settings "
-                    "with Privacy.from_config"
+                    f"the plan's secure aggregation ({planned}) differs from its "
+                    f"configuration's secagg section ({self.config.get('secagg')}); build the "
+                    "privacy settings with Privacy.from_config"
                 )
 
     def job_config(self) -> Mapping[str, Any] | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation import ENGINES
-from rvfedprs.federation.plan import Privacy, RunPlan
+from rvfedprs.federation.plan import Privacy, RunPlan, enabled_secagg
 from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.rounds import RoundCallback
 from rvfedprs.genomic.data import Federation, load_federation
@@ -135,8 +135,7 @@ def run_inprocess(
     -------
     RunResult
     """
-    secagg = dict((config or {}).get("secagg") or {})
-    privacy = Privacy(secagg if secagg.get("enabled", False) else None, dp, bloom_key)
+    privacy = Privacy(enabled_secagg(config), dp, bloom_key)
     return run(
         RunPlan(
             task=GenomicTask.name,
@@ -192,11 +191,7 @@ def run_flower(
     spec: dict[str, Any] = {"strategy": config["train"]["strategy"]}
     if distance is not None:
         spec["distance"] = dict(distance)
-    secagg = dict(config.get("secagg") or {})
-    privacy = Privacy(
-        secagg if secagg.get("enabled", False) else None,
-        bloom_key_file=bloom_key_file or None,
-    )
+    privacy = Privacy(enabled_secagg(config), bloom_key_file=bloom_key_file or None)
     return run(
         RunPlan(
             task=GenomicTask.name,

@@ -64,10 +64,10 @@ from rvfedprs.evaluation.selection import BestRound, split_validation
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.genomic.client import build_model
 from rvfedprs.genomic.data import Federation, load_federation
-from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import local_training_config
 from rvfedprs.genomic.view import next_round_view
 from rvfedprs.model import set_parameters
+from rvfedprs.plan import Privacy, RunPlan, enabled_secagg, run
 from rvfedprs.run import client_clusters, dp_epsilon, jsonable, write_metrics
 from rvfedprs.strategies import strategy_from_config
 from rvfedprs.training import local_update, select_influential
@@ -288,18 +288,19 @@ def run_one(
         training = replace(training, batch_size=int(dp["batch_size"]))
     dp_run = None if dp is None else dp_settings({**dp, "enabled": True})
     secure = bool(config["secagg"]["enabled"])
-    result = run_inprocess(
-        fed,
-        strategy,
+    plan = RunPlan(
+        task="genomic",
+        data=fed,
+        strategy=strategy,
         rounds=config["train"]["rounds"],
-        model_config=ctx.model_config,
+        seed=seed,
+        privacy=Privacy(secagg=enabled_secagg(config), dp=dp_run, bloom_key=bloom_key),
+        model=ctx.model_config,
         training=training,
-        random_seed=seed,
-        bloom_key=bloom_key,
-        dp=dp_run,
-        evaluate_round=selection,
         config=config,
+        evaluate_round=selection,
     )
+    result = run(plan)
     parameters_for = strategy.parameters_for if selection is None else selection.parameters_for
     metrics = evaluate_models(
         parameters_for,
