@@ -8,7 +8,11 @@ a finished stage left with it. Each ``rvfedprs study --resume`` continues from
 final models equal an uninterrupted study's exactly. A resume under a changed configuration is
 refused naming the settings; a fresh run over a saved state says so and starts over.
 
-The waiting of a launcher whose run goes on on a SuperLink (``--attach``): its intervals back off.
+On Flower's simulation engine (slow: 2–6 min), with ``rvfedprs study`` as its own process: the
+coordinator's command is killed mid-run while the run goes on on the SuperLink, and
+``--attach`` collects it; then the command is killed with its SuperLink and simulation, and
+``--resume`` continues in a new run (the prepared stages not run again, round 1 not trained
+again), to the in-process result (1e-9). The waiting of a launcher backs off.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -30,11 +36,17 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _flower_processes import processes_using  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.exceptions import ConfigError  # noqa: E402
-from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # noqa: E402
+from rvfedprs.federation.checkpoints import (  # noqa: E402
+    checkpoint_path,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from rvfedprs.federation.flower.processes import backoff  # noqa: E402
 from rvfedprs.federation.flower.submit import wait_status  # noqa: E402
 from rvfedprs.federation.rounds import WARM_START_RUN  # noqa: E402
@@ -46,6 +58,7 @@ from rvfedprs.study.state import STATE_FILE, StudyState  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 STRATEGIES = ["fedavg", "fedprox"]
+MARKER = 123.0
 ROUNDS = 2
 TABLES = ["variants.tsv", "rare_variants.tsv", "exclusions.tsv", "excluded_samples.tsv",
           "score_match.tsv", "clients.tsv"]  # fmt: skip
@@ -129,9 +142,11 @@ def _config(out: Path, *, seed: int | None = 3, **study):
     )  # fmt: skip
 
 
-def _study(inputs: Path, out: Path, *, resume=False, dies=None, config=None):
-    """Run (or resume) the study into ``out``; ``dies``: (label, at) where the coordinator dies."""
-    wrap = None if dies is None else (lambda t: Dying(t, *dies))
+def _study(inputs: Path, out: Path, *, resume=False, dies=None, config=None, seen=None):
+    """Run (or resume) the study into ``out``; ``dies``: (label, at) where the coordinator dies;
+    ``seen`` counts the exchanges by label."""
+    label, at = dies or ("never", 1)
+    wrap = None if dies is None and seen is None else (lambda t: Dying(t, label, at, seen))
     return run_study_config(
         config or _config(out),
         scoring_file=inputs / "cohort" / "scores" / "PGS_sim.txt.gz",
@@ -145,9 +160,19 @@ def _final_model(out: Path, strategy: str) -> dict:
     return load_checkpoint(checkpoint_path(out / "train" / strategy, ROUNDS))["strategy_state"]
 
 
+def _results(value):
+    """A summary without its ``traffic`` (what crossed the network in this attempt, and when)."""
+    if isinstance(value, dict):
+        return {k: _results(v) for k, v in value.items() if k != "traffic"}
+    if isinstance(value, list):
+        return [_results(v) for v in value]
+    return value
+
+
 def _assert_same_study(out: Path, reference: Path) -> None:
     for name in ["study.json", *[f"train/{s}/metrics.json" for s in STRATEGIES]]:
-        assert json.loads((out / name).read_text()) == json.loads((reference / name).read_text())
+        resumed, uninterrupted = (json.loads((d / name).read_text()) for d in (out, reference))
+        assert _results(resumed) == _results(uninterrupted), name
     for name in TABLES:
         assert (out / name).read_text() == (reference / name).read_text(), name
     for strategy in STRATEGIES:
@@ -192,9 +217,10 @@ def test_a_study_killed_at_every_stage_resumes_to_the_uninterrupted_result(
     out = tmp_path / "study"
     sites = sorted(read_samplesheet(study_inputs / "sites" / "samplesheet.tsv"))
     for attempt, death in enumerate(DEATHS):
+        seen = Counter()
         caplog.clear()
         with caplog.at_level(logging.INFO), pytest.raises(CoordinatorDied, match=death[0]):
-            _study(study_inputs, out, resume=attempt > 0, dies=death)
+            _study(study_inputs, out, resume=attempt > 0, dies=death, seen=seen)
         state = StudyState.read(out)
         assert state is not None and state.seed == 3
         if death == ("features", 1):
@@ -209,14 +235,18 @@ def test_a_study_killed_at_every_stage_resumes_to_the_uninterrupted_result(
             said = caplog.text
             assert f"site(s) {sites[0]} no longer hold what the features stage" in said
             assert f"site(s) {sites[1]} no longer hold what the counts" in said
+        if attempt > LOSES_FILES + 1:  # resumed from the records and the latest checkpoint
+            assert seen["counts"] == seen["features"] == seen["secagg"] == 0, seen
         if death == ("evaluate", 1):
+            assert seen["fit 1"] == 0 and seen["fit 2"] == 1, seen  # round 1 not trained again
             saved = load_checkpoint(checkpoint_path(out / "train" / "fedavg", 2))["history"]
             assert saved[-1]["evaluation_pending"] and "auc" not in saved[-1]
         if death == ("moments", 2):
             assert "summary" in state.runs["fedavg"] and state.runs["fedprox"] == {"started": True}
     caplog.clear()
     with caplog.at_level(logging.INFO):
-        summary = _study(study_inputs, out, resume=True)
+        summary = _study(study_inputs, out, resume=True, seen=(seen := Counter()))
+    assert seen["fit 1"] == seen["fit 2"] == 1 and seen["counts"] == 0, seen  # the second run
     assert "run fedavg: finished before" in caplog.text
     assert sorted(summary["runs"]) == STRATEGIES
     _assert_same_study(out, reference)
@@ -238,7 +268,8 @@ def test_a_study_killed_at_every_stage_resumes_to_the_uninterrupted_result(
     with pytest.raises(ConfigError, match=r"train.seed \(3 → 4\)"):
         _study(study_inputs, out, resume=True, config=_config(out, seed=4))
     # an unset seed takes the saved one
-    assert _study(study_inputs, out, resume=True, config=_config(out, seed=None)) == summary
+    again = _study(study_inputs, out, resume=True, config=_config(out, seed=None))
+    assert _results(again) == _results(summary)
 
 
 @pytest.mark.slow
@@ -297,3 +328,121 @@ def test_wait_status_reads_the_status_at_the_intervals_given(tmp_path):
     with pytest.raises(Exception, match="did not finish within 1 s"):
         wait_status(tmp_path / "none.json", None, tmp_path, 1.0)  # a wait never passes the deadline
     assert time.monotonic() - started < 2.0
+
+
+def _coordinator(inputs: Path, out: Path, engine: str) -> subprocess.Popen:
+    """``rvfedprs study`` as its own process (the coordinator that gets killed)."""
+    overrides = {
+        **{k: v for k, v in SMALL_COHORT.items() if k != "simulate"},
+        "train": {"rounds": ROUNDS, "seed": 3, "compare": ["fedavg"], "progress": False,
+                  "validation_fraction": 0},
+        "evaluate": {"truth": None, "samples": None},
+        "study": {"enabled": True, "sites_dir": str(out / "sites"), "out": str(out),
+                  "engine": engine},
+    }  # fmt: skip
+    out.mkdir(parents=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(overrides))
+    argv = [sys.executable, "-m", "rvfedprs", "study", "--config", str(out / "config.yaml"),
+            "--samplesheet", str(inputs / "sites" / "samplesheet.tsv"),
+            "--scoring-file", str(inputs / "cohort" / "scores" / "PGS_sim.txt.gz")]  # fmt: skip
+    with open(out / "coordinator.log", "wb") as sink:
+        return subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+def _wait_for_round(coordinator: subprocess.Popen, out: Path, server_round: int) -> None:
+    """Until the Flower run reports training round ``server_round`` done (checkpointed)."""
+    status = out / "flower" / "status.json"
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        assert coordinator.poll() is None, (out / "coordinator.log").read_text()[-3000:]
+        try:
+            if json.loads(status.read_text()).get("round", 0) >= server_round:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"no round {server_round} within 900 s")
+
+
+def _stop_flower(out: Path) -> None:
+    """End what the killed coordinator's Flower processes left running (by pid)."""
+    home = out / "flower" / "home"
+    for _ in range(3):
+        for pid in processes_using(home):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_a_killed_flower_coordinator_is_attached_to_then_a_killed_run_resumes(
+    study_inputs, reference, tmp_path
+):
+    """flower-sim: kill the coordinator's command (the run goes on: --attach collects it); kill
+    the command and its SuperLink (the run is gone: --resume continues it in a new run)."""
+    want = json.loads((reference / "train" / "fedavg" / "metrics.json").read_text())
+    out = tmp_path / "attached"
+    coordinator = _coordinator(study_inputs, out, "flower-sim")
+    try:
+        _wait_for_round(coordinator, out, 1)
+        run_id = json.loads((out / "flower" / "run.json").read_text())["run_id"]
+        coordinator.kill()  # the command only: the SuperLink runs in its own session
+        coordinator.wait()
+        assert json.loads((out / "flower" / "status.json").read_text())["status"] == "running"
+        config = _config(out, engine="flower-sim")
+        summary = run_study_config(config, scoring_file="unused", attach="")
+        assert _results(summary) == _results(json.loads((out / "study.json").read_text()))
+        assert run_id in (out / "flower" / "run.json").read_text()
+        got = json.loads((out / "train" / "fedavg" / "metrics.json").read_text())
+        assert got["auc"] == pytest.approx(want["auc"], abs=1e-9)
+    finally:
+        coordinator.kill()
+        _stop_flower(out)
+
+    out = tmp_path / "resumed"
+    coordinator = _coordinator(study_inputs, out, "flower-sim")
+    try:
+        _wait_for_round(coordinator, out, 1)
+        coordinator.kill()
+        coordinator.wait()
+    finally:
+        _stop_flower(out)  # the SuperLink and the simulation too: the run is gone
+    state = StudyState.read(out)
+    assert list(state.stages) == ["counts", "features"] and state.runs == {
+        "fedavg": {"started": True}
+    }
+    assert not (out / "study.json").exists()
+    kept = [out / "study_state" / "counts.variants.parquet"] + [
+        out / "sites" / s / f for s in state.stages["features"]["sites"]
+        for f in ("logs/counts.request", "prepared/features.request")
+    ]  # fmt: skip
+    written = {p: p.stat().st_mtime_ns for p in kept}
+    # a marker in the saved history: a run that resumes from the checkpoint carries it on
+    latest = latest_checkpoint(out / "train" / "fedavg")
+    record = load_checkpoint(latest)
+    record["history"][0]["loss"] = MARKER
+    save_checkpoint(latest, record)
+    config = _config(out, engine="flower-sim")
+    config["train"] = {**config["train"], "compare": ["fedavg"]}
+    try:
+        summary = run_study_config(
+            config,
+            scoring_file=study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz",
+            samplesheet=study_inputs / "sites" / "samplesheet.tsv",
+            resume=True,
+        )
+    finally:
+        _stop_flower(out)
+    assert {p: p.stat().st_mtime_ns for p in kept} == written  # not prepared again
+    got = json.loads((out / "train" / "fedavg" / "metrics.json").read_text())
+    assert [e["round"] for e in got["history"]] == [1, 2]
+    assert got["history"][0]["loss"] == MARKER  # round 1 was not trained again
+    assert [e["loss"] for e in got["history"][1:]] == pytest.approx(
+        [e["loss"] for e in want["history"][1:]], abs=1e-9
+    )
+    assert got["client_auc"] == pytest.approx(want["client_auc"], abs=1e-9)
+    assert summary["runs"]["fedavg"]["auc"] == pytest.approx(want["auc"], abs=1e-9)
+    for name in TABLES:
+        assert (out / name).read_text() == (reference / name).read_text(), name
