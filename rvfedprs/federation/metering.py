@@ -4,7 +4,15 @@
 every exchange, the step (``setup``, a task's step, ``fit``), the bytes each message would occupy
 on Flower's wire (the Flower records of :mod:`rvfedprs.federation.flower.records` serialised with
 Flower's protobuf), and the wall time of the exchange. On the in-process engine this measures the
-protocol's traffic without a network; benchmarks report it per message type.
+protocol's traffic without a network.
+
+Every run is measured (:func:`~rvfedprs.federation.rounds.serve` and
+:func:`~rvfedprs.federation.rounds.run_job` wrap their transport with :func:`metered`): the
+run's ``metrics.json``, a study's ``study.json`` and a Flower job's status carry
+:meth:`Traffic.table`, and each round's history entry the table of its training exchange.
+Encoding every message costs little next to the work it carries (3 rounds of 5 sites, 4,050
+rare variants: 0.02 s of 9 s in-process), so the in-process engine counts the real encoding
+rather than an estimate.
 """
 
 from __future__ import annotations

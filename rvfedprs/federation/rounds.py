@@ -17,6 +17,9 @@ same seed:
 - :func:`warm_start` — the task's fit before training (the genomic floor), through the same rounds;
 - :func:`serve` — one or more runs of a job (one strategy each) over one set of sites.
 
+Every exchange is measured (:mod:`rvfedprs.federation.metering`): bytes per message type and
+seconds, per step for the job and each run, per round in the history.
+
 Every exchange — the setup, a task's steps, a training round, a federated evaluation — follows
 one rule for lost sites: it goes on while at least ``min_replies`` sites answered
 (:func:`required_replies`), naming the others; below that it stops with a
@@ -563,7 +566,9 @@ def serve(
     Returns
     -------
     list of RunResult
-        One per run, in order.
+        One per run, in order; its ``metrics["traffic"]`` is the run's traffic table
+        (:meth:`~rvfedprs.federation.metering.Traffic.table`; the first run's holds the warm
+        start too), each history entry's ``traffic`` that of the round's training exchange.
 
     Raises
     ------
@@ -662,8 +667,9 @@ def run_job(
     otherwise training: the ``setup`` step, then each run of ``job["runs"]`` (one strategy
     each) through :func:`serve`, every checkpoint kept (the launcher evaluates them). The
     summary holds ``round``, ``client_ids``, ``setup_failures``, ``failures`` (round → client →
-    reason, of the first run), ``runs`` (per strategy, when several) and what the task's
-    :meth:`~Task.summary` adds.
+    reason, of the first run), ``runs`` (per strategy, when several), ``traffic`` (the whole
+    job's traffic table, per step; with several runs each run's in ``run_traffic``) and what the
+    task's :meth:`~Task.summary` adds.
 
     Raises
     ------

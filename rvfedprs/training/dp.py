@@ -40,13 +40,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
-from opacus.accountants import RDPAccountant
 from torch import nn
 
 from rvfedprs.exceptions import InputDataError
@@ -61,9 +60,24 @@ from rvfedprs.training.config import LocalResult, LocalTrainingConfig
 from rvfedprs.training.data import ClientData, to_torch_sparse
 from rvfedprs.training.influence import column_norms
 
+if TYPE_CHECKING:
+    from opacus.accountants import RDPAccountant
+
 __all__ = ["DPState", "dp_local_update", "dp_schedule", "dp_settings"]
 
 RARE_BIAS = "rare.input.bias"
+
+
+def _new_accountant() -> RDPAccountant:
+    """A fresh RDP accountant; opacus is imported here, only where DP-SGD runs.
+
+    Importing opacus (and the scipy.stats and torch.distributed it pulls in) costs seconds, and
+    a Flower deployment starts a fresh ClientApp process for every message
+    (``benchmarks/bench_exchange.py``).
+    """
+    from opacus.accountants import RDPAccountant
+
+    return RDPAccountant()
 
 
 @dataclass
@@ -87,7 +101,7 @@ class DPState:
     noise_multiplier: float
     max_grad_norm: float
     delta: float = 1e-5
-    accountant: RDPAccountant = field(default_factory=RDPAccountant)
+    accountant: RDPAccountant = field(default_factory=lambda: _new_accountant())
     rounds: int = 0
 
     def __post_init__(self) -> None:
