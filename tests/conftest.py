@@ -60,3 +60,26 @@ def pytest_runtest_makereport(item, call):
             f"{', '.join(missing)} (Debian/Ubuntu: apt-get install plink2 bcftools tabix) or "
             "run outside CI (CI unset) to skip."
         )
+
+
+@pytest.fixture(scope="session")
+def study_inputs(tmp_path_factory):
+    """A small simulated cohort split into one folder per site (no training), built once."""
+    import subprocess
+    import sys
+
+    import yaml
+    from test_snakemake import ROOT, SMALL_COHORT
+
+    root = tmp_path_factory.mktemp("study")
+    config = {**SMALL_COHORT, "study": {"enabled": True}}
+    (root / "config.yaml").write_text(yaml.safe_dump(config))
+    targets = ["results/sites/samplesheet.tsv", "results/cohort/scores/PGS_sim.txt.gz"]
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+         "--cores", "2", "--configfile", str(root / "config.yaml"), "--directory", str(root),
+         *targets],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root / "results"

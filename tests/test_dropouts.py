@@ -13,14 +13,12 @@ engine with one site whose evaluation fails on its node (its truth table is gone
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -56,7 +54,6 @@ MODEL = {"common_hidden": [4], "rare_hidden": [8], "dropout": 0.0}
 TRAINING = LocalTrainingConfig(epochs=1, lr=0.05, momentum=0.0, batch_size=32)
 LOST = "client01"
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 
 
 class EvaluatingTask(GenomicTask):
@@ -215,22 +212,6 @@ class LosingEvaluations(Transport):
 
     def fit(self, server_round, instructions, seeds, settings, client_state):
         return self.inner.fit(server_round, instructions, seeds, settings, client_state)
-
-
-@pytest.fixture(scope="module")
-def study_inputs(tmp_path_factory):
-    """A small simulated cohort split into one folder per site (no training)."""
-    root = tmp_path_factory.mktemp("study")
-    config = {**SMALL_COHORT, "study": {"enabled": True}}
-    (root / "config.yaml").write_text(yaml.safe_dump(config))
-    targets = ["results/sites/samplesheet.tsv", "results/cohort/scores/PGS_sim.txt.gz"]
-    done = subprocess.run(
-        [*SNAKEMAKE, "--cores", "2", "--configfile", str(root / "config.yaml"),
-         "--directory", str(root), *targets],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return root / "results"
 
 
 def _study(inputs: Path, out: Path, **study):

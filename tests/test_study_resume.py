@@ -56,7 +56,6 @@ from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 from rvfedprs.study.state import STATE_FILE, StudyState  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 STRATEGIES = ["fedavg", "fedprox"]
 MARKER = 123.0
 ROUNDS = 2
@@ -111,22 +110,6 @@ class Dying(Transport):
         warm = settings.get("run_index") == WARM_START_RUN
         self._exchanged("warm-start fit" if warm else f"fit {server_round}")
         return replies
-
-
-@pytest.fixture(scope="module")
-def study_inputs(tmp_path_factory):
-    """A small simulated cohort split into one folder per site (no training)."""
-    root = tmp_path_factory.mktemp("study")
-    config = {**SMALL_COHORT, "study": {"enabled": True}}
-    (root / "config.yaml").write_text(yaml.safe_dump(config))
-    targets = ["results/sites/samplesheet.tsv", "results/cohort/scores/PGS_sim.txt.gz"]
-    done = subprocess.run(
-        [*SNAKEMAKE, "--cores", "2", "--configfile", str(root / "config.yaml"),
-         "--directory", str(root), *targets],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return root / "results"
 
 
 def _config(out: Path, *, seed: int | None = 3, **study):
