@@ -1,8 +1,9 @@
 """The exact federated GLMs against FedAvg: rounds, bytes on the wire and wall time (issue 29).
 
 On a prepared federation (the demo workflow's ``results/`` by default), every method runs on
-the in-process engine through :class:`~rvfedprs.federation.metering.MeteredTransport`, which
-encodes every message as Flower would put it on the wire:
+the in-process engine (its run plan, :func:`rvfedprs.plan.run`), whose transport is measured
+(:class:`~rvfedprs.federation.metering.MeteredTransport`): every message encoded as Flower would
+put it on the wire:
 
 - ``floor``: FedGLM on [PRS, covariates], the fit every network now starts from;
 - ``fedglm (burden)``: FedGLM on [PRS, covariates, region burdens] (fixed windows);
@@ -33,34 +34,25 @@ from bench_readers import save_results  # noqa: E402
 
 from rvfedprs.config import validate_config  # noqa: E402
 from rvfedprs.evaluation import evaluate_models  # noqa: E402
-from rvfedprs.federation.inprocess import InProcessTransport  # noqa: E402
-from rvfedprs.federation.metering import MeteredTransport  # noqa: E402
-from rvfedprs.federation.rounds import RunSpec, serve  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
-from rvfedprs.genomic.engine import genomic_settings  # noqa: E402
-from rvfedprs.genomic.task import GenomicTask, sites_of, training_config  # noqa: E402
-from rvfedprs.strategies import strategy_from_config  # noqa: E402
+from rvfedprs.genomic.engine import plan as genomic_plan  # noqa: E402
+from rvfedprs.plan import run  # noqa: E402
 
 
 def measure(federation, name: str, config: dict, rounds: int) -> dict:
     """One run of strategy ``name``: rounds, seconds, bytes, pooled test AUC."""
     config = validate_config(config)
     config["model"]["start_from_floor"] = False
-    task = GenomicTask()
-    transport = MeteredTransport(InProcessTransport(task, sites_of(federation)), task)
-    settings = genomic_settings(
-        federation, model_config=config["model"], training=training_config(config, federation)
-    )
-    strategy = strategy_from_config(name, config)
-    job = {"seed": 1, "rounds": rounds, "config": config}
+    config["train"].update(strategy=name, seed=1, rounds=rounds, engine="inprocess")
+    plan = genomic_plan(config, data=federation)
     start = time.perf_counter()
-    result = serve(task, transport, [RunSpec(strategy)], job, settings)[0]
+    result = run(plan)
     seconds = time.perf_counter() - start
-    traffic = transport.traffic.by_step()
-    sent, received = float(traffic["bytes_sent"].sum()), float(traffic["bytes_received"].sum())
+    traffic = result.metrics["traffic"]["total"]
+    sent, received = float(traffic["bytes_sent"]), float(traffic["bytes_received"])
     n_rounds, n_sites = len(result.history), len(federation.client_ids)
-    auc = evaluate_models(strategy.parameters_for, {}, federation.test, federation.variant_keys,
-                          settings["model"])["auc"]  # fmt: skip
+    auc = evaluate_models(plan.strategy.parameters_for, {}, federation.test,
+                          federation.variant_keys, plan.model)["auc"]  # fmt: skip
     return {
         "rounds": n_rounds,
         "seconds": round(seconds, 2),
@@ -68,7 +60,7 @@ def measure(federation, name: str, config: dict, rounds: int) -> dict:
         "mb_received": round(received / 1e6, 3),
         "kb_per_site_round": round((sent + received) / max(n_rounds * n_sites, 1) / 1e3, 1),
         "auc": round(float(auc), 4),
-        "converged": bool(getattr(strategy, "converged", True)),
+        "converged": bool(getattr(plan.strategy, "converged", True)),
     }
 
 
