@@ -17,15 +17,9 @@ TASK_PACKAGES = ("rvfedprs.genomic", "rvfedprs.imaging", "rvfedprs.study")
 
 #: The engines' own entry points: only the engine layer calls them.
 ENGINE_CALLS = ("serve", "run_inprocess", "run_flower")
-#: Where they may be called: the plan runner, the server loop itself, the genomic engine's
-#: plan-building wrappers (kept for tests and scripts), and the study coordinator (issue 28:
-#: not moved onto run plans yet).
-ENGINE_MODULES = (
-    "plan.py",
-    "federation/rounds.py",
-    "genomic/engine.py",
-    "study/coordinator.py",
-)
+#: Where they may be called: the plan runner, the server loop itself, and the study
+#: coordinator (issue 28: not moved onto run plans yet).
+ENGINE_MODULES = ("plan.py", "federation/rounds.py", "study/coordinator.py")
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:
