@@ -11,6 +11,7 @@ every run trains ``--rounds`` rounds and the per-round wall time is the median o
 four SecAgg exchanges (key agreement, shares, masking, unmasking) per round: the secure round's
 extra work besides holding the update, since its training is the plain round's.
 
+Every run is a run plan (:func:`rvfedprs.plan.run`) on synthetic data already standardised.
 Bytes on the wire: :class:`~rvfedprs.federation.metering.MeteredTransport` encodes every message
 a round exchanges as the Flower engines do and measures its protobuf ``RecordDict`` (message
 metadata and TLS framing not counted); per client and round, server → client (down) and client →
@@ -23,18 +24,17 @@ Usage: python benchmarks/bench_secagg.py [--clients 10] [--samples 10000] [--var
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from rvfedprs.config import validate_config
-from rvfedprs.federation.inprocess import InProcessTransport
-from rvfedprs.federation.metering import MeteredTransport
-from rvfedprs.federation.rounds import RunSpec, serve
-from rvfedprs.genomic.task import GenomicSite, GenomicTask
+from rvfedprs.genomic.data import Federation
+from rvfedprs.plan import Privacy, RunPlan, enabled_secagg
+from rvfedprs.plan import run as run_plan
 from rvfedprs.strategies import get_strategy
 from rvfedprs.training import ClientData, LocalTrainingConfig
 
@@ -65,7 +65,7 @@ def synthetic_clients(n_clients, n_samples, n_variants, seed, populations=3):
     return clients
 
 
-def run(sites, strategy_name, secure, args, model_config, training):
+def run(federation, strategy_name, secure, args, model_config, training):
     """One run of ``args.rounds`` rounds; per-round times, bytes per client and round."""
     config = validate_config(
         {
@@ -74,37 +74,39 @@ def run(sites, strategy_name, secure, args, model_config, training):
             "fedce": {"top_k": 200, "n_clusters": args.clusters},
         }
     )
-    task = GenomicTask()
-    transport = MeteredTransport(InProcessTransport(task, sites), task)
-    settings = {
-        "task": task.name,
-        "training": dataclasses.asdict(training),
-        "model": model_config,
-        "prs_mean": 0.0,
-        "prs_sd": 1.0,
-        "n_rare": args.variants,
-    }
     fedce = {k: config["fedce"][k] for k in ("top_k", "n_clusters", "bloom_capacity")}
     strategy = get_strategy(strategy_name, **(fedce if strategy_name == "fedce" else {}))
     ends, cpu = [time.perf_counter()], [time.process_time()]
 
-    def tick(index, entry):
+    def tick(strategy, server_round):
         ends.append(time.perf_counter())
         cpu.append(time.process_time())
+        return {}
 
-    job = {"seed": args.seed, "rounds": args.rounds, "config": config}
-    serve(task, transport, [RunSpec(strategy)], job, settings, on_round=tick)
+    plan = RunPlan(
+        task="genomic",
+        data=federation,
+        strategy=strategy,
+        rounds=args.rounds,
+        seed=args.seed,
+        privacy=Privacy(secagg=enabled_secagg(config)),
+        model=model_config,
+        training=training,
+        config=config,
+        evaluate_round=tick,
+    )
+    traffic = run_plan(plan).metrics["traffic"]  # every exchange, the floor's included
     rounds, cpu_rounds = np.diff(ends), np.diff(cpu)
-    traffic = transport.traffic.by_step()
-    n = len(sites) * args.rounds
+    total = traffic["total"]
+    n = len(federation.client_ids) * args.rounds
     later = slice(1, None) if len(rounds) > 1 else slice(None)
-    protocol = traffic[traffic["step"].str.startswith("secagg.")]
+    protocol_s = sum(v["seconds"] for step, v in traffic.items() if step.startswith("secagg."))
     return {
         "round_s": float(np.median(rounds[later])),
         "cpu_s": float(np.median(cpu_rounds[later])),
-        "down": float(traffic["bytes_sent"].sum()) / n,
-        "up": float(traffic["bytes_received"].sum()) / n,
-        "protocol_s": float(protocol["seconds"].sum()) / args.rounds,
+        "down": float(total["bytes_sent"]) / n,
+        "up": float(total["bytes_received"]) / n,
+        "protocol_s": float(protocol_s) / args.rounds,
         "clusters": strategy.clusters(),
     }
 
@@ -126,7 +128,7 @@ def main() -> None:
     t0 = time.perf_counter()
     clients = synthetic_clients(args.clients, args.samples, args.variants, args.seed)
     keys = [f"1:{i}:A:G" for i in range(args.variants)]
-    sites = {c: GenomicSite(data, keys) for c, data in clients.items()}
+    federation = Federation(Path("."), keys, clients, {}, prs_mean=0.0, prs_sd=1.0)
     model_config = {"common_hidden": [16], "rare_hidden": [64], "dropout": 0.0}
     training = LocalTrainingConfig(epochs=1, lr=0.05, momentum=0.9, batch_size=256)
     print(
@@ -139,7 +141,7 @@ def main() -> None:
         got = {False: [], True: []}
         for _ in range(args.repeat):
             for secure in (False, True):
-                got[secure].append(run(sites, name, secure, args, model_config, training))
+                got[secure].append(run(federation, name, secure, args, model_config, training))
         plain, secure = got[False], got[True]
         p = statistics.median(r["round_s"] for r in plain)
         s = statistics.median(r["round_s"] for r in secure)
