@@ -286,6 +286,14 @@ def test_same_weights_and_metrics_as_inprocess(runs, engine, name):
         [e["loss"] for e in other.history], [e["loss"] for e in reference.history], rtol=1e-6
     )
     assert other.strategy.clusters() == reference.strategy.clusters()
+    # the traffic table (issue 30.6): the setup, then every round's messages, whose replies
+    # carry what the in-process engine's carried, byte for byte
+    traffic = other.metrics["traffic"]
+    assert traffic["setup"]["messages"] == 3 and traffic["fit"]["messages"] == 3 * ROUNDS
+    received = [
+        [e["traffic"]["fit"]["bytes_received"] for e in r.history] for r in (other, reference)
+    ]
+    assert received[0] == received[1] and min(received[0]) > 0
     # the checkpoints are the in-process engine's format, loadable by the same function
     record = load_checkpoint(other.checkpoints[-1])
     assert record["round"] == ROUNDS and record["client_ids"] == runs["federation"].client_ids
