@@ -110,7 +110,18 @@ class FlowerTransport(Transport):
             for node, content in contents.items()
         ]
         replies = self.grid.send_and_receive(messages, timeout=self.timeout)
-        return {reply.metadata.src_node_id: reply for reply in replies}
+        # a SuperLink's grid gives each message its id when it pushes it
+        addressed = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}
+        addressed.pop("", None)
+        by_node = {}
+        for reply in replies:
+            node = addressed.get(reply.metadata.reply_to_message_id)
+            # the SuperLink answers for a node that stopped its heartbeats (NODE_UNAVAILABLE)
+            # with an error reply of its own: keep it under the node it was sent to
+            if node is None or not reply.has_error():
+                node = reply.metadata.src_node_id
+            by_node[node] = reply
+        return by_node
 
     def _wait_for_nodes(self) -> list[int]:
         deadline = time.monotonic() + self.node_wait
