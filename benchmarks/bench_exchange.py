@@ -34,35 +34,47 @@ SEED = 3
 #: One cold ClientApp's path, as a child process: prints the clock after every stage.
 STAGES = r"""
 import json, sys, time
-marks = {"interpreter": time.time()}
+def clock():
+    return [time.time(), time.process_time()]  # wall, and this process's CPU seconds
+marks = {"interpreter": clock()}
 import flwr.app, flwr.clientapp  # what flwr-clientapp itself imports
-marks["flower imports"] = time.time()
+marks["flower imports"] = clock()
 import rvfedprs.federation.flower.client_app  # the app Flower loads
-marks["app module"] = time.time()
+marks["app module"] = clock()
+if sys.argv[4] == "eager-opacus":  # as rvfedprs.training.dp imported it before the cut
+    import opacus.accountants
 from rvfedprs.federation.task import Request
 from rvfedprs.strategies.base import FitInstruction
 from rvfedprs.tasks import get_task
 task = get_task("genomic")
-marks["task module"] = time.time()
+marks["task module"] = clock()
 data, client, settings = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
 site = task.open_site({"data-dir": data, "client-id": client}, settings)
-marks["open site"] = time.time()
+marks["open site"] = clock()
 task.handle(Request("setup", {"task": "genomic"}), site, {})
-marks["setup work"] = time.time()
+marks["setup work"] = clock()
 instruction = FitInstruction(task.initial_parameters(settings, 1), {})
 task.fit(instruction, site, settings, {}, random_seed=1)
-marks["fit work"] = time.time()
+marks["fit work"] = clock()
 print(json.dumps(marks))
 """
 
 
-def cold_stages(data: Path, clients: list[str], settings: dict) -> list[dict[str, float]]:
-    """Seconds per stage of one cold ClientApp process per client, all started at once."""
+def cold_stages(
+    data: Path, clients: list[str], settings: dict, variant: str = "as-is"
+) -> list[dict[str, float]]:
+    """Seconds per stage of one cold ClientApp process per client, all started at once.
+
+    Each stage's wall seconds, and its CPU seconds (``<stage> cpu``: the process's own, which
+    other load on the host changes far less).
+
+    ``variant="eager-opacus"`` imports opacus with the task module, as before the cut.
+    """
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.time()
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", STAGES, json.dumps(str(data)), c, json.dumps(settings)],
+            [sys.executable, "-c", STAGES, json.dumps(str(data)), c, json.dumps(settings), variant],
             stdout=subprocess.PIPE,
             env=env,
             text=True,
@@ -75,13 +87,29 @@ def cold_stages(data: Path, clients: list[str], settings: dict) -> list[dict[str
         if child.returncode:
             raise RuntimeError(f"stage child failed ({child.returncode})")
         marks = json.loads(out.strip().splitlines()[-1])
-        times, previous, row = list(marks.items()), started, {}
-        for name, stamp in times:
+        previous, cpu, row = started, 0.0, {}
+        for name, (stamp, used) in marks.items():
             row[name] = round(stamp - previous, 3)
-            previous = stamp
-        row["total"] = round(previous - started, 3)
+            row[f"{name} cpu"] = round(used - cpu, 3)
+            previous, cpu = stamp, used
+        row["total"], row["total cpu"] = round(previous - started, 3), round(cpu, 3)
         rows.append(row)
     return rows
+
+
+def compare(data: Path, clients: list[str], settings: dict, repeats: int) -> dict:
+    """Mean seconds per stage, eager opacus against as-is, alone and all at once, alternating."""
+    rows: dict = {}
+    for _ in range(repeats):
+        for variant in ("eager-opacus", "as-is"):
+            for mode, who in (("alone", clients[:1]), ("together", clients)):
+                rows.setdefault(f"{variant} {mode}", []).extend(
+                    cold_stages(data, who, settings, variant)
+                )
+    return {
+        key: {stage: round(sum(r[stage] for r in found) / len(found), 2) for stage in found[0]}
+        for key, found in rows.items()
+    }
 
 
 def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
@@ -141,6 +169,11 @@ def main(argv=None) -> None:
     parser.add_argument("--stages-only", action="store_true", help="skip the end-to-end runs")
     parser.add_argument("--sim", action="store_true", help="also run flower-sim")
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument(
+        "--compare", type=int, default=0, metavar="N",
+        help="N alternating repeats of the cold stages with opacus imported eagerly (as before "
+        "the cut) and as the code imports it now, under the same load",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     from _federation_fixtures import write_federation
@@ -186,6 +219,9 @@ def main(argv=None) -> None:
             "cold_together": cold_stages(data, clients, settings),
         }
         print(json.dumps({k: report[k] for k in ("cold_alone", "cold_together")}, indent=1))
+        if args.compare:
+            report["compare"] = compare(data, clients, settings, args.compare)
+            print(json.dumps(report["compare"], indent=1))
         if not args.stages_only:
             engines = ["inprocess", "flower-deploy"] + (["flower-sim"] if args.sim else [])
             report["runs"] = []
