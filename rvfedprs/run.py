@@ -337,6 +337,7 @@ def train(
     chosen = None if selection is None else selection.parameters_for
     metrics = _evaluate(strategy, federation, config, truth, parameters_for=chosen)
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
+    record["traffic"] = result.metrics.get("traffic", {})  # per step; per round in the history
     if selection is not None:
         record["selection"] = selection_record(selection, section["validation_fraction"])
         if result.checkpoints:  # `rvfedprs evaluate` of the final checkpoint scores the choice
