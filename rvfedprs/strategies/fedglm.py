@@ -4,8 +4,9 @@ What a consortium gets if federation costs nothing (SPEC §7): the pooled L2-pen
 regression on [1, PRS, covariates (, rare dosages | burdens)] — by default with the penalty on
 the rare features only (``penalize: rare``: the floor's coefficients are free, so the fit
 shrinks towards the floor), or on every coefficient but the intercept (``penalize: all``:
-scikit-learn's ``LogisticRegression(C = 1/l2)``). Every round the server sends the coefficients β_t; each site returns its sums of
-log-loss, gradient and Hessian at β_t (:func:`rvfedprs.training.glm.glm_reply`), as an update
+scikit-learn's ``LogisticRegression(C = 1/l2)``). Every round the server sends the
+coefficients β_t; each site returns its sums of log-loss, gradient and Hessian at β_t
+(:func:`rvfedprs.training.glm.glm_reply`), as an update
 whose n_k-weighted average is the pooled per-sample statistics — so the same aggregation runs in
 the clear and under secure aggregation (one sum over every replying site). The server adds the
 penalty and takes a Newton step, halving it when the penalised objective went up (the loss
