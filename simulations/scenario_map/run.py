@@ -738,32 +738,9 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
     if validation is not None:
         lines += _glm_rounds(validation, scenarios)
 
-    lines += ["## Per cluster: FedCE − tuned FedAvg", "",
-              "| scenario | cluster | Δ carrier AUC [95% CI] | Δ AUC [95% CI] |",
-              "|---|---|---|---|"]  # fmt: skip
-    per = deltas[(deltas["method"] == "fedce") & (deltas["reference"] == "fedavg")
-                 & (deltas["subset"] != "pooled")]  # fmt: skip
-    for (s, subset), part in per.groupby(["scenario", "subset"], sort=False):
-        cells = []
-        for metric in ("carrier_auc", "auc"):
-            r = part[part["metric"] == metric]
-            cells.append(_fmt(*r[["delta", "ci_low", "ci_high"]].iloc[0]) if len(r) else "–")
-        lines.append(f"| {s} | {subset.split('=', 1)[1]} | {cells[0]} | {cells[1]} |")
-    lines.append("")
-
-    per = deltas[(deltas["method"] == "fedce_glm") & (deltas["reference"] == "fedglm")
-                 & (deltas["subset"] != "pooled")]  # fmt: skip
-    if not per.empty:
-        lines += ["## Per cluster: FedCE-GLM − FedGLM", "",
-                  "| scenario | cluster | Δ carrier AUC [95% CI] | Δ AUC [95% CI] |",
-                  "|---|---|---|---|"]  # fmt: skip
-        for (s, subset), part in per.groupby(["scenario", "subset"], sort=False):
-            cells = []
-            for metric in ("carrier_auc", "auc"):
-                r = part[part["metric"] == metric]
-                cells.append(_fmt(*r[["delta", "ci_low", "ci_high"]].iloc[0]) if len(r) else "–")
-            lines.append(f"| {s} | {subset.split('=', 1)[1]} | {cells[0]} | {cells[1]} |")
-        lines.append("")
+    lines += _per_cluster_table(deltas, "fedce", "fedavg", "FedCE − tuned FedAvg")
+    if not _per_cluster(deltas, "fedce_glm", "fedglm").empty:
+        lines += _per_cluster_table(deltas, "fedce_glm", "fedglm", "FedCE-GLM − FedGLM")
 
     lines += ["## Absolute test AUCs, pooled (mean over cohorts ± 95% t half-width)", "",
               "Share of the learnable signal (the floor→oracle gap): (AUC − PRS-only floor)/"
@@ -790,6 +767,27 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
     path = summary / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return [path]
+
+
+def _per_cluster(deltas: pd.DataFrame, method: str, reference: str) -> pd.DataFrame:
+    """The per-cluster rows of ``method`` − ``reference`` in ``deltas``."""
+    return deltas[(deltas["method"] == method) & (deltas["reference"] == reference)
+                  & (deltas["subset"] != "pooled")]  # fmt: skip
+
+
+def _per_cluster_table(deltas: pd.DataFrame, method: str, reference: str, title: str) -> list[str]:
+    """A Markdown table of ``method`` − ``reference`` per scenario and cluster."""
+    lines = [f"## Per cluster: {title}", "",
+             "| scenario | cluster | Δ carrier AUC [95% CI] | Δ AUC [95% CI] |",
+             "|---|---|---|---|"]  # fmt: skip
+    per = _per_cluster(deltas, method, reference)
+    for (s, subset), part in per.groupby(["scenario", "subset"], sort=False):
+        cells = []
+        for metric in ("carrier_auc", "auc"):
+            r = part[part["metric"] == metric]
+            cells.append(_fmt(*r[["delta", "ci_low", "ci_high"]].iloc[0]) if len(r) else "–")
+        lines.append(f"| {s} | {subset.split('=', 1)[1]} | {cells[0]} | {cells[1]} |")
+    return [*lines, ""]
 
 
 def _verdict_lines(pooled: pd.DataFrame, scenarios) -> list[str]:
