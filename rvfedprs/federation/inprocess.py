@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.federation.replies import collect
 from rvfedprs.federation.secagg.site import held_fit_result
 from rvfedprs.federation.task import Replies, Request, Task, Transport
-from rvfedprs.strategies.base import FitInstruction
+from rvfedprs.strategies.base import FitInstruction, FitResult
 
 __all__ = ["InProcessTransport", "POOLED_CLIENT"]
 
@@ -61,15 +62,11 @@ class InProcessTransport(Transport):
 
     def query(self, requests: Mapping[str, Request], settings: Mapping[str, Any]) -> Replies:
         """Answer each request on its site; a site's InputDataError becomes its failure."""
-        replies, failures = {}, {}
-        for client in sorted(requests):
-            try:
-                replies[client] = self.task.handle(
-                    requests[client], self.sites[client], self.step_state[client]
-                )
-            except InputDataError as exc:
-                failures[client] = str(exc)
-        return replies, failures
+
+        def answer(client: str) -> dict[str, Any]:
+            return self.task.handle(requests[client], self.sites[client], self.step_state[client])
+
+        return collect(requests, answer, (InputDataError,))
 
     def fit(
         self,
@@ -84,22 +81,20 @@ class InProcessTransport(Transport):
         In a securely aggregated round the site holds its update in its step state and the
         result carries no parameters (:func:`~rvfedprs.federation.secagg.site.held_fit_result`).
         """
-        results, failures = {}, {}
-        for client in sorted(instructions):
-            try:
-                result = self.task.fit(
-                    instructions[client],
-                    self.sites[client],
-                    settings,
-                    client_state.setdefault(client, {}),
-                    random_seed=int(seeds[client]),
-                )
-                results[client] = held_fit_result(
-                    result, instructions[client], self.step_state.setdefault(client, {})
-                )
-            except InputDataError as exc:
-                failures[client] = str(exc)
-        return results, failures
+
+        def train(client: str) -> FitResult:
+            result = self.task.fit(
+                instructions[client],
+                self.sites[client],
+                settings,
+                client_state.setdefault(client, {}),
+                random_seed=int(seeds[client]),
+            )
+            return held_fit_result(
+                result, instructions[client], self.step_state.setdefault(client, {})
+            )
+
+        return collect(instructions, train, (InputDataError,))
 
     def pooled(self, task: Task) -> InProcessTransport:
         """One virtual site, :data:`POOLED_CLIENT`, holding every site's data."""

@@ -18,7 +18,7 @@ rather than an estimate.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,32 +120,48 @@ class MeteredTransport(Transport):
         """Pooling is not a network exchange: the inner transport's."""
         return self.inner.pooled(task)
 
-    def _query_bytes(self, requests: Mapping[str, Request], settings, replies) -> tuple[int, int]:
+    def _measured(
+        self,
+        step: str,
+        deliver: Callable[[], Replies],
+        wire: Callable[[dict[str, Any]], tuple[int, int, int]],
+    ) -> Replies:
+        """``deliver()``, timed and recorded as ``step``.
+
+        ``wire(replies)`` gives the exchange's messages, bytes sent and bytes received.
+        """
+        start = time.perf_counter()
+        replies, failures = deliver()
+        seconds = time.perf_counter() - start
+        messages, sent, received = wire(replies)
+        self.traffic.add(step, sent, received, messages, seconds)
+        return replies, failures
+
+    @staticmethod
+    def _query_wire(requests: Mapping[str, Request], settings, replies) -> tuple[int, int, int]:
         from rvfedprs.federation.flower.records import payload_to_content, request_to_content
 
         sent = sum(wire_bytes(request_to_content(r, settings)) for r in requests.values())
         received = sum(wire_bytes(payload_to_content(c, p)) for c, p in replies.items())
-        return sent, received
+        return len(requests), sent, received
 
     def open(self, payload: Mapping[str, Any]) -> Replies:
-        """The setup exchange, measured."""
-        start = time.perf_counter()
-        replies, failures = self.inner.open(payload)
-        seconds = time.perf_counter() - start
-        requests = {c: Request("setup", dict(payload)) for c in replies}
-        sent, received = self._query_bytes(requests, payload, replies)
-        self.traffic.add("setup", sent, received, len(requests), seconds)
-        return replies, failures
+        """The setup exchange, measured (a message to each site that answered)."""
+        return self._measured(
+            "setup",
+            lambda: self.inner.open(payload),
+            lambda replies: self._query_wire(
+                {c: Request("setup", dict(payload)) for c in replies}, payload, replies
+            ),
+        )
 
     def query(self, requests: Mapping[str, Request], settings: Mapping[str, Any]) -> Replies:
         """A step exchange, measured (named by its step)."""
-        start = time.perf_counter()
-        replies, failures = self.inner.query(requests, settings)
-        seconds = time.perf_counter() - start
-        sent, received = self._query_bytes(requests, settings, replies)
-        step = "+".join(sorted({r.step for r in requests.values()}))
-        self.traffic.add(step, sent, received, len(requests), seconds)
-        return replies, failures
+        return self._measured(
+            "+".join(sorted({r.step for r in requests.values()})),
+            lambda: self.inner.query(requests, settings),
+            lambda replies: self._query_wire(requests, settings, replies),
+        )
 
     def fit(
         self,
@@ -169,16 +185,18 @@ class MeteredTransport(Transport):
             )
             for c in instructions
         )
-        start = time.perf_counter()
-        results, failures = self.inner.fit(
-            server_round, instructions, seeds, settings, client_state
-        )
-        seconds = time.perf_counter() - start
-        received = sum(
-            wire_bytes(
-                fit_result_to_content(results[c], self.task.export_state(client_state.get(c, {})))
+
+        def wire(results: dict[str, Any]) -> tuple[int, int, int]:
+            received = sum(
+                wire_bytes(
+                    fit_result_to_content(r, self.task.export_state(client_state.get(c, {})))
+                )
+                for c, r in results.items()
             )
-            for c in results
+            return len(instructions), sent, received
+
+        return self._measured(
+            "fit",
+            lambda: self.inner.fit(server_round, instructions, seeds, settings, client_state),
+            wire,
         )
-        self.traffic.add("fit", sent, received, len(instructions), seconds)
-        return results, failures

@@ -7,8 +7,9 @@ round one ``train`` message per site, carrying that site's instruction (for FedC
 personalised model), its seed, the run settings and, when the server holds it, the site's saved
 state (a fresh node on a resumed run). Replies are checked before anything is aggregated
 (:func:`~rvfedprs.federation.flower.records.reply_to_fit_result`): a site whose reply is
-missing, an error, or malformed is recorded as a failure with its reason. A securely aggregated
-round's replies must carry no parameters at all.
+missing, an error, or malformed is recorded as a failure with its reason
+(:func:`~rvfedprs.federation.replies.collect`). A securely aggregated round's replies must carry
+no parameters at all.
 """
 
 from __future__ import annotations
@@ -30,18 +31,28 @@ from rvfedprs.federation.flower.records import (
     reply_to_fit_result,
     request_to_content,
 )
+from rvfedprs.federation.replies import NoReply, collect
 from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY
 from rvfedprs.federation.task import Replies, Request, Task, Transport
-from rvfedprs.strategies.base import FitInstruction
+from rvfedprs.strategies.base import FitInstruction, FitResult
 
 __all__ = ["FlowerTransport"]
 
 log = logging.getLogger(__name__)
 
 
-def _error_reason(reply: Message) -> str:
-    reason = (reply.error.reason or "").strip().splitlines()
-    return f"error {reply.error.code}: {reason[-1] if reason else 'no reason given'}"
+#: What makes a node's reply a failure: none or an error (:class:`NoReply`), or a malformed one.
+REPLY_FAILURES = (NoReply, MalformedReplyError)
+
+
+def _content(reply: Message | None, missing: str) -> RecordDict:
+    """A reply's content; :class:`NoReply` saying ``missing`` or the error when it has none."""
+    if reply is None:
+        raise NoReply(missing)
+    if reply.has_error():
+        reason = (reply.error.reason or "").strip().splitlines()
+        raise NoReply(f"error {reply.error.code}: {reason[-1] if reason else 'no reason given'}")
+    return reply.content
 
 
 class FlowerTransport(Transport):
@@ -144,26 +155,17 @@ class FlowerTransport(Transport):
         request = Request("setup", dict(payload))
         contents = {node: request_to_content(request, payload) for node in nodes}
         replies = self._exchange(contents, MessageType.QUERY, "setup")
-        node_reports: dict[int, Any] = {}
-        failures: dict[str, str] = {}
-        claims: dict[int, str] = {}
-        for node in nodes:
-            reply = replies.get(node)
-            if reply is None:
-                failures[f"node {node}"] = f"no setup reply within {self.timeout} s"
-            elif reply.has_error():
-                failures[f"node {node}"] = _error_reason(reply)
-            else:
-                try:
-                    client, report = content_to_payload(reply.content)
-                except MalformedReplyError as exc:
-                    failures[f"node {node}"] = str(exc)
-                    continue
-                claims[node] = client
-                node_reports[node] = report
-        self.client_node = bind_sites(claims, self.site_nodes)
-        reports = {client: node_reports[node] for client, node in self.client_node.items()}
-        return reports, failures
+        missing = f"no setup reply within {self.timeout} s"
+
+        def claim(node: int) -> tuple[str, Any]:
+            return content_to_payload(_content(replies.get(node), missing))
+
+        answers, failed = collect(nodes, claim, REPLY_FAILURES)
+        self.client_node = bind_sites(
+            {node: client for node, (client, _) in answers.items()}, self.site_nodes
+        )
+        reports = {client: answers[node][1] for client, node in self.client_node.items()}
+        return reports, {f"node {node}": why for node, why in failed.items()}
 
     def query(self, requests: Mapping[str, Request], settings: Mapping[str, Any]) -> Replies:
         """One ``query`` message per site (group ``<step>-<n>``)."""
@@ -174,19 +176,11 @@ class FlowerTransport(Transport):
             self.client_node[c]: request_to_content(requests[c], settings) for c in requests
         }
         replies = self._exchange(contents, MessageType.QUERY, group)
-        answers, failures = {}, {}
-        for client in sorted(requests):
-            reply = replies.get(self.client_node[client])
-            if reply is None:
-                failures[client] = f"no reply within {self.timeout} s"
-            elif reply.has_error():
-                failures[client] = _error_reason(reply)
-            else:
-                try:
-                    answers[client] = content_to_payload(reply.content, client)[1]
-                except MalformedReplyError as exc:
-                    failures[client] = str(exc)
-        return answers, failures
+
+        def answer(client: str) -> dict[str, Any]:
+            return content_to_payload(self._reply_content(replies, client), client)[1]
+
+        return collect(requests, answer, REPLY_FAILURES)
 
     def fit(
         self,
@@ -207,34 +201,29 @@ class FlowerTransport(Transport):
                 instruction, server_round=server_round, seed=int(seeds[client]), run=run
             )
         replies = self._exchange(contents, MessageType.TRAIN, str(server_round))
-        results, failures = {}, {}
-        for client in sorted(instructions):
-            reply = replies.get(self.client_node[client])
-            if reply is None:
-                failures[client] = f"no reply within {self.timeout} s"
-                continue
-            if reply.has_error():
-                failures[client] = _error_reason(reply)
-                continue
-            try:
-                secure = instructions[client].config.get(SECURE_FIT_KEY)
-                results[client] = reply_to_fit_result(
-                    reply.content,
-                    client_id=client,
-                    expected={} if secure else instructions[client].parameters,
-                    bloom=instructions[client].config.get("bloom"),
-                )
-                saved = self._client_state(reply, client, settings)
-            except MalformedReplyError as exc:
-                results.pop(client, None)
-                failures[client] = str(exc)
-                continue
+
+        def result(client: str) -> FitResult:
+            content = self._reply_content(replies, client)
+            instruction = instructions[client]
+            fitted = reply_to_fit_result(
+                content,
+                client_id=client,
+                expected={} if instruction.config.get(SECURE_FIT_KEY) else instruction.parameters,
+                bloom=instruction.config.get("bloom"),
+            )
+            saved = self._client_state(content, client, settings)
             if saved is not None:
                 client_state[client] = self.task.restore_state(saved)
-        return results, failures
+            return fitted
 
-    def _client_state(self, reply: Message, client: str, settings: Mapping) -> dict | None:
-        meta = reply.content.config_records.get("meta")
+        return collect(instructions, result, REPLY_FAILURES)
+
+    def _reply_content(self, replies: Mapping[int, Message], client: str) -> RecordDict:
+        """The content of ``client``'s reply (:func:`_content`)."""
+        return _content(replies.get(self.client_node[client]), f"no reply within {self.timeout} s")
+
+    def _client_state(self, content: RecordDict, client: str, settings: Mapping) -> dict | None:
+        meta = content.config_records.get("meta")
         raw = None if meta is None else meta.get("client-state")
         try:
             saved = None if raw is None else json.loads(str(raw))
