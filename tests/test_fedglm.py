@@ -343,3 +343,136 @@ def test_fedce_glm_equals_the_pooled_fit_with_per_cluster_rare_effects(
         coef = np.concatenate([strategy.common, strategy.rare[strategy.assignment[client]]])
         logits = _network_logits(strategy.parameters_for(client), data)
         np.testing.assert_allclose(logits, glm_design(data, "dosages") @ coef, atol=2e-4)
+
+
+# --- top-k variants by score test under the floor ---------------------------------------------
+def _pooled_score_test(pooled, floor_coef):
+    """U_j and the efficient V_j on the pooled data, each V_j as a Schur complement.
+
+    V_j = 1 / [(X_jᵀ W X_j)⁻¹]_jj for X_j = [Z, a_j]: the information of a_j's coefficient
+    with the floor's (intercept, PRS, covariates) as nuisance — an oracle independent of the
+    sites' (U, S, C) sums.
+    """
+    z = glm_design(pooled, "floor").toarray()
+    a = pooled.rare.toarray().astype(np.float64)
+    p = expit(z @ floor_coef)
+    w = p * (1 - p)
+    score = a.T @ (pooled.y - p)
+    variance = np.zeros(a.shape[1])
+    for j in range(a.shape[1]):
+        x = np.column_stack([z, a[:, j]])
+        info = x.T @ (x * w[:, None])
+        variance[j] = 1.0 / np.linalg.pinv(info)[-1, -1] if a[:, j].any() else 0.0
+    return score, variance
+
+
+def _pooled_ranking(score, variance, k):
+    statistic = np.where(variance > 1e-9, score**2 / np.where(variance > 1e-9, variance, 1), 0)
+    return sorted(range(score.size), key=lambda j: (-statistic[j], j))[:k]
+
+
+def test_site_score_sums_add_up_to_the_pooled_score_test(federation_dir):
+    """Σ over sites of (U, S, C), with the pooled floor Hessian, gives the pooled U and V."""
+    from rvfedprs.strategies.top_variants import score_test, top_variants
+    from rvfedprs.training.glm import score_sums
+
+    federation = load_federation(federation_dir)
+    pooled = pool_clients(federation.train)
+    floor = _sklearn(pooled, "floor", 0.0)
+    sums = [score_sums(glm_design(d, "floor"), d.rare, d.y, floor)
+            for d in federation.train.values()]  # fmt: skip
+    u, s, c = (np.sum([site[i] for site in sums], axis=0) for i in range(3))
+    _, _, hessian = logistic_sums(glm_design(pooled, "floor"), pooled.y, floor)
+    score, variance = score_test(u, s, c, hessian)
+    expected_score, expected_variance = _pooled_score_test(pooled, floor)
+    np.testing.assert_allclose(score, expected_score, atol=1e-9)
+    np.testing.assert_allclose(variance, expected_variance, rtol=1e-8, atol=1e-9)
+    assert (variance < s - 1e-9).all()  # the projection matters: V is not the naive S
+    for k in (1, 7, score.size):
+        assert top_variants(score, variance, k).tolist() == _pooled_ranking(score, variance, k)
+
+
+def test_top_variants_break_ties_by_column_and_refuse_bad_k():
+    from rvfedprs.strategies.top_variants import top_variants
+
+    score = np.array([1.0, -2.0, 2.0, 0.0, 1.0])
+    variance = np.array([1.0, 1.0, 1.0, 0.0, 1.0])  # column 3: nobody carries it
+    assert top_variants(score, variance, 5).tolist() == [1, 2, 0, 4, 3]
+    with pytest.raises(ValueError, match=r"top_k must be in \[0, 5\] .*got 6"):
+        top_variants(score, variance, 6)
+
+
+def _top_k_oracle(federation_dir, strategy, features, l2, penalize, burden_section):
+    """The pooled fit on [1, PRS, covariates, (burdens,) top-k dosages] and its design."""
+    federation = load_federation(federation_dir)
+    pooled = pool_clients(federation.train)
+    section = validate_config({"burden": burden_section})["burden"]
+    burden = burden_from_config(federation_dir, section)
+    floor = _sklearn(pooled, "floor", 0.0)
+    score, variance = _pooled_score_test(pooled, floor)
+    top = _pooled_ranking(score, variance, strategy.top_k)
+
+    def design(data):
+        return glm_design(data, features, burden.matrix, top)
+
+    x = design(pooled)
+    if penalize == "all":
+        model = LogisticRegression(C=1.0 / l2, solver="newton-cholesky", tol=1e-12, max_iter=1000)
+        model.fit(x[:, 1:], pooled.y.astype(int))
+        coef = np.concatenate([model.intercept_, model.coef_.ravel()])
+    else:
+        coef = _scipy_oracle(x, pooled.y, _rare_penalty(x.shape[1], 2 + pooled.n_covariates, l2))
+    return {"coef": coef, "top": top, "score": score, "variance": variance, "floor": floor,
+            "design": design, "federation": federation}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("features", "penalize", "secagg"),
+    [("burden+top_k", "rare", False), ("top_k", "all", False), ("burden+top_k", "rare", True)],
+)
+def test_fedglm_top_k_equals_the_pooled_fit(federation_dir, tmp_path, features, penalize, secagg):
+    # under secure aggregation flat weights keep the burdens' statistics inside the clipping
+    # range (Beta(1, 25) weights reach ~20)
+    burden = {**BURDEN, "weights": "flat"} if secagg else BURDEN
+    sections = {
+        "burden": burden,
+        "fedglm": {"features": features, "top_k": 6, "l2": 2.0, "penalize": penalize},
+    }
+    if secagg:
+        sections["secagg"] = SECAGG_EXACT
+    result = _train(federation_dir, tmp_path, **sections)
+    strategy = result.strategy
+    oracle = _top_k_oracle(federation_dir, strategy, features, 2.0, penalize, burden)
+    # the floor's rounds carried the score sums: the pooled U, V at the floor, the pooled top 6
+    screen = strategy.screen
+    np.testing.assert_allclose(screen.floor, oracle["floor"], atol=1e-6)
+    atol = 1e-5 if secagg else 1e-7
+    np.testing.assert_allclose(screen.score, oracle["score"], atol=atol)
+    np.testing.assert_allclose(screen.variance, oracle["variance"], atol=atol)
+    assert strategy.top.tolist() == oracle["top"]
+    assert strategy.summary()["top_k"] == oracle["top"]
+    # then the whole GLM, equal to the pooled fit on [PRS, covariates, (burdens,) top-k dosages]
+    assert strategy.converged and len(result.history) == strategy.iterations < 25
+    np.testing.assert_allclose(strategy.coef, oracle["coef"], rtol=0, atol=1e-6)
+    if secagg:
+        assert all(len(e["secagg"]["model"]) == 4 for e in result.history)
+    # served as network parameters on the dosages, with the GLM's logit
+    test = pool_clients(oracle["federation"].test)
+    logits = _network_logits(strategy.parameters_for("client00"), test)
+    np.testing.assert_allclose(logits, oracle["design"](test) @ oracle["coef"], atol=2e-4)
+
+
+def test_fedglm_top_k_refuses_bad_values(federation_dir, tmp_path):
+    with pytest.raises(ConfigError, match="fedglm.top_k 500 is more than the federation's 90 rare"):
+        _train(federation_dir, tmp_path, fedglm={"features": "top_k", "top_k": 500})
+    with pytest.raises(ConfigError, match="top_k must be an integer >= 0, got -2"):
+        get_strategy("fedglm", features="top_k", top_k=-2)
+    with pytest.raises(ConfigError, match="-2"):
+        validate_config({"fedglm": {"features": "top_k", "top_k": -2}})
+    with pytest.raises(ConfigError, match="features 'burden\\+top_k' needs a burden map"):
+        get_strategy("fedglm", features="burden+top_k", top_k=3)
+    with pytest.raises(ConfigError, match="features 'top_k' need top_k >= 1 variants, got top_k 0"):
+        get_strategy("fedglm", features="top_k")
+    with pytest.raises(ConfigError, match="top_k 4 is used only by features"):
+        get_strategy("fedglm", features="dosages", top_k=4)

@@ -178,13 +178,15 @@ def strategy_from_config(
 def _glm_options(cls: type[Strategy], config: Mapping[str, Any]) -> dict[str, Any]:
     """Every key of the ``fedglm`` section that ``cls``'s constructor takes, as keywords.
 
-    A new GLM option so needs only its schema entry and constructor argument; ``features:
-    burden`` adds the burden map of ``train.data``'s variants.
+    A new GLM option so needs only its schema entry and constructor argument; the burden
+    features (``burden``, ``burden+top_k``) add the burden map of ``train.data``'s variants.
     """
+    from rvfedprs.training.glm import BURDEN_FEATURES
+
     glm = config_section(config, "fedglm")
     accepted = inspect.signature(cls).parameters
     options = {key: value for key, value in glm.items() if key in accepted}
-    if glm["features"] == "burden":
+    if glm["features"] in BURDEN_FEATURES:
         options["burden"] = burden_of(config)
     return options
 

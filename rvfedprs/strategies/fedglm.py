@@ -1,7 +1,7 @@
 """FedGLM: an L2-penalised logistic regression fitted exactly by federated Newton iterations.
 
 What a consortium gets if federation costs nothing (SPEC §7): the pooled L2-penalised logistic
-regression on [1, PRS, covariates (, rare dosages | burdens)] — by default with the penalty on
+regression on [1, PRS, covariates (, rare features)] — by default with the penalty on
 the rare features only (``penalize: rare``: the floor's coefficients are free, so the fit
 shrinks towards the floor), or on every coefficient but the intercept (``penalize: all``:
 scikit-learn's ``LogisticRegression(C = 1/l2)``). Every round the server sends the
@@ -13,6 +13,13 @@ penalty and takes a Newton step, halving it when the penalised objective went up
 at β_t arrives with the statistics at β_t). Converged when the Newton step's largest entry is
 below ``tol`` (or, under secure aggregation, below what the sums' quantisation error allows);
 the engine then stops the run early (:attr:`finished`).
+
+The rare features are every dosage column, region burdens, the dosages of the top-k variants,
+or burdens and top-k dosages (``features``, :data:`~rvfedprs.training.glm.GLM_FEATURES`). With
+top-k features the fit has two phases: the floor's Newton rounds, which also carry the sites'
+score sums, until the floor converged and the server chose the k variants
+(:class:`~rvfedprs.strategies.top_variants.FloorScreen`); then the Newton rounds of the whole
+GLM, starting from the floor (its rare coefficients 0).
 
 The fitted model is served as two-pathway network parameters
 (:func:`rvfedprs.model.linear_parameters`) whose logit is exactly the GLM's, so every evaluation,
@@ -31,9 +38,20 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.model import linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import FitResult, GlobalModelStrategy
-from rvfedprs.training.glm import GLM_FEATURES, glm_width
+from rvfedprs.strategies.newton import NewtonSearch
+from rvfedprs.strategies.top_variants import FloorScreen
+from rvfedprs.training.glm import BURDEN_FEATURES, GLM_FEATURES, TOP_K_FEATURES, glm_width
 
-__all__ = ["PENALIZE", "FedGLM", "NewtonSearch", "glm_dimensions", "penalty_vector"]
+__all__ = [
+    "PENALIZE",
+    "FedGLM",
+    "NewtonSearch",
+    "glm_dimensions",
+    "penalty_vector",
+    "check_glm_features",
+    "check_top_k",
+    "rare_dosage_coef",
+]
 
 #: What the L2 penalty applies to: ``rare`` — only the rare-variant features (the floor's
 #: intercept, PRS and covariates are fitted unpenalised, as in a burden test's null model);
@@ -58,14 +76,71 @@ def glm_dimensions(template: Mapping[str, np.ndarray]) -> tuple[int, int]:
     )
 
 
+def check_glm_features(features: str, burden: Any, top_k: int) -> None:
+    """Refuse ``features`` without what they need (a burden map, k ≥ 1) or with what they don't.
+
+    Raises
+    ------
+    ValueError
+        Naming the features and the value at fault.
+    """
+    if features not in GLM_FEATURES:
+        raise ValueError(f"features {features!r} unknown; choose from {list(GLM_FEATURES)}")
+    if features in BURDEN_FEATURES and burden is None:
+        raise ValueError(f"features {features!r} needs a burden map (the burden section)")
+    if features not in BURDEN_FEATURES and burden is not None:
+        raise ValueError(
+            f"features {features!r} takes no burden map (only {list(BURDEN_FEATURES)} do)"
+        )
+    if isinstance(top_k, bool) or int(top_k) != top_k or top_k < 0:
+        raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
+    if features in TOP_K_FEATURES and top_k < 1:
+        raise ValueError(f"features {features!r} need top_k >= 1 variants, got top_k {top_k}")
+    if features not in TOP_K_FEATURES and top_k > 0:
+        raise ValueError(
+            f"top_k {top_k} is used only by features {list(TOP_K_FEATURES)}, not {features!r}"
+        )
+
+
+def check_top_k(top_k: int, n_rare: int) -> None:
+    """Refuse more top-k variants than the federation's rare-variant columns (ConfigError)."""
+    if top_k > n_rare:
+        raise ConfigError(
+            f"fedglm.top_k {top_k} is more than the federation's {n_rare} rare variants"
+        )
+
+
+def rare_dosage_coef(
+    rare: np.ndarray, features: str, burden: Any, top: np.ndarray | None, n_rare: int
+) -> np.ndarray:
+    """A GLM's rare coefficients as coefficients of the dosages (it is linear in them).
+
+    Burden coefficients β_b become B β_b; top-k coefficients land on their variants' columns;
+    a variant in a burden and in the top k gets both.
+    """
+    rare = np.asarray(rare, dtype=np.float64)
+    if features == "dosages":
+        return rare
+    out = np.zeros(int(n_rare))
+    n_burden = 0
+    if features in BURDEN_FEATURES:
+        n_burden = burden.n_regions
+        out += burden.matrix @ rare[:n_burden]
+    if features in TOP_K_FEATURES:
+        np.add.at(out, np.asarray(top, dtype=np.int64), rare[n_burden:])
+    return out
+
+
 class FedGLM(GlobalModelStrategy):
     """Federated Newton–Raphson for an L2-penalised logistic regression.
 
     Parameters
     ----------
-    features : {"floor", "dosages", "burden"}
+    features : {"floor", "dosages", "burden", "top_k", "burden+top_k"}
         ``floor``: [PRS, covariates]; ``dosages``: and every rare-variant dosage column;
-        ``burden``: and the region burdens of ``burden``.
+        ``burden``: and the region burdens of ``burden``; ``top_k``: and the dosages of the
+        ``top_k`` variants chosen by score test under the floor; ``burden+top_k``: the burdens,
+        then those dosages.
     l2 : float
         λ ≥ 0 of the penalty λ/2‖β‖², added to the summed log-loss (scikit-learn's
         ``C = 1/λ``; 0 is unpenalised).
@@ -79,8 +154,12 @@ class FedGLM(GlobalModelStrategy):
         The most coefficients the dense Newton system may have (each site sends a p × p
         Hessian); more is refused with advice.
     burden : BurdenMap, optional
-        The region map (:mod:`rvfedprs.burden`) of ``features: burden``; sent to every site
+        The region map (:mod:`rvfedprs.burden`) of the burden features; sent to every site
         with each round (it is public: the federation's variant set and the region file).
+    top_k : int
+        k of the top-k features (0 otherwise): the variants with the largest score statistic
+        U² / V under the floor on the pooled training data
+        (:mod:`rvfedprs.strategies.top_variants`).
     """
 
     name = "fedglm"
@@ -94,14 +173,12 @@ class FedGLM(GlobalModelStrategy):
         tol: float = 1e-10,
         max_features: int = 2000,
         burden: Any = None,
+        top_k: int = 0,
     ) -> None:
         super().__init__()
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
-        if (features == "burden") != (burden is not None):
-            raise ValueError("features 'burden' needs a burden map, and only it takes one")
-        if features not in GLM_FEATURES:
-            raise ValueError(f"features {features!r} unknown; choose from {list(GLM_FEATURES)}")
+        check_glm_features(features, burden, top_k)
         if not (np.isfinite(l2) and l2 >= 0):
             raise ValueError(f"l2 must be a finite number >= 0, got {l2}")
         if not tol > 0:
@@ -113,18 +190,30 @@ class FedGLM(GlobalModelStrategy):
         self.max_features = int(max_features)
         self.burden = burden
         self._burden_config = None if burden is None else burden.to_config()
+        self.top_k = int(top_k)
         self.template: Parameters = {}
         self.coef = np.zeros(0)
         self._reset_search()
 
     def _reset_search(self) -> None:
         self.search = NewtonSearch(self.tol)
+        self.screen: FloorScreen | None = None
         self._noise = 0.0
 
     @property
+    def top(self) -> np.ndarray | None:
+        """The top-k variants' columns once chosen (largest statistic first), else None."""
+        return None if self.screen is None else self.screen.selected
+
+    @property
+    def screening(self) -> bool:
+        """True while the floor's rounds (before the top k are chosen) run."""
+        return self.screen is not None and not self.screen.done
+
+    @property
     def iterations(self) -> int:
-        """Newton rounds taken."""
-        return self.search.iterations
+        """Newton rounds taken (the floor's before the top-k choice included)."""
+        return self.search.iterations + (0 if self.screen is None else self.screen.iterations)
 
     @property
     def converged(self) -> bool:
@@ -156,7 +245,8 @@ class FedGLM(GlobalModelStrategy):
                     f"the burden map has {self.burden.matrix.shape[0]} variant rows but the "
                     f"federation {n_rare} rare-variant columns"
                 )
-        width = glm_width(self.features, n_covariates, n_rare, n_burden)
+        check_top_k(self.top_k, n_rare)
+        width = glm_width(self.features, n_covariates, n_rare, n_burden, self.top_k)
         if width > self.max_features:
             raise ConfigError(
                 f"a GLM on {self.features} has {width} coefficients, more than max_features "
@@ -166,6 +256,10 @@ class FedGLM(GlobalModelStrategy):
         self.coef = np.zeros(width)
         self._reset_search()
         self.parameters = self._message(self.coef)
+        if self.features in TOP_K_FEATURES:  # the floor's rounds first, then the top-k choice
+            self.screen = FloorScreen(self.top_k, 2 + n_covariates, n_rare, self.tol)
+            self.coef = np.zeros(2 + n_covariates)
+            self.parameters = self.screen.message()
 
     def _message(self, coef: np.ndarray) -> Parameters:
         width = coef.size
@@ -181,10 +275,14 @@ class FedGLM(GlobalModelStrategy):
         return self.converged
 
     def client_config(self, server_round: int) -> dict[str, Any]:
-        """Every site computes its GLM sums on ``features``."""
+        """Every site's GLM sums on ``features`` (top-k: the floor's and scores first)."""
+        if self.screening:
+            return {"glm": FloorScreen.config()}
         glm: dict[str, Any] = {"features": self.features, "hessian": True}
         if self._burden_config is not None:
             glm["burden"] = self._burden_config
+        if self.top is not None:
+            glm["top_k"] = self.top.tolist()
         return {"glm": glm}
 
     def aggregate_fit(self, server_round, results):
@@ -206,6 +304,16 @@ class FedGLM(GlobalModelStrategy):
         sent = self.parameters
         beta = np.asarray(sent["glm.coef"], dtype=np.float64)
         n = self._n_total
+        if self.screening:
+            self.screen.step(sent, average, n, n * self._mean_loss, noise=n * self._noise)
+            self.coef = self.screen.estimate
+            if not self.screen.done:
+                return self.screen.message()
+            n_burden = 0 if self.burden is None else self.burden.n_regions
+            dimensions = glm_dimensions(self.template)
+            width = glm_width(self.features, *dimensions, n_burden, self.top_k)
+            self.coef = np.concatenate([self.coef, np.zeros(width - self.coef.size)])
+            return self._message(self.coef)  # the whole GLM, from the floor
         gradient = n * (np.asarray(average["glm.gradient"]) - sent["glm.gradient"])
         hessian = n * (np.asarray(average["glm.hessian"]) - sent["glm.hessian"])
         n_covariates = glm_dimensions(self.template)[0]
@@ -219,11 +327,12 @@ class FedGLM(GlobalModelStrategy):
     def network_parameters(self, coef: np.ndarray | None = None) -> Parameters:
         """Two-pathway parameters whose logit equals the GLM's (``coef`` default: the fit)."""
         coef = self.coef if coef is None else np.asarray(coef, dtype=np.float64)
-        n_covariates, _ = glm_dimensions(self.template)
+        n_covariates, n_rare = glm_dimensions(self.template)
         common = coef[1 : 2 + n_covariates]
-        rare = coef[2 + n_covariates :] if self.features != "floor" else None
-        if self.burden is not None:
-            rare = self.burden.matrix @ rare  # a burden GLM is linear in the dosages
+        rare = None
+        if coef.size > 2 + n_covariates:  # not the floor (nor the floor's rounds of top-k)
+            rare = rare_dosage_coef(coef[2 + n_covariates :], self.features, self.burden,
+                                    self.top, n_rare)  # fmt: skip
         return linear_parameters(
             self.template, intercept=float(coef[0]), common_coef=common, rare_coef=rare
         )
@@ -246,6 +355,7 @@ class FedGLM(GlobalModelStrategy):
             template=copy_parameters(self.template),
             coef=self.coef.copy(),
             search=self.search.state_dict(),
+            screen=None if self.screen is None else self.screen.state_dict(),
         )
         return state
 
@@ -255,140 +365,22 @@ class FedGLM(GlobalModelStrategy):
         self.template = copy_parameters(state["template"])
         self.coef = np.asarray(state["coef"], dtype=np.float64).copy()
         self.search = NewtonSearch.from_state_dict(state["search"])
+        screen = state.get("screen")
+        self.screen = None if screen is None else FloorScreen.from_state_dict(screen)
 
     def summary(self) -> dict[str, Any]:
-        """``coef``, ``iterations``, ``converged`` and the last step's size."""
-        return {
+        """``coef``, ``iterations``, ``converged``, the last step's size (and ``top_k``)."""
+        out = {
             "coef": self.coef.tolist(),
             "iterations": self.iterations,
             "converged": self.converged,
             "last_step": self.last_step,
         }
-
-
-class NewtonSearch:
-    """Damped Newton iterations on a penalised objective whose sums arrive one point a round.
-
-    Each round brings the objective, gradient and Hessian at the point sent last. A point that
-    made the objective worse is rejected: the next is half the previous step from the best
-    point; otherwise the full Newton step is taken from it. Converged when the largest entry of
-    an accepted step is below ``tol`` (plus what the sums' noise allows, under secure
-    aggregation).
-
-    Attributes
-    ----------
-    fit : array
-        The best point evaluated, moved by its Newton step (the current estimate).
-    next_point : array
-        The point to evaluate next.
-    """
-
-    def __init__(self, tol: float) -> None:
-        self.tol = float(tol)
-        self.best: dict[str, Any] | None = None  # point, objective, direction
-        self.scale = 1.0
-        self.iterations = 0
-        self.converged = False
-        self.last_step = 0.0
-        self.next_point = np.zeros(0)
-
-    def step(
-        self,
-        point: np.ndarray,
-        objective_loss: float,
-        gradient: np.ndarray,
-        hessian: np.ndarray,
-        penalty: np.ndarray,
-        *,
-        noise: float = 0.0,
-    ) -> np.ndarray:
-        """Take the round's sums at ``point``; returns the current estimate.
-
-        Parameters
-        ----------
-        point : array, shape (p,)
-            Where the sums were taken (the point sent).
-        objective_loss : float
-            Σ log-loss at ``point`` (the penalty is added here).
-        gradient, hessian : arrays, shapes (p,), (p, p)
-            Σ of the log-loss's gradient and Hessian at ``point``.
-        penalty : array, shape (p,)
-            λ per coefficient (0: unpenalised).
-        noise : float
-            Largest error of an entry of the summed statistics (secure sums), else 0.
-        """
-        point = np.asarray(point, dtype=np.float64)
-        objective = objective_loss + 0.5 * float(np.sum(penalty * point * point))
-        self.iterations += 1
-        best = self.best
-        if best is not None and objective > best["objective"] * (1 + 1e-12) + 1e-12:
-            self.scale *= 0.5  # the point made the objective worse: halve the step
-            self.next_point = best["point"] - self.scale * best["direction"]
-            self.last_step = float(np.max(np.abs(self.scale * best["direction"])))
-            return best["point"].copy()
-        system = 0.5 * (hessian + hessian.T) + np.diag(penalty)
-        direction = _solve(system, gradient + penalty * point)
-        self.best = {"point": point, "objective": objective, "direction": direction}
-        self.scale = 1.0
-        self.next_point = point - direction
-        self.last_step = float(np.max(np.abs(direction)))
-        allowed = self.tol
-        if noise > 0:  # secure sums: the statistics carry quantisation error ≤ noise
-            allowed += 10.0 * noise * float(np.abs(np.linalg.pinv(system)).sum(axis=1).max())
-        self.converged = self.last_step < allowed
-        return self.next_point.copy()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, NewtonSearch):
-            return NotImplemented
-        return _same(self.state_dict(), other.state_dict())
-
-    __hash__ = None  # mutable
-
-    def state_dict(self) -> dict[str, Any]:
-        """The search state (arrays, numbers)."""
-        best = None
-        if self.best is not None:
-            best = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v
-                    for k, v in self.best.items()}  # fmt: skip
-        return {"tol": self.tol, "best": best, "scale": self.scale, "iterations": self.iterations,
-                "converged": self.converged, "last_step": self.last_step,
-                "next_point": self.next_point.copy()}  # fmt: skip
-
-    @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> NewtonSearch:
-        """Inverse of :meth:`state_dict`."""
-        search = cls(float(state["tol"]))
-        best = state.get("best")
-        search.best = None if best is None else {
-            "point": np.asarray(best["point"], np.float64),
-            "objective": float(best["objective"]),
-            "direction": np.asarray(best["direction"], np.float64),
-        }  # fmt: skip
-        search.scale, search.iterations = float(state["scale"]), int(state["iterations"])
-        search.converged, search.last_step = bool(state["converged"]), float(state["last_step"])
-        search.next_point = np.asarray(state["next_point"], np.float64)
-        return search
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equality of nested dicts holding arrays."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.array_equal(a, b)
-    return a == b
+        if self.top is not None:
+            out["top_k"] = self.top.tolist()
+        return out
 
 
 def _mean_loss(results: Sequence[FitResult]) -> float:
     n = np.array([r.n_samples for r in results], dtype=np.float64)
     return float(np.average([r.metrics["loss"] for r in results], weights=n))
-
-
-def _solve(system: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """system⁻¹ rhs by Cholesky, falling back to least squares for a singular system."""
-    try:
-        factor = np.linalg.cholesky(system)
-        return np.linalg.solve(factor.T, np.linalg.solve(factor, rhs))
-    except np.linalg.LinAlgError:
-        return np.linalg.lstsq(system, rhs, rcond=None)[0]

@@ -10,6 +10,11 @@ server sends, each site returns the sums over its training samples
 
 and the server adds the penalty and takes the Newton step. The sums over sites are the pooled
 sums, so the fit equals the pooled fit (to the Newton tolerance). Everything here is float64.
+
+The rare features may be every dosage column, region burdens, the dosages of the top-k variants
+the server chose, or burdens and top-k dosages together (:data:`GLM_FEATURES`). The top k are
+chosen by a score test under the floor model: in the floor's rounds a site also returns its
+score sums (:func:`score_sums`), which add up across sites as the other statistics do.
 """
 
 from __future__ import annotations
@@ -25,31 +30,57 @@ from rvfedprs.training.data import ClientData
 
 __all__ = [
     "GLM_FEATURES",
+    "BURDEN_FEATURES",
+    "TOP_K_FEATURES",
+    "SCORE_TENSORS",
     "glm_design",
     "glm_width",
     "logistic_sums",
+    "score_sums",
     "glm_reply",
     "GLM_TENSORS",
 ]
 
 #: What a GLM takes beside the intercept: ``floor`` = [PRS, covariates]; ``dosages`` adds every
-#: rare-variant dosage column; ``burden`` adds the region burdens A·B (:mod:`rvfedprs.burden`).
-GLM_FEATURES: tuple[str, ...] = ("floor", "dosages", "burden")
+#: rare-variant dosage column; ``burden`` adds the region burdens A·B (:mod:`rvfedprs.burden`);
+#: ``top_k`` adds the dosages of the k variants chosen by score test
+#: (:mod:`rvfedprs.strategies.top_variants`); ``burden+top_k`` adds the burdens, then those.
+GLM_FEATURES: tuple[str, ...] = ("floor", "dosages", "burden", "top_k", "burden+top_k")
+
+#: The features that need a burden map, and those that need the top-k variants.
+BURDEN_FEATURES: tuple[str, ...] = ("burden", "burden+top_k")
+TOP_K_FEATURES: tuple[str, ...] = ("top_k", "burden+top_k")
 
 #: The tensors of a GLM round's message: the coefficients sent, the statistics returned.
 GLM_TENSORS: tuple[str, ...] = ("glm.coef", "glm.gradient", "glm.hessian")
 
+#: The score sums a floor round also returns when the top k are to be chosen (:func:`score_sums`).
+SCORE_TENSORS: tuple[str, ...] = ("glm.score", "glm.score_information", "glm.score_cross")
 
-def glm_width(features: str, n_covariates: int, n_rare: int, n_burden: int = 0) -> int:
+
+def glm_width(
+    features: str, n_covariates: int, n_rare: int, n_burden: int = 0, n_top: int = 0
+) -> int:
     """The number of coefficients (intercept included) of a GLM on ``features``."""
     if features not in GLM_FEATURES:
         raise ConfigError(f"GLM features {features!r} unknown; choose from {list(GLM_FEATURES)}")
-    rare = {"floor": 0, "dosages": int(n_rare), "burden": int(n_burden)}[features]
+    rare = {
+        "floor": 0,
+        "dosages": int(n_rare),
+        "burden": int(n_burden),
+        "top_k": int(n_top),
+        "burden+top_k": int(n_burden) + int(n_top),
+    }[features]
     return 2 + int(n_covariates) + rare
 
 
-def glm_design(data: ClientData, features: str, burden: sp.spmatrix | None = None) -> sp.csr_matrix:
-    """[1, PRS, covariates (, rare dosages | burdens)] of a client's samples, float64 CSR.
+def glm_design(
+    data: ClientData,
+    features: str,
+    burden: sp.spmatrix | None = None,
+    top: np.ndarray | list[int] | None = None,
+) -> sp.csr_matrix:
+    """[1, PRS, covariates (, rare dosages | burdens | top-k dosages)] of a client, float64 CSR.
 
     Parameters
     ----------
@@ -58,22 +89,35 @@ def glm_design(data: ClientData, features: str, burden: sp.spmatrix | None = Non
     features : str
         One of :data:`GLM_FEATURES`.
     burden : sparse matrix, shape (n_rare, n_regions), optional
-        B of :class:`~rvfedprs.burden.BurdenMap`; required for ``burden``.
+        B of :class:`~rvfedprs.burden.BurdenMap`; required for ``burden`` and ``burden+top_k``.
+    top : sequence of int, optional
+        The chosen variants' columns, in the design's order; required for ``top_k`` and
+        ``burden+top_k`` (the top-k columns come after the burdens).
     """
     glm_width(features, data.n_covariates, data.rare.shape[1])  # checks the name
     dense = np.column_stack(
         [np.ones(data.n_samples), data.prs.astype(np.float64), data.covariates.astype(np.float64)]
     )
     blocks = [sp.csr_matrix(dense)]
+    rare = data.rare.astype(np.float64)
     if features == "dosages":
-        blocks.append(data.rare.astype(np.float64))
-    elif features == "burden":
+        blocks.append(rare)
+    if features in BURDEN_FEATURES:
         if burden is None or burden.shape[0] != data.rare.shape[1]:
             raise ConfigError(
                 f"client {data.client_id}: a burden GLM needs a burden map of "
                 f"{data.rare.shape[1]} rows, got {None if burden is None else burden.shape}"
             )
-        blocks.append(sp.csr_matrix(data.rare.astype(np.float64) @ burden))
+        blocks.append(sp.csr_matrix(rare @ burden))
+    if features in TOP_K_FEATURES:
+        columns = np.asarray([] if top is None else top, dtype=np.int64)
+        outside = columns.size and not 0 <= columns.min() <= columns.max() < rare.shape[1]
+        if top is None or outside:
+            raise ConfigError(
+                f"client {data.client_id}: features {features!r} need the top-k variants' "
+                f"columns among its {rare.shape[1]}, got {None if top is None else list(top)}"
+            )
+        blocks.append(sp.csr_matrix(rare.tocsc()[:, columns]))
     return sp.hstack(blocks, format="csr")
 
 
@@ -115,6 +159,40 @@ def logistic_sums(
     return loss, gradient, np.asarray(matrix, dtype=np.float64)
 
 
+def score_sums(
+    floor_design: sp.csr_matrix | np.ndarray,
+    rare: sp.spmatrix,
+    y: np.ndarray,
+    coef: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A site's sums for the score test of each rare variant added to the floor model.
+
+    With p_i = σ(z_i · β) under the floor design z (intercept, PRS, covariates) and
+    w_i = p_i (1 − p_i), the pooled efficient score of variant j is U_j = Σ_i a_ij (y_i − p_i)
+    and its variance V_j = S_j − c_jᵀ (Zᵀ W Z)⁻¹ c_j; a site returns its part of the sums
+    U, S and C (Zᵀ W Z is the floor's Hessian, returned beside them).
+
+    Returns
+    -------
+    score : array, shape (n_rare,)
+        U = Aᵀ (y − p).
+    information : array, shape (n_rare,)
+        S = (A ∘ A)ᵀ w.
+    cross : array, shape (n_floor, n_rare)
+        C = Zᵀ W A.
+    """
+    coef = np.asarray(coef, dtype=np.float64)
+    eta = np.asarray(floor_design @ coef, dtype=np.float64).reshape(-1)
+    prob = 0.5 * (1.0 + np.tanh(0.5 * eta))
+    weight = prob * (1.0 - prob)
+    a = sp.csr_matrix(rare, dtype=np.float64)
+    score = np.asarray(a.T @ (np.asarray(y, np.float64) - prob)).reshape(-1)
+    information = np.asarray(a.multiply(a).T @ weight).reshape(-1)
+    weighted = sp.csr_matrix(a.multiply(weight[:, None]))
+    cross = (sp.csr_matrix(floor_design).T @ weighted).toarray()
+    return score, information, np.asarray(cross, dtype=np.float64)
+
+
 def glm_reply(
     parameters: Mapping[str, np.ndarray],
     data: ClientData,
@@ -136,8 +214,10 @@ def glm_reply(
     data : ClientData
         The site's training split (standardised).
     config : mapping
-        ``features`` (:data:`GLM_FEATURES`), ``hessian`` (bool) and, for ``burden``, the
-        burden map (:meth:`~rvfedprs.burden.BurdenMap.to_config`).
+        ``features`` (:data:`GLM_FEATURES`), ``hessian`` (bool), for the burden features the
+        burden map (:meth:`~rvfedprs.burden.BurdenMap.to_config`), for the top-k features
+        ``top_k`` (the chosen columns) and, in the floor's rounds before the top k are chosen,
+        ``score: true`` (the reply then also carries :data:`SCORE_TENSORS`, :func:`score_sums`).
 
     influence : bool
         Also return each rare variant's influence at the coefficients sent,
@@ -161,7 +241,7 @@ def glm_reply(
         from rvfedprs.burden import BurdenMap
 
         burden = BurdenMap.matrix_from_config(burden)
-    x = glm_design(data, str(config["features"]), burden)
+    x = glm_design(data, str(config["features"]), burden, config.get("top_k"))
     coef = np.asarray(parameters["glm.coef"], dtype=np.float64)
     if coef.shape != (x.shape[1],):
         raise ConfigError(
@@ -177,6 +257,11 @@ def glm_reply(
     }
     if want_hessian:
         out["glm.hessian"] = np.asarray(parameters["glm.hessian"], np.float64) + hessian / n
+    if config.get("score"):
+        if config["features"] != "floor":
+            raise ConfigError(f"score sums are taken under the floor, not {config['features']!r}")
+        for name, value in zip(SCORE_TENSORS, score_sums(x, data.rare, data.y, coef), strict=True):
+            out[name] = np.asarray(parameters[name], np.float64) + value / n
     weights = None
     if influence:
         eta = np.asarray(x @ coef, dtype=np.float64).reshape(-1)
