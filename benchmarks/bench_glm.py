@@ -8,20 +8,30 @@ put it on the wire:
 - ``floor``: FedGLM on [PRS, covariates], the fit every network now starts from;
 - ``fedglm (burden)``: FedGLM on [PRS, covariates, region burdens] (fixed windows);
 - ``fedce_glm (burden)``: FedCE's clusters with per-cluster burden coefficients;
-- ``fedavg``: the two-pathway network, ``train.rounds`` rounds of local SGD.
+- ``fedavg``: the two-pathway network, ``--fedavg-rounds`` rounds of local SGD (default
+  ``--rounds``; fewer at paper scale, where a round moves 2 × 29.5 MB per site: bytes per site
+  and round stay comparable).
 
 Each row starts from a random network (``model.start_from_floor: false``) so that it counts its
 own rounds only; the floor's cost is its own row. Reported per method: rounds, wall time,
 megabytes sent to and received from the sites (all rounds, all sites), per-round-per-site
-bytes, and the pooled test AUC (context, not a comparison: see comparison.md and the map).
+bytes, the pooled test AUC (context, not a comparison: see comparison.md and the map) and the
+1-minute load average before and after the run (the machine is shared: wall times under load
+are upper bounds).
 
 Usage: python benchmarks/bench_glm.py [--data results] [--window 100000] [--rounds 16]
-       [--out benchmarks/results/glm_demo.json]
+       [--fedavg-rounds N] [--out benchmarks/results/glm_demo.json]
+
+Paper scale (the cohort of simulations/rvfedprs_paper/results/paper_cohort/, regenerated)::
+
+    python benchmarks/bench_glm.py --data WORKDIR/results --fedavg-rounds 10 \
+        --out benchmarks/results/glm_paper.json
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -45,9 +55,11 @@ def measure(federation, name: str, config: dict, rounds: int) -> dict:
     config["model"]["start_from_floor"] = False
     config["train"].update(strategy=name, seed=1, rounds=rounds, engine="inprocess")
     plan = genomic_plan(config, data=federation)
+    load_before = os.getloadavg()[0]
     start = time.perf_counter()
     result = run(plan)
     seconds = time.perf_counter() - start
+    load_after = os.getloadavg()[0]
     traffic = result.metrics["traffic"]["total"]
     sent, received = float(traffic["bytes_sent"]), float(traffic["bytes_received"])
     n_rounds, n_sites = len(result.history), len(federation.client_ids)
@@ -61,6 +73,7 @@ def measure(federation, name: str, config: dict, rounds: int) -> dict:
         "kb_per_site_round": round((sent + received) / max(n_rounds * n_sites, 1) / 1e3, 1),
         "auc": round(float(auc), 4),
         "converged": bool(getattr(plan.strategy, "converged", True)),
+        "load_1min": [round(load_before, 2), round(load_after, 2)],
     }
 
 
@@ -70,16 +83,22 @@ def to_markdown(rows: list[dict], cohort: str) -> str:
         f"Cohort: {cohort}.",
         "",
         "| method | rounds | wall (s) | MB to sites | MB from sites | kB per site and round "
-        "| pooled test AUC |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| pooled test AUC | load (1 min, before → after) |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['method']} | {r['rounds']}{'' if r['converged'] else ' (not converged)'} "
             f"| {r['seconds']:.1f} | {r['mb_sent']:.2f} | {r['mb_received']:.2f} "
-            f"| {r['kb_per_site_round']:.1f} | {r['auc']:.3f} |"
+            f"| {r['kb_per_site_round']:.1f} | {r['auc']:.3f} | {_load(r)} |"
         )
     return "\n".join(lines)
+
+
+def _load(row: dict) -> str:
+    """``before → after`` of a row's 1-minute load average (rows older than the field: —)."""
+    load = row.get("load_1min")
+    return "—" if load is None else f"{load[0]:.1f} → {load[1]:.1f}"
 
 
 def main() -> None:
@@ -87,9 +106,13 @@ def main() -> None:
     parser.add_argument("--data", default="results", help="a prepared federation")
     parser.add_argument("--window", type=int, default=100_000, help="burden window (bp)")
     parser.add_argument("--rounds", type=int, default=16, help="FedAvg's rounds; GLMs' budget")
+    parser.add_argument("--fedavg-rounds", type=int, help="FedAvg's rounds (default --rounds)")
     parser.add_argument("--clusters", type=int, default=4, help="fedce_glm's n_clusters")
     parser.add_argument("--out", default="benchmarks/results/glm_demo.json")
     args = parser.parse_args()
+    fedavg_rounds = args.rounds if args.fedavg_rounds is None else args.fedavg_rounds
+    if args.rounds < 1 or fedavg_rounds < 1:
+        parser.error(f"--rounds {args.rounds} / --fedavg-rounds {fedavg_rounds}: need >= 1")
     torch.set_num_threads(1)
     federation = load_federation(args.data)
     base = {"train": {"data": args.data, "progress": False},
@@ -99,11 +122,12 @@ def main() -> None:
         ("fedglm (burden)", "fedglm", {"fedglm": {"features": "burden", "l2": 1.0}}),
         ("fedce_glm (burden)", "fedce_glm",
          {"fedglm": {"features": "burden", "l2": 1.0}, "fedce": {"n_clusters": args.clusters}}),
-        ("fedavg", "fedavg", {}),
+        (f"fedavg ({fedavg_rounds} rounds)", "fedavg", {}),
     ]  # fmt: skip
     rows = []
     for label, name, sections in runs:
-        row = {"method": label, **measure(federation, name, {**base, **sections}, args.rounds)}
+        rounds = fedavg_rounds if name == "fedavg" else args.rounds
+        row = {"method": label, **measure(federation, name, {**base, **sections}, rounds)}
         print(row, flush=True)
         rows.append(row)
     cohort = (
