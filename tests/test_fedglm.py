@@ -279,17 +279,18 @@ def clustered(tmp_path_factory):
     return write_federation(root, n_clients=6, n_clusters=2, covariates=("age",), seed=4)
 
 
-def _joint_oracle(data_dir: Path, strategy, l2: float, penalize: str) -> np.ndarray:
+def _joint_oracle(data_dir: Path, strategy, l2: float, penalize: str, design=None) -> np.ndarray:
     """The pooled joint design's fit: common columns, then rare columns per cluster.
 
     scikit-learn for ``penalize: all``; scipy's Newton with the common part free for ``rare``.
+    ``design(data)``: a client's GLM design (default: on the dosages).
     """
     federation = load_federation(data_dir)
     labels = sorted(strategy.rare)
     blocks, ys = [], []
     for client in sorted(federation.train):
         data = federation.train[client]
-        x = glm_design(data, "dosages")
+        x = glm_design(data, "dosages") if design is None else design(data)
         width = 2 + data.n_covariates
         rare = x[:, width:]
         empty = sp.csr_matrix(rare.shape)
@@ -476,3 +477,50 @@ def test_fedglm_top_k_refuses_bad_values(federation_dir, tmp_path):
         get_strategy("fedglm", features="top_k")
     with pytest.raises(ConfigError, match="top_k 4 is used only by features"):
         get_strategy("fedglm", features="dosages", top_k=4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("secagg", [False, True])
+def test_fedce_glm_with_burdens_and_top_k_equals_the_pooled_fit(clustered, tmp_path, secagg):
+    """The top k chosen once on the pooled floor's scores; per-cluster burdens + top-k after."""
+    burden_section = {"window_bp": 200, "max_maf": 0.05, "weights": "flat"}
+    config = validate_config(
+        {
+            "train": {"data": str(clustered["data"]), "strategy": "fedce_glm", "rounds": 40,
+                      "seed": 3, "progress": False},
+            "evaluate": {"samples": str(clustered["samples"]), "truth": str(clustered["truth"])},
+            "fedglm": {"features": "burden+top_k", "top_k": 5, "l2": 3.0},
+            "fedce": {"n_clusters": 2},
+            "burden": burden_section,
+        }
+    )  # fmt: skip
+    if secagg:
+        config = validate_config({**config, "secagg": SECAGG_EXACT})
+    result = train(config, tmp_path)
+    strategy = result.strategy
+    assert strategy.converged and strategy.offset == strategy.screen.iterations > 2
+    assert result.metrics["ari"] == pytest.approx(1.0)
+    federation = load_federation(clustered["data"])
+    pooled = pool_clients(federation.train)
+    floor = _sklearn(pooled, "floor", 0.0)
+    top = _pooled_ranking(*_pooled_score_test(pooled, floor), 5)
+    assert strategy.top.tolist() == top
+    burden = burden_from_config(
+        clustered["data"], validate_config({"burden": burden_section})["burden"]
+    )
+
+    def design(data):
+        return glm_design(data, "burden+top_k", burden.matrix, top)
+
+    got = np.concatenate([strategy.common, *[strategy.rare[m] for m in sorted(strategy.rare)]])
+    np.testing.assert_allclose(got, _joint_oracle(clustered["data"], strategy, 3.0, "rare", design),
+                               atol=1e-6)  # fmt: skip
+    if secagg:  # the floor's rounds one sum over all six sites, then one per cluster
+        sizes = [sorted(len(m) for m in e["secagg"].values()) for e in result.history]
+        assert sizes[: strategy.offset] == [[6]] * strategy.offset
+        assert all(min(s) >= 3 for s in sizes)
+    for client in federation.client_ids:
+        data = federation.test[client]
+        coef = np.concatenate([strategy.common, strategy.rare[strategy.assignment[client]]])
+        logits = _network_logits(strategy.parameters_for(client), data)
+        np.testing.assert_allclose(logits, design(data) @ coef, atol=2e-4)

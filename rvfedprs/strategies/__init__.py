@@ -211,12 +211,14 @@ def _fedce_glm_from_config(config: Mapping[str, Any], context: StrategyContext) 
     if features == "floor":
         raise ConfigError(
             "strategy 'fedce_glm' fits per-cluster rare effects: fedglm.features must be "
-            "burden or dosages, not floor"
+            "dosages, burden, top_k or burden+top_k, not floor"
         )
     cls = strategy_class("fedce_glm")
     options = fedce_options(config)
     del options["head_aggregation"]  # the model is linear: no head
-    return cls(**options, **_glm_options(cls, config))
+    # fedglm.top_k (the GLM's top-k variants) is not fedce.top_k (the Bloom filter's)
+    top_k = config_section(config, "fedglm")["top_k"]
+    return cls(**options, **_glm_options(cls, config), glm_top_k=top_k)
 
 
 #: The strategies whose options are read here, not by their class's ``from_config``.

@@ -9,7 +9,8 @@ logistic model with a **global common part** and a **rare part per cluster**:
 
     logit_i = β_c · [1, PRS_i, covariates_i] + β_{r,m(k)} · r_i,
 
-r_i being the rare features (region burdens, or dosages), m(k) the cluster of sample i's site.
+r_i being the rare features (dosages, region burdens, top-k dosages, or burdens and top-k
+dosages), m(k) the cluster of sample i's site.
 Its coefficients are fitted exactly by federated Newton iterations: every site returns its
 sums of loss, gradient and Hessian at its cluster's coefficients (as
 :class:`~rvfedprs.strategies.fedglm.FedGLM`'s sites do), the server sums them **within each
@@ -21,6 +22,19 @@ Rounds: round 1 is a global step (one cluster); in round ``cluster_round`` (2 by
 sites' filters — of the variants whose carriers' residuals weigh most at the current fit — are
 clustered, each cluster's rare coefficients start from the global ones, and the joint Newton
 iterations run to convergence with the clusters fixed.
+
+**Top-k features** (``top_k``, ``burden+top_k``): the floor's Newton rounds come first, one
+global sum each, carrying the sites' score sums; the top k are chosen there, once, on every
+site's training data together (:class:`~rvfedprs.strategies.top_variants.FloorScreen`), and
+rounds 1, ``cluster_round``, ... above count from the end of those rounds (the global step
+starts from the floor). The choice is global, not per cluster, by decision: (a) the clusters do
+not exist yet when the floor is fitted, and a per-cluster choice would need a score round after
+clustering; (b) a causal variant has a handful of carriers per cluster, so a per-cluster
+ranking on them is mostly noise, while the pooled ranking has every carrier; (c) one column
+list keeps every cluster's rare coefficients on the same features, so the joint system keeps
+its layout. What it costs: a shared variant with opposite effects in two clusters has pooled
+scores that cancel and may be missed — the coefficients of the variants chosen are still fitted
+per cluster, and a region burden (``burden+top_k``) still carries such a gene per cluster.
 """
 
 from __future__ import annotations
@@ -35,9 +49,18 @@ from rvfedprs.model import linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters, weighted_average
 from rvfedprs.strategies.base import FitInstruction, FitResult, _sorted_results
 from rvfedprs.strategies.fedce import FedCE
-from rvfedprs.strategies.fedglm import PENALIZE, NewtonSearch, glm_dimensions, penalty_vector
+from rvfedprs.strategies.fedglm import (
+    PENALIZE,
+    NewtonSearch,
+    check_glm_features,
+    check_top_k,
+    glm_dimensions,
+    penalty_vector,
+    rare_dosage_coef,
+)
 from rvfedprs.strategies.secure import SumGroup, normalised_weights
-from rvfedprs.training.glm import glm_width
+from rvfedprs.strategies.top_variants import FloorScreen
+from rvfedprs.training.glm import TOP_K_FEATURES, glm_width
 
 __all__ = ["FedCEGLM"]
 
@@ -47,8 +70,9 @@ class FedCEGLM(FedCE):
 
     Parameters
     ----------
-    features : {"burden", "dosages"}
-        The rare features (``burden`` needs ``burden``).
+    features : {"dosages", "burden", "top_k", "burden+top_k"}
+        The rare features (the burden ones need ``burden``, the top-k ones ``glm_top_k``), as
+        :class:`~rvfedprs.strategies.fedglm.FedGLM`'s.
     l2, penalize
         As :class:`~rvfedprs.strategies.fedglm.FedGLM` (under ``rare``, the common part is
         unpenalised and every cluster's rare coefficients are penalised).
@@ -56,6 +80,9 @@ class FedCEGLM(FedCE):
         As :class:`~rvfedprs.strategies.fedglm.FedGLM` (``max_features`` bounds the joint
         system: common + clusters × rare).
     burden : BurdenMap, optional
+    glm_top_k : int
+        k of the top-k features (``fedglm.top_k``; ``fedce.top_k`` is the Bloom filter's), chosen
+        globally before clustering.
     cluster_round : int
         The round whose filters are clustered (≥ 2: round 1 fits the global model first).
     **fedce
@@ -73,15 +100,15 @@ class FedCEGLM(FedCE):
         tol: float = 1e-10,
         max_features: int = 2000,
         burden: Any = None,
+        glm_top_k: int = 0,
         cluster_round: int = 2,
         **fedce: Any,
     ) -> None:
         fedce.pop("head_aggregation", None)  # no head: the model is linear
         super().__init__(**fedce)
-        if features not in ("burden", "dosages"):
-            raise ValueError(f"features {features!r} unknown; choose burden or dosages")
-        if (features == "burden") != (burden is not None):
-            raise ValueError("features 'burden' needs a burden map, and only it takes one")
+        if features == "floor":
+            raise ValueError("features 'floor' has no rare part to fit per cluster")
+        check_glm_features(features, burden, glm_top_k)
         if not (np.isfinite(l2) and l2 >= 0):
             raise ValueError(f"l2 must be a finite number >= 0, got {l2}")
         if penalize not in PENALIZE:
@@ -93,28 +120,48 @@ class FedCEGLM(FedCE):
         self.penalize = penalize
         self.burden = burden
         self._burden_config = None if burden is None else burden.to_config()
+        self.glm_top_k = int(glm_top_k)
         self.cluster_round = int(cluster_round)
         self.template: Parameters = {}
         self.common = np.zeros(0)
         self.rare: dict[int, np.ndarray] = {}
         self.search = NewtonSearch(self.tol)
+        self.screen: FloorScreen | None = None
+        self.offset = 0  # the floor's rounds before the top-k choice
         self.converged = False
 
     # --- layout ------------------------------------------------------------------------------
     def _widths(self) -> tuple[int, int]:
         n_covariates, n_rare = glm_dimensions(self.template)
         n_burden = 0 if self.burden is None else self.burden.n_regions
-        width = glm_width(self.features, n_covariates, n_rare, n_burden)
+        width = glm_width(self.features, n_covariates, n_rare, n_burden, self.glm_top_k)
         return 2 + n_covariates, width - 2 - n_covariates
 
+    @property
+    def top(self) -> np.ndarray | None:
+        """The top-k variants' columns once chosen, else None."""
+        return None if self.screen is None else self.screen.selected
+
+    @property
+    def screening(self) -> bool:
+        """True while the floor's rounds (before the top k are chosen) run."""
+        return self.screen is not None and not self.screen.done
+
     def _reclusters(self, server_round: int) -> bool:
-        return server_round == self.cluster_round
+        return not self.screening and server_round - self.offset == self.cluster_round
 
     def client_config(self, server_round: int) -> dict[str, Any]:
-        """GLM sums on the features; the Bloom filter of influential variants in every round."""
+        """GLM sums on the features; the Bloom filter of influential variants in every round.
+
+        In the floor's rounds of top-k features: the floor's and score sums, no filter.
+        """
+        if self.screening:
+            return {"glm": FloorScreen.config()}
         glm: dict[str, Any] = {"features": self.features, "hessian": True}
         if self._burden_config is not None:
             glm["burden"] = self._burden_config
+        if self.top is not None:
+            glm["top_k"] = self.top.tolist()
         return {**super().client_config(server_round), "influence": False, "glm": glm}
 
     # --- Strategy interface -----------------------------------------------------------------
@@ -130,6 +177,8 @@ class FedCEGLM(FedCE):
         self.client_ids = sorted(client_ids)
         self.assignment = {c: 0 for c in self.client_ids}
         self.filters = {}
+        n_covariates, n_rare = glm_dimensions(self.template)
+        check_top_k(self.glm_top_k, n_rare)
         p_common, p_rare = self._widths()
         if p_common + p_rare > self.max_features:
             raise ConfigError(
@@ -140,6 +189,10 @@ class FedCEGLM(FedCE):
         self.rare = {0: np.zeros(p_rare)}
         self.search = NewtonSearch(self.tol)
         self.converged = False
+        self.offset = 0
+        self.screen = None
+        if self.features in TOP_K_FEATURES:
+            self.screen = FloorScreen(self.glm_top_k, p_common, n_rare, self.tol)
 
     @property
     def finished(self) -> bool:
@@ -152,6 +205,8 @@ class FedCEGLM(FedCE):
     def configure_fit(self, server_round, client_ids):
         """Each site gets its cluster's coefficients and zeroed statistics."""
         config = self.client_config(server_round)
+        if self.screening:
+            return {c: FitInstruction(self.screen.message(), dict(config)) for c in client_ids}
         out = {}
         for c in client_ids:
             coef = self._point(self.cluster_of(c))
@@ -168,6 +223,10 @@ class FedCEGLM(FedCE):
     def aggregate_fit(self, server_round, results):
         """Cluster when due; per-cluster sums of the sites' statistics; one joint Newton step."""
         ordered: list[FitResult] = _sorted_results(results)
+        if self.screening:
+            mean = weighted_average([r.parameters for r in ordered], [r.n_samples for r in ordered])
+            self._screen_step(ordered, mean, noise=0.0)
+            return
         new = self._assign(server_round, ordered)
         sums = {}
         for label in sorted(set(new.values())):
@@ -180,6 +239,10 @@ class FedCEGLM(FedCE):
     def secure_groups(self, server_round, results, *, min_clients, small_clusters):
         """One sum per cluster (small clusters merged or refused as FedCE's), ω = n_k / N_m."""
         ordered = _sorted_results(results)
+        if self.screening:  # the floor's rounds: one sum over every site
+            n = {r.client_id: float(r.n_samples) for r in ordered}
+            return {"floor": SumGroup(tuple(n), tuple(sorted(self.screen.message())),
+                                      normalised_weights(n))}  # fmt: skip
         new = self.secure_assignment(server_round, ordered, min_clients, small_clusters)
         self._pending = {"assignment": dict(new)}
         n = {r.client_id: float(r.n_samples) for r in ordered}
@@ -196,6 +259,11 @@ class FedCEGLM(FedCE):
     def aggregate_sums(self, server_round, results, sums):
         """The joint Newton step from the clusters' secure sums."""
         ordered = _sorted_results(results)
+        if self.screening:
+            group = sums["floor"]
+            noise = float(group.error_bound) / max(float(group.weight), 1e-300)
+            self._screen_step(ordered, group.mean(), noise=noise)
+            return
         new = self._pending["assignment"]
         stats, noise = {}, 0.0
         for label in sorted(set(new.values())):
@@ -209,9 +277,22 @@ class FedCEGLM(FedCE):
         self._pending = {}
         self._step(server_round, ordered, new, stats, noise=noise)
 
+    def _screen_step(self, ordered, mean, *, noise: float) -> None:
+        """A floor round (top-k features); once the top k are chosen, the GLM starts there.
+
+        ``noise`` is the largest error of an entry of ``mean`` (secure sums), else 0.
+        """
+        n = float(sum(r.n_samples for r in ordered))
+        loss = sum(float(r.metrics["loss"]) * r.n_samples for r in ordered)
+        self.screen.step(self.screen.message(), mean, n, loss, noise=n * noise)
+        self.common = self.screen.estimate
+        if self.screen.done:
+            self.offset = self.screen.iterations
+        self.client_ids = sorted(set(self.client_ids) | {r.client_id for r in ordered})
+
     def _step(self, server_round, ordered, new, sums, *, noise: float) -> None:
         """Assemble the joint system over the clusters and take the (damped) Newton step."""
-        if server_round == self.cluster_round:  # new clusters start from the global rare part
+        if self._reclusters(server_round):  # new clusters start from the global rare part
             start = self.rare[0] if 0 in self.rare else next(iter(self.rare.values()))
             self.rare = {label: start.copy() for label in sorted(set(new.values()))}
             self.search = NewtonSearch(self.tol)
@@ -246,20 +327,27 @@ class FedCEGLM(FedCE):
         self.rare = {
             m: nxt[p_c + i * p_r : p_c + (i + 1) * p_r].copy() for i, m in enumerate(labels)
         }
-        self.converged = server_round >= self.cluster_round and self.search.converged
+        clustered = server_round - self.offset >= self.cluster_round
+        self.converged = clustered and self.search.converged
         self.client_ids = sorted(set(self.client_ids) | {r.client_id for r in ordered})
 
     # --- the fitted models -------------------------------------------------------------------
     def parameters_for(self, client_id):
         """The site's cluster model as two-pathway parameters with the same logit.
 
-        Before the first Newton step, the network the run started from (the floor).
+        Before the first Newton step, the network the run started from (the floor); in the
+        floor's rounds of top-k features, the floor as fitted so far.
         """
+        n_rare = glm_dimensions(self.template)[1]
+        if self.screen is not None and self.search.iterations == 0:
+            if self.screen.iterations == 0:
+                return copy_parameters(self.template)
+            return linear_parameters(self.template, intercept=float(self.common[0]),
+                                     common_coef=self.common[1:])  # fmt: skip
         if self.search.iterations == 0:
             return copy_parameters(self.template)
-        rare = self.rare[self.cluster_of(client_id)]
-        if self.burden is not None:
-            rare = self.burden.matrix @ rare
+        rare = rare_dosage_coef(self.rare[self.cluster_of(client_id)], self.features, self.burden,
+                                self.top, n_rare)  # fmt: skip
         return linear_parameters(
             self.template, intercept=float(self.common[0]), common_coef=self.common[1:],
             rare_coef=rare,
@@ -280,6 +368,8 @@ class FedCEGLM(FedCE):
             "client_ids": list(self.client_ids),
             "search": self.search.state_dict(),
             "converged": self.converged,
+            "screen": None if self.screen is None else self.screen.state_dict(),
+            "offset": self.offset,
         }
 
     def load_state_dict(self, state) -> None:
@@ -292,6 +382,9 @@ class FedCEGLM(FedCE):
         self.client_ids = list(state["client_ids"])
         self.search = NewtonSearch.from_state_dict(state["search"])
         self.converged = bool(state["converged"])
+        screen = state.get("screen")
+        self.screen = None if screen is None else FloorScreen.from_state_dict(screen)
+        self.offset = int(state.get("offset", 0))
 
 
 def _cluster_sums(mean: Mapping[str, np.ndarray], n: float) -> tuple[np.ndarray, np.ndarray]:
