@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 from _federation_fixtures import write_federation
+from _genomic_runs import run_inprocess
 
 from rvfedprs.config import validate_config
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
 from rvfedprs.genomic.data import load_federation
-from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import training_config
-from rvfedprs.plan import Privacy, RunPlan, run
+from rvfedprs.plan import Privacy, RunPlan, run, run_plans
 from rvfedprs.run import train
 from rvfedprs.strategies.fedavg import FedAvg
 from rvfedprs.tasks import get_task
@@ -109,8 +109,8 @@ def test_bad_plans_are_refused_naming_the_value(cohort):
     config = _config(cohort, secagg={"enabled": True})
     with pytest.raises(ConfigError, match="secure aggregation"):  # SecAgg on, the plan's off
         RunPlan(**plain, rounds=1, config=config, privacy=Privacy())
-    with pytest.raises(ConfigError, match="task 'imaging' builds no run plan"):
-        get_task("imaging").plan(config)
+    with pytest.raises(ConfigError, match="task 'study' builds no run plan"):
+        get_task("study").plan(config)
     with pytest.raises(ConfigError, match="unknown"):
         get_task("genomic").plan({**config, "train": {**config["train"], "engine": "mpi"}})
 
@@ -121,3 +121,67 @@ def test_a_pooled_strategy_is_refused_on_flower_before_anything_starts(cohort, t
     with pytest.raises(ConfigError, match="'centralized' pools every client's data"):
         run(dataclasses.replace(plan, engine="flower-sim"))
     assert not (tmp_path / "flower").exists()
+
+
+def _same_models(a, b, clients):
+    for client in clients:
+        mine, theirs = a.strategy.parameters_for(client), b.strategy.parameters_for(client)
+        assert mine.keys() == theirs.keys()
+        for name in mine:
+            np.testing.assert_array_equal(mine[name], theirs[name], err_msg=name)
+
+
+def test_a_coordinators_open_transport_runs_the_plan_as_the_engine_does(cohort):
+    """``run(plan, transport=..., settings=...)``: the rounds over sites opened by the caller."""
+    from rvfedprs.federation.inprocess import InProcessTransport
+
+    config = _config(cohort, train={"strategy": "fedavg"})
+    federation = load_federation(cohort["data"])
+    task = get_task("genomic")
+    plan = task.plan(config, data=federation)
+    alone = run(plan)
+    rounds = []
+    opened = run(
+        dataclasses.replace(plan, strategy=FedAvg()),
+        transport=InProcessTransport(task, task.plan_sites(plan)),
+        settings=task.plan_settings(plan),
+        on_round=lambda index, entry: rounds.append((index, entry["round"])),
+    )
+    _same_models(opened, alone, federation.client_ids)
+    assert rounds == [(0, 1), (0, 2)]
+    assert [e["loss"] for e in opened.history] == [e["loss"] for e in alone.history]
+
+
+def test_several_plans_in_one_job_equal_each_run_alone(cohort):
+    """One configuration (the job's), two strategies."""
+    from rvfedprs.strategies import strategy_from_config
+
+    federation = load_federation(cohort["data"])
+    config = _config(cohort, train={"strategy": "fedavg"})
+
+    def plans():
+        base = get_task("genomic").plan(config, data=federation)
+        other = strategy_from_config("fedprox", config)
+        return [
+            base,
+            dataclasses.replace(base, strategy=other, strategy_spec={"strategy": "fedprox"}),
+        ]
+
+    together = run_plans(plans())
+    assert [r.strategy.name for r in together] == ["fedavg", "fedprox"]
+    for alone, result in zip(map(run, plans()), together, strict=True):
+        _same_models(result, alone, federation.client_ids)
+    # the two runs trained differently: the comparison has teeth
+    a, b = (r.strategy.parameters_for(federation.client_ids[0]) for r in together)
+    assert any(not np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_plans_of_one_job_must_share_the_jobs_fields(cohort):
+    config = _config(cohort, train={"strategy": "fedavg"})
+    federation = load_federation(cohort["data"])
+    plan = get_task("genomic").plan(config, data=federation)
+    other = dataclasses.replace(plan, strategy=FedAvg(), rounds=3, seed=8)
+    with pytest.raises(ConfigError, match=r"differ in \['rounds', 'seed'\]"):
+        run_plans([plan, other])
+    with pytest.raises(ConfigError, match="at least one run plan"):
+        run_plans([])
