@@ -113,39 +113,28 @@ def compare(data: Path, clients: list[str], settings: dict, repeats: int) -> dic
 
 
 def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
-    """One FedAvg run; the seconds of its exchanges from its traffic table."""
-    from rvfedprs.genomic.engine import run_flower, run_inprocess
-    from rvfedprs.genomic.task import local_training_config
-    from rvfedprs.strategies import strategy_from_config
+    """One FedAvg run (the configuration's run plan); its exchanges' seconds from its traffic."""
+    from dataclasses import replace
 
-    strategy = strategy_from_config("fedavg", config)
-    start = time.time()
+    from rvfedprs.genomic.engine import plan as genomic_plan
+    from rvfedprs.genomic.task import local_training_config
+    from rvfedprs.plan import run
+
+    plan = replace(genomic_plan(config, out, data=federation), engine=engine)
     if engine == "inprocess":
         train = federation.train.values()
-        result = run_inprocess(
-            federation,
-            strategy,
-            rounds=rounds,
-            model_config=config["model"],
+        plan = replace(
+            plan,
             training=local_training_config(
                 config["train"],
                 n_samples=sum(d.n_samples for d in train),
                 n_cases=sum(float(d.y.sum()) for d in train),
             ),
-            random_seed=SEED,
-            out=out,
         )
     else:
-        result = run_flower(
-            engine,
-            federation=federation,
-            strategy=strategy,
-            config=config,
-            rounds=rounds,
-            random_seed=SEED,
-            out=out,
-            timeout=3600,
-        )
+        plan = replace(plan, timeout=3600)
+    start = time.time()
+    result = run(plan)
     traffic = result.metrics.get("traffic", {})
     return {
         "engine": engine,

@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
 from _flower_processes import alive, processes_using, wait_for_line  # noqa: E402
+from _genomic_runs import run_flower  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # noqa: E402
 from rvfedprs.federation.flower.superlink import start_local  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
-from rvfedprs.genomic.engine import run_flower  # noqa: E402
 from rvfedprs.genomic.task import client_nodes  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 

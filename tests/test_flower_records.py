@@ -255,8 +255,9 @@ def test_flower_section_defaults_and_checks():
 
 
 def test_remote_superlink_refused_for_simulation(tmp_path):
+    from _genomic_runs import run_flower
+
     from rvfedprs.config import load_config
-    from rvfedprs.genomic.engine import run_flower
     from rvfedprs.strategies import strategy_from_config
 
     config = load_config(None, overrides={"flower": {"superlink": "10.0.0.1:9093"}})

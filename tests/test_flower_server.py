@@ -22,6 +22,7 @@ from flwr.supercore.task_identity import TaskIdentity
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
+from _genomic_runs import run_inprocess  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.checkpoints import load_checkpoint  # noqa: E402
@@ -29,7 +30,6 @@ from rvfedprs.federation.flower import client_app, server_app  # noqa: E402
 from rvfedprs.federation.flower.job import write_job  # noqa: E402
 from rvfedprs.federation.flower.records import parameters_to_record  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
-from rvfedprs.genomic.engine import run_inprocess  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
 

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _federation_fixtures import write_federation
+from _genomic_runs import run_inprocess
 from _sgd_reference import dense_sgd
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.seeds import client_seed
 from rvfedprs.genomic.client import ClientContext, fit_client
 from rvfedprs.genomic.data import load_federation
-from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import initial_parameters
 from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
 from rvfedprs.strategies import FitInstruction, get_strategy

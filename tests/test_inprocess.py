@@ -4,6 +4,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 from _federation_fixtures import write_federation
+from _genomic_runs import run_inprocess
 from sklearn.linear_model import LogisticRegression
 
 from rvfedprs.bloom import BloomSpec, contains
@@ -12,7 +13,6 @@ from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.genomic.client import ClientContext, fit_client
 from rvfedprs.genomic.data import combine_moments, load_federation, pool_clients, prs_moments
-from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import initial_parameters
 from rvfedprs.model import TwoPathwayModel, linear_parameters, set_parameters
 from rvfedprs.strategies import FitInstruction, get_strategy

@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
+from _genomic_runs import run_inprocess  # noqa: E402
 
 from rvfedprs.federation.checkpoints import (  # noqa: E402  # noqa: E402
     decode_client_state,
@@ -19,7 +20,6 @@ from rvfedprs.federation.checkpoints import (  # noqa: E402  # noqa: E402
     save_checkpoint,
 )
 from rvfedprs.genomic.data import load_federation  # noqa: E402
-from rvfedprs.genomic.engine import run_inprocess  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
 from rvfedprs.training.dp import DPState  # noqa: E402

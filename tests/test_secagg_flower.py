@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
 from _flower_processes import alive  # noqa: E402
+from _genomic_runs import run_flower, run_inprocess  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.flower.superlink import start_local  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
-from rvfedprs.genomic.engine import run_flower, run_inprocess  # noqa: E402
 from rvfedprs.genomic.task import client_nodes, training_config  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 

@@ -12,13 +12,13 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
+from _genomic_runs import run_inprocess  # noqa: E402
 
 from rvfedprs.evaluation import predict_clients  # noqa: E402
 from rvfedprs.evaluation.selection import BestRound, split_validation  # noqa: E402
 from rvfedprs.exceptions import InputDataError  # noqa: E402
 from rvfedprs.genomic.client import build_model  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
-from rvfedprs.genomic.engine import run_inprocess  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
 

@@ -5,6 +5,6 @@
 - :mod:`~rvfedprs.genomic.client` — one client's round of local training
   (:func:`fit_client`: FedProx, influence and Bloom filter, SCAFFOLD, Ditto);
 - :mod:`~rvfedprs.genomic.task` — :class:`GenomicTask`, the task seam's implementation;
-- :mod:`~rvfedprs.genomic.engine` — running a loaded federation in-process or on Flower;
+- :mod:`~rvfedprs.genomic.engine` — the run plan of a configuration (:func:`plan`);
 - :mod:`~rvfedprs.genomic.distance` — client×client distances of a genomic federation.
 """

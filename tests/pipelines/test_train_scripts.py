@@ -13,13 +13,13 @@ from rvfedprs.config import validate_config
 from rvfedprs.evaluation import evaluate_models, load_truth
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.genomic.data import load_federation
-from rvfedprs.genomic.engine import run_inprocess
 from rvfedprs.genomic.task import training_config
 from rvfedprs.run import client_clusters, write_metrics, write_predictions
 from rvfedprs.strategies import strategy_from_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _federation_fixtures import write_federation  # noqa: E402
+from _genomic_runs import run_inprocess  # noqa: E402
 
 PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 
