@@ -6,6 +6,11 @@ reference then picks, per run, the round whose models do best on validation data
 part in training, and reports the test metrics of that round's models (early stopping with the
 budget as the upper bound). The validation split is carved out of each client's *training*
 samples, stratified by phenotype and seeded, so test samples stay untouched.
+
+The round is chosen on one of :data:`CRITERIA`, every client's validation samples scored by its
+own model and pooled: ``"auc"`` (higher is better, the default) or ``"log_loss"`` (lower is
+better; it weighs every sample's probability, not only the ranking). :class:`BestRound` records
+both per round whichever it chooses on.
 """
 
 from __future__ import annotations
@@ -26,7 +31,62 @@ from rvfedprs.training import ClientData
 if TYPE_CHECKING:
     from rvfedprs.genomic.data import Federation
 
-__all__ = ["split_validation", "BestRound"]
+__all__ = [
+    "CRITERIA",
+    "check_criterion",
+    "pooled_log_loss",
+    "validation_scores",
+    "is_better",
+    "split_validation",
+    "BestRound",
+]
+
+#: Validation criteria a round or a configuration can be chosen on.
+CRITERIA = ("auc", "log_loss")
+
+#: Probabilities are clipped to [ε, 1 − ε] before the log-loss.
+_EPS = 1e-12
+
+
+def check_criterion(criterion: str) -> str:
+    """``criterion`` when it is one of :data:`CRITERIA`.
+
+    Raises
+    ------
+    ValueError
+        Naming the value and the criteria there are.
+    """
+    if criterion not in CRITERIA:
+        raise ValueError(f"unknown selection criterion {criterion!r}; choose from {CRITERIA}")
+    return criterion
+
+
+def pooled_log_loss(predictions: Mapping[str, np.ndarray], data: Mapping[str, ClientData]) -> float:
+    """Mean binary cross-entropy of every client's probabilities on its samples, pooled."""
+    clients = sorted(predictions)
+    y = np.concatenate([data[c].y for c in clients]).astype(np.float64)
+    p = np.concatenate([predictions[c] for c in clients]).astype(np.float64)
+    p = np.clip(p, _EPS, 1 - _EPS)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+
+
+def validation_scores(
+    predictions: Mapping[str, np.ndarray], data: Mapping[str, ClientData]
+) -> dict[str, float]:
+    """Every criterion of :data:`CRITERIA` for ``predictions`` of ``data``, pooled."""
+    return {
+        "auc": float(federation_metrics(predictions, data)["auc"]),
+        "log_loss": pooled_log_loss(predictions, data),
+    }
+
+
+def is_better(criterion: str, score: float, than: float) -> bool:
+    """Whether ``score`` beats ``than`` on ``criterion`` (NaN never beats; anything beats NaN)."""
+    if not np.isfinite(score):
+        return False
+    if not np.isfinite(than):
+        return True
+    return score < than if criterion == "log_loss" else score > than
 
 
 def split_validation(
@@ -80,12 +140,13 @@ def split_validation(
 
 
 class BestRound:
-    """``evaluate_round`` callback: validation AUC after every round; keeps the best models.
+    """``evaluate_round`` callback: validation scores after every round; keeps the best models.
 
-    Pass an instance as ``evaluate_round`` to a run; it records the pooled validation AUC (each
-    client's validation samples scored by that client's own model, ``parameters_for``) and keeps
-    a copy of every client's parameters from the round with the highest one (the earliest on a
-    tie). Afterwards :meth:`parameters_for` serves those models for evaluation.
+    Pass an instance as ``evaluate_round`` to a run; it records the pooled validation AUC and
+    log-loss (each client's validation samples scored by that client's own model,
+    ``parameters_for``) and keeps a copy of every client's parameters from the round with the
+    best ``criterion`` (the earliest on a tie). Afterwards :meth:`parameters_for` serves those
+    models for evaluation.
 
     Parameters
     ----------
@@ -94,29 +155,58 @@ class BestRound:
     n_rare : int
     model_config : mapping
         ``common_hidden``, ``rare_hidden``, ``dropout``.
+    criterion : str
+        One of :data:`CRITERIA`: ``"auc"`` (highest wins) or ``"log_loss"`` (lowest wins).
+    keep_predictions : bool
+        Keep every scored round's validation probabilities in :attr:`predictions`.
 
     Attributes
     ----------
     best_round : int
         1-based round of the kept models; 0 for the starting models (the floor) when no round
         beat them on validation (:meth:`start`), or before the first round.
-    start_auc : float or None
-        Validation AUC of the starting models, when the engine showed them (:meth:`start`).
-    best_auc : float
-    aucs : list of float
-        Validation AUC per round.
+    start_auc, start_log_loss : float or None
+        Validation scores of the starting models, when the engine showed them (:meth:`start`).
+    best_auc, best_log_loss : float
+        Validation scores of the kept round.
+    aucs, log_losses : list of float
+        Validation scores per round.
+    predictions : dict of int to dict of str to ndarray
+        With ``keep_predictions``: round (0: the start) → client → validation probabilities.
+
+    Raises
+    ------
+    ValueError
+        For a criterion not in :data:`CRITERIA`.
     """
 
     def __init__(
-        self, validation: Mapping[str, ClientData], n_rare: int, model_config: Mapping[str, Any]
+        self,
+        validation: Mapping[str, ClientData],
+        n_rare: int,
+        model_config: Mapping[str, Any],
+        *,
+        criterion: str = "auc",
+        keep_predictions: bool = False,
     ) -> None:
+        self.criterion = check_criterion(criterion)
         self.validation = dict(validation)
         self._model = model_from_config(n_rare, dict(model_config), initialise=False)
         self.best_round = 0
         self.best_auc = -np.inf
+        self.best_log_loss = np.inf
         self.start_auc: float | None = None
+        self.start_log_loss: float | None = None
         self.aucs: list[float] = []
+        self.log_losses: list[float] = []
+        self.keep_predictions = keep_predictions
+        self.predictions: dict[int, dict[str, np.ndarray]] = {}
         self._best: dict[str, dict[str, np.ndarray]] = {}
+
+    @property
+    def best_score(self) -> float:
+        """The kept round's validation score on :attr:`criterion`."""
+        return self.best_log_loss if self.criterion == "log_loss" else self.best_auc
 
     def start(self, strategy: Strategy) -> None:
         """Score the starting models (round 0: the floor) as the first candidate.
@@ -125,23 +215,35 @@ class BestRound:
         (:func:`~rvfedprs.federation.rounds.serve`); a round must then beat the start on
         validation to be chosen, and ``best_round`` 0 says that nothing did.
         """
-        self.start_auc = self._score(strategy)
-        self._keep(strategy, self.start_auc, 0)
+        scores = self._score(strategy, 0)
+        self.start_auc, self.start_log_loss = scores["auc"], scores["log_loss"]
+        self._keep(strategy, scores, 0)
 
     def __call__(self, strategy: Strategy, server_round: int) -> dict[str, float]:
-        """Score this round's models on validation; keep them if they are the best so far."""
-        auc = self._score(strategy)
-        self.aucs.append(auc)
-        self._keep(strategy, auc, len(self.aucs))
-        return {"validation_auc": auc}
+        """Score this round's models on validation; keep them if they are the best so far.
 
-    def _score(self, strategy: Strategy) -> float:
+        Returns the round's ``validation_auc`` (and ``validation_log_loss`` when that is the
+        criterion) for the run's history.
+        """
+        scores = self._score(strategy, len(self.aucs) + 1)
+        self.aucs.append(scores["auc"])
+        self.log_losses.append(scores["log_loss"])
+        self._keep(strategy, scores, len(self.aucs))
+        row = {"validation_auc": scores["auc"]}
+        if self.criterion == "log_loss":
+            row["validation_log_loss"] = scores["log_loss"]
+        return row
+
+    def _score(self, strategy: Strategy, server_round: int) -> dict[str, float]:
         predictions = predict_clients(strategy.parameters_for, self.validation, self._model)
-        return float(federation_metrics(predictions, self.validation)["auc"])
+        if self.keep_predictions:
+            self.predictions[server_round] = predictions
+        return validation_scores(predictions, self.validation)
 
-    def _keep(self, strategy: Strategy, auc: float, server_round: int) -> None:
-        if auc > self.best_auc:
-            self.best_auc, self.best_round = auc, server_round
+    def _keep(self, strategy: Strategy, scores: Mapping[str, float], server_round: int) -> None:
+        if is_better(self.criterion, scores[self.criterion], self.best_score):
+            self.best_auc, self.best_log_loss = scores["auc"], scores["log_loss"]
+            self.best_round = server_round
             self._best = {
                 c: {k: np.array(v, copy=True) for k, v in strategy.parameters_for(c).items()}
                 for c in self.validation

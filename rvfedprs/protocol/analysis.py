@@ -33,27 +33,34 @@ BEST_BASELINE = "best_baseline"
 _KEYS = ["scenario", "cohort"]
 
 
-def best_baselines(validation: pd.DataFrame, candidates: Sequence[str]) -> pd.DataFrame:
-    """Per (scenario, cohort), the candidate with the highest validation AUC.
+def best_baselines(
+    validation: pd.DataFrame, candidates: Sequence[str], *, score: str = "validation_auc"
+) -> pd.DataFrame:
+    """Per (scenario, cohort), the candidate with the best validation score.
 
     Parameters
     ----------
     validation : DataFrame
-        Columns ``scenario, cohort, method, validation_auc``.
+        Columns ``scenario, cohort, method`` and ``score``.
     candidates : sequence of str
         The baselines eligible (e.g. every federated baseline; never FedCE or its ablations).
+    score : str
+        The column to choose on, higher is better: the validation AUC, or a trial's
+        criterion-oriented score (``selection_score``: AUC, or minus the log-loss).
 
     Returns
     -------
     DataFrame
-        ``scenario, cohort, method, validation_auc`` (the earliest candidate on a tie).
+        ``scenario, cohort, method, validation_auc`` and ``score`` (the earliest candidate on
+        a tie).
     """
     eligible = validation[validation["method"].isin(candidates)].copy()
     eligible["order"] = eligible["method"].map({m: i for i, m in enumerate(candidates)})
-    eligible = eligible.sort_values([*_KEYS, "validation_auc", "order"],
+    eligible = eligible.sort_values([*_KEYS, score, "order"],
                                     ascending=[True, True, False, True])  # fmt: skip
     best = eligible.groupby(_KEYS, sort=True).head(1)
-    return best[[*_KEYS, "method", "validation_auc"]].reset_index(drop=True)
+    columns = [*_KEYS, "method", *dict.fromkeys(["validation_auc", score])]
+    return best[columns].reset_index(drop=True)
 
 
 def paired_deltas(

@@ -3,18 +3,26 @@
 :func:`three_way_split` carves a validation split out of every client's training split
 (stratified, seeded) and takes the test split *out* of the federation that training and tuning
 see, so nothing that chooses can read it. :func:`run_trial` trains one configuration of one
-method with early stopping on the pooled validation AUC (every client scored by its own
+method with early stopping on a pooled validation criterion (every client scored by its own
 model) and keeps the best round's models; :func:`tune` runs a method's configurations (the
 same number B for every method, :mod:`rvfedprs.protocol.grids`) and chooses the one with the
-best validation AUC.
+best validation score on the same criterion.
+
+The criterion (:data:`~rvfedprs.evaluation.selection.CRITERIA`) is ``"auc"``, the pooled
+validation AUC (the default), or ``"log_loss"``, the pooled validation log-loss (lower is
+better); a carrier-restricted score is not offered, since every sample carries rare alleles
+(median 10 in the map's cohorts) and which carriers matter is the simulator's truth. The
+comparison of the two on held-out validation data is ``simulations/stopping_rule/``. Every
+trial records both criteria per round.
 
 Every trial is recorded in ``OUT/<method>/<key>/trial.json`` where ``key`` hashes everything
 that defines it (method, configuration, base configuration, round budget, patience, seed, the
-data's identity): a finished trial is read back instead of re-run, and a changed configuration
-invalidates only its own trials. ``OUT/<method>/tuning.tsv`` lists every configuration's
-validation score and marks the chosen one. The chosen trial's models are kept in memory when it
-ran in this process; otherwise it is re-run (training is deterministic given the seed) and its
-validation AUC checked against the record.
+data's identity, and the criterion when it is not AUC): a finished trial is read back instead
+of re-run, and a changed configuration invalidates only its own trials.
+``OUT/<method>/tuning.tsv`` lists every configuration's validation scores and marks the chosen
+one. The chosen trial's models are kept in memory when it ran in this process; otherwise it is
+re-run (training is deterministic given the seed) and its validation score checked against the
+record.
 
 A trial trains with the privacy settings of the run it chooses for: secure aggregation
 (``secagg``), DP-SGD (``dp``, its batch size included) and FedCE's keyed Bloom hashing
@@ -42,8 +50,13 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.config import deep_merge, validate_config
-from rvfedprs.evaluation import federation_metrics, predict_clients
-from rvfedprs.evaluation.selection import BestRound, split_validation
+from rvfedprs.evaluation import predict_clients
+from rvfedprs.evaluation.selection import (
+    BestRound,
+    check_criterion,
+    split_validation,
+    validation_scores,
+)
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.genomic.data import Federation
 from rvfedprs.genomic.engine import plan as genomic_plan
@@ -165,10 +178,10 @@ class StopTraining(Exception):
 
 
 class EarlyStopping(BestRound):
-    """BestRound that stops a run after ``patience`` rounds without a better validation AUC.
+    """BestRound that stops a run after ``patience`` rounds without a better validation score.
 
-    :class:`~rvfedprs.evaluation.selection.BestRound` keeps the best round's models; this
-    raises :class:`StopTraining` once that round is ``patience`` rounds old.
+    :class:`~rvfedprs.evaluation.selection.BestRound` keeps the best round's models on its
+    ``criterion``; this raises :class:`StopTraining` once that round is ``patience`` rounds old.
     """
 
     def __init__(
@@ -178,8 +191,11 @@ class EarlyStopping(BestRound):
         model_config: Mapping[str, Any],
         *,
         patience: int | None,
+        criterion: str = "auc",
+        keep_predictions: bool = False,
     ) -> None:
-        super().__init__(validation, n_rare, model_config)
+        super().__init__(validation, n_rare, model_config, criterion=criterion,
+                         keep_predictions=keep_predictions)  # fmt: skip
         if patience is not None and patience < 1:
             raise ValueError(f"patience must be >= 1 or None, got {patience}")
         self.patience = patience
@@ -188,7 +204,7 @@ class EarlyStopping(BestRound):
         """Score the round; stop when the best round is ``patience`` rounds old."""
         out = super().__call__(strategy, server_round)
         if self.patience is not None and len(self.aucs) - self.best_round >= self.patience:
-            raise StopTraining(f"no better validation AUC for {self.patience} rounds")
+            raise StopTraining(f"no better validation {self.criterion} for {self.patience} rounds")
         return out
 
 
@@ -204,7 +220,7 @@ class Trial:
     key : str
         :func:`trial_key`.
     validation_auc : float
-        Pooled validation AUC of the best round (the selection criterion).
+        Pooled validation AUC of the best round.
     best_round : int or None
         The early-stopped round (None for the logistic regression).
     rounds_run : int
@@ -224,6 +240,13 @@ class Trial:
         without any).
     epsilon : float
         The largest cumulative DP ε spent by a client (NaN without DP-SGD).
+    criterion : str
+        What chose the round and what :func:`tune` compares: ``"auc"`` or ``"log_loss"``
+        (records written before the option read back as ``"auc"``).
+    validation_log_loss : float
+        Pooled validation log-loss of the best round (NaN in old records).
+    validation_log_losses : list of float
+        Per round.
     """
 
     method: str
@@ -239,6 +262,15 @@ class Trial:
     cpu_s: float = float("nan")
     privacy: dict[str, Any] = field(default_factory=lambda: dict(PLAIN))
     epsilon: float = float("nan")
+    criterion: str = "auc"
+    validation_log_loss: float = float("nan")
+    validation_log_losses: list[float] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        """The best round's score on :attr:`criterion`, higher is better (−∞ when undefined)."""
+        value = -self.validation_log_loss if self.criterion == "log_loss" else self.validation_auc
+        return value if math.isfinite(value) else -math.inf
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable record."""
@@ -252,6 +284,8 @@ class Trial:
         data["validation_aucs"] = [_number(v) for v in data.get("validation_aucs", [])]
         data["cpu_s"] = _number(data.get("cpu_s"))
         data["epsilon"] = _number(data.get("epsilon"))
+        data["validation_log_loss"] = _number(data.get("validation_log_loss"))
+        data["validation_log_losses"] = [_number(v) for v in data.get("validation_log_losses", [])]
         return cls(**data)
 
 
@@ -261,10 +295,15 @@ def _number(value: Any) -> float:
 
 @dataclass
 class Fitted:
-    """What a trial leaves to predict with: ``predict(datasets)`` → client → probabilities."""
+    """What a trial leaves to predict with: ``predict(datasets)`` → client → probabilities.
+
+    ``validation_predictions`` (with ``run_trial(keep_predictions=True)``): round (0: the
+    starting models) → client → validation probabilities.
+    """
 
     predict: Predict
     clusters: dict[str, Any] = field(default_factory=dict)
+    validation_predictions: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 @dataclass
@@ -283,10 +322,6 @@ def trial_key(payload: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _pooled_auc(predictions: Mapping[str, np.ndarray], data: Mapping[str, ClientData]) -> float:
-    return float(federation_metrics(predictions, data)["auc"])
-
-
 def run_trial(
     data: ProtocolData,
     method: str,
@@ -298,6 +333,8 @@ def run_trial(
     random_seed: int,
     groups: Mapping[str, Any] | None = None,
     key: str = "",
+    criterion: str = "auc",
+    keep_predictions: bool = False,
 ) -> tuple[Trial, Fitted]:
     """Train ``method`` with ``configuration`` on ``data.fit``; score it on validation.
 
@@ -324,6 +361,11 @@ def run_trial(
         ``fedce_oracle``'s true groups.
     key : str
         Recorded in the trial.
+    criterion : str
+        Early stopping and the best round on the pooled validation ``"auc"`` (default) or
+        ``"log_loss"`` (:data:`~rvfedprs.evaluation.selection.CRITERIA`).
+    keep_predictions : bool
+        Keep every round's validation probabilities in ``Fitted.validation_predictions``.
 
     Returns
     -------
@@ -331,10 +373,13 @@ def run_trial(
 
     Raises
     ------
+    ValueError
+        For an unknown criterion (named).
     ConfigError
         For a distance strategy, or a strategy that cannot run with secure aggregation when
         the base configuration enables it (named, with why).
     """
+    check_criterion(criterion)
     t0, c0 = time.perf_counter(), time.process_time()
     if method == LOGISTIC:
         privacy = _trial_privacy(method, base_config, configuration)
@@ -342,17 +387,22 @@ def run_trial(
             log.warning("%s: a pooled reference; trained without %s", method,
                         ", ".join(privacy["not_applied"]))  # fmt: skip
         model = fit_logistic(data.fit.train, float(configuration["logistic.C"]))
-        auc = _pooled_auc(logistic_scores(model, data.validation), data.validation)
-        trial = Trial(method, dict(configuration), key, auc, None, 0, [auc], {},
-                      time.perf_counter() - t0, int(random_seed),
-                      time.process_time() - c0, privacy)  # fmt: skip
-        return trial, Fitted(lambda datasets: logistic_scores(model, datasets))
+        held = logistic_scores(model, data.validation)
+        scores = validation_scores(held, data.validation)
+        trial = Trial(method, dict(configuration), key, scores["auc"], None, 0, [scores["auc"]],
+                      {}, time.perf_counter() - t0, int(random_seed), time.process_time() - c0,
+                      privacy, criterion=criterion, validation_log_loss=scores["log_loss"],
+                      validation_log_losses=[scores["log_loss"]])  # fmt: skip
+        kept = {0: held} if keep_predictions else {}
+        return trial, Fitted(lambda datasets: logistic_scores(model, datasets),
+                             validation_predictions=kept)  # fmt: skip
     if method in DISTANCE_STRATEGIES:
         raise ConfigError(f"the protocol does not run {method!r} (it needs a distance matrix)")
     config = _trial_config(base_config, configuration, random_seed)
     strategy = strategy_from_config(method, config, clusters=groups)
     model_config = data.fit.model_config(config["model"])
-    stopper = EarlyStopping(data.validation, data.n_rare, model_config, patience=patience)
+    stopper = EarlyStopping(data.validation, data.n_rare, model_config, patience=patience,
+                            criterion=criterion, keep_predictions=keep_predictions)  # fmt: skip
     client_state: dict[str, dict[str, Any]] = {}
     # the plan of `rvfedprs train` on this configuration (its privacy settings included),
     # stopped early on validation
@@ -378,17 +428,16 @@ def run_trial(
         time.process_time() - c0,
         privacy_settings(config),
         float(epsilon),
+        criterion,
+        float(stopper.best_log_loss),
+        [float(v) for v in stopper.log_losses],
     )
     model = model_from_config(data.n_rare, model_config, initialise=False)
 
     def predict(datasets: Mapping[str, ClientData]) -> dict[str, np.ndarray]:
         return predict_clients(stopper.parameters_for, datasets, model)
 
-    return trial, Fitted(predict, clusters)
-
-
-def _score(trial: Trial) -> float:
-    return trial.validation_auc if math.isfinite(trial.validation_auc) else -math.inf
+    return trial, Fitted(predict, clusters, stopper.predictions)
 
 
 def tune(
@@ -406,8 +455,9 @@ def tune(
     candidates: Sequence[Mapping[str, Any]] | None = None,
     groups: Mapping[str, Any] | None = None,
     refit: bool = True,
+    criterion: str = "auc",
 ) -> Tuned:
-    """Run ``method``'s configurations and choose the best on validation AUC.
+    """Run ``method``'s configurations and choose the best on the validation ``criterion``.
 
     Parameters
     ----------
@@ -431,13 +481,23 @@ def tune(
     refit : bool
         Re-run the chosen trial for its models when it was read from its record (False:
         ``fitted`` is then None, e.g. when its test predictions are on disk already).
+    criterion : str
+        ``"auc"`` (default: the highest pooled validation AUC) or ``"log_loss"`` (the lowest
+        pooled validation log-loss), for early stopping, the best round and the choice among
+        configurations; part of the trial keys when not ``"auc"``.
 
     Returns
     -------
     Tuned
-        The chosen trial has the highest validation AUC (the earliest on a tie); its folder
-        ``out/<method>/<chosen.key>/`` is the place for whatever depends on it.
+        The chosen trial has the best validation score on ``criterion`` (the earliest on a
+        tie); its folder ``out/<method>/<chosen.key>/`` is the place for whatever depends on it.
+
+    Raises
+    ------
+    ValueError
+        For an unknown criterion (named).
     """
+    check_criterion(criterion)
     if (budget is None) == (candidates is None):
         raise ConfigError("give tune() either a budget (the grid) or explicit candidates")
     configs = (
@@ -458,31 +518,36 @@ def tune(
                 "max_rounds": int(max_rounds),
                 "patience": patience,
                 "seed": int(random_seed),
+                # AUC trials keep the keys they had before the criterion was an option
+                **({"criterion": criterion} if criterion != "auc" else {}),
             }  # fmt: skip
         )
         path = folder / key / "trial.json"
         if path.is_file():
             record = Trial.from_json(json.loads(path.read_text()))
             expected = jsonable(_trial_privacy(method, base_config, configuration))
-            if jsonable(record.privacy) == expected:
+            if jsonable(record.privacy) == expected and record.criterion == criterion:
                 trials.append(record)
                 continue
-            log.warning("%s %s: recorded with privacy %s, not %s; re-running", method,
-                        configuration, record.privacy, expected)  # fmt: skip
+            log.warning("%s %s: recorded with privacy %s and criterion %s, not %s and %s; "
+                        "re-running", method, configuration, record.privacy, record.criterion,
+                        expected, criterion)  # fmt: skip
         trial, fit = run_trial(
             data, method, configuration, base_config=base_config, max_rounds=max_rounds,
             patience=patience, random_seed=random_seed, groups=groups, key=key,
+            criterion=criterion,
         )  # fmt: skip
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(trial.to_json(), indent=2) + "\n")
         log.info(
-            "%s %s: validation AUC %.4f, round %s of %d (%.0f s)",
-            *(method, configuration, trial.validation_auc, trial.best_round),
+            "%s %s: validation AUC %.4f, log-loss %.4f, round %s of %d (%.0f s)",
+            *(method, configuration, trial.validation_auc, trial.validation_log_loss),
+            trial.best_round,
             *(trial.rounds_run, trial.wall_s),
         )
         trials.append(trial)
         fitted[key] = fit
-    chosen = max(trials, key=_score)  # max keeps the first of equal scores
+    chosen = max(trials, key=lambda t: t.score)  # max keeps the first of equal scores
     if chosen.key not in fitted and not refit:
         _write_table(folder / "tuning.tsv", trials, chosen)
         return Tuned(method, trials, chosen, None)
@@ -490,10 +555,11 @@ def tune(
         trial, fit = run_trial(
             data, method, chosen.configuration, base_config=base_config, max_rounds=max_rounds,
             patience=patience, random_seed=random_seed, groups=groups, key=chosen.key,
+            criterion=criterion,
         )  # fmt: skip
-        if not math.isclose(trial.validation_auc, chosen.validation_auc, abs_tol=1e-9):
-            log.warning("%s: re-run of %s gives validation AUC %.6f, recorded %.6f", method,
-                        chosen.key, trial.validation_auc, chosen.validation_auc)  # fmt: skip
+        if not math.isclose(trial.score, chosen.score, abs_tol=1e-9):
+            log.warning("%s: re-run of %s gives validation %s %.6f, recorded %.6f", method,
+                        chosen.key, criterion, trial.score, chosen.score)  # fmt: skip
         fitted[chosen.key] = fit
     _write_table(folder / "tuning.tsv", trials, chosen)
     return Tuned(method, trials, chosen, fitted[chosen.key])
@@ -506,6 +572,8 @@ def _write_table(path: Path, trials: Sequence[Trial], chosen: Trial) -> None:
             "key": t.key,
             "chosen": t.key == chosen.key,
             "validation_auc": t.validation_auc,
+            "validation_log_loss": t.validation_log_loss,
+            "criterion": t.criterion,
             "best_round": t.best_round,
             "rounds_run": t.rounds_run,
             "wall_s": round(t.wall_s, 2),

@@ -87,7 +87,7 @@ BASELINES = tuple(
     m for m in TUNED if m not in ("centralized", "logistic", "fedce", "fedglm", "fedce_glm")
 )
 #: "Federation's cost": the best federated method vs the best pooled one, each chosen per
-#: cohort on the selection score (validation AUC, or -log-loss with --select-on logloss).
+#: cohort on the selection score (validation AUC, or log-loss with --criterion log_loss).
 FEDERATED = (*BASELINES, "fedce", "fedglm", "fedce_glm")
 POOLED = ("centralized", "logistic")
 #: Global methods (one rare effect per variant or region for everybody) that per-cluster rare
@@ -117,10 +117,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "`simulate` branch until it is merged)")  # fmt: skip
     p.add_argument("--keep-genotypes", action="store_true",
                    help="keep each cohort's genotypes after its runs (≈60 MB each)")  # fmt: skip
-    p.add_argument("--select-on", choices=("auc", "logloss"), default="auc",
+    p.add_argument("--criterion", choices=("auc", "log_loss"), default="auc",
                    help="validation score of early stopping, of the best round and of every "
-                        "choice: pooled AUC (default) or pooled log-loss (lower is better); "
-                        "give each its own --out")  # fmt: skip
+                        "choice: pooled AUC (default; simulations/stopping_rule/ says why) or "
+                        "pooled log-loss (lower is better); trials of each keep their own "
+                        "keys")  # fmt: skip
     p.add_argument("--glm-window-bp", type=int, default=1_000_000,
                    help="fixed burden windows of the GLMs where a cohort ships no gene "
                         "regions (1 Mb: ≤ 440 windows on the map's genome, so FedCE-GLM's joint "
@@ -343,54 +344,6 @@ def _patience(args, method: str) -> int | None:
     return None if method in GLMS else args.patience
 
 
-def _data_key(args, loaded: Loaded) -> str:
-    """The data's identity in trial keys; log-loss selection keeps trials of its own."""
-    return loaded.data_key + ("" if args.select_on == "auc" else f"|select={args.select_on}")
-
-
-def use_selection(score: str) -> None:
-    """Make the protocol's choices on ``score`` ("auc" or "logloss"), in this process.
-
-    With "logloss" every validation score the protocol records (early stopping, best round,
-    tuning, the best baseline) is the *negative* pooled log-loss, so "higher is better" holds
-    throughout; records keep the field name ``validation_auc``. A stop-gap: the protocol
-    (rvfedprs/protocol/tuning.py) should take the score as an argument.
-    """
-    from rvfedprs.evaluation import predict_clients
-    from rvfedprs.protocol import tuning
-
-    if not _ORIGINAL:
-        _ORIGINAL.update(EarlyStopping=tuning.EarlyStopping, _pooled_auc=tuning._pooled_auc)
-    if score == "auc":
-        tuning.EarlyStopping = _ORIGINAL["EarlyStopping"]
-        tuning._pooled_auc = _ORIGINAL["_pooled_auc"]
-        return
-
-    class LogLossStopping(_ORIGINAL["EarlyStopping"]):
-        """Early stopping and the best round on -(pooled validation log-loss)."""
-
-        def _score(self, strategy) -> float:
-            predictions = predict_clients(strategy.parameters_for, self.validation, self._model)
-            return _negative_log_loss(predictions, self.validation)
-
-    tuning.EarlyStopping = LogLossStopping
-    tuning._pooled_auc = _negative_log_loss
-
-
-#: The protocol's own early stopping and validation score (filled on first use).
-_ORIGINAL: dict[str, Any] = {}
-
-
-def _negative_log_loss(predictions, data) -> float:
-    import numpy as np
-
-    clients = sorted(predictions)
-    y = np.concatenate([data[c].y for c in clients]).astype(float)
-    p = np.clip(np.concatenate([predictions[c] for c in clients]).astype(float), 1e-12,
-                1 - 1e-12)  # fmt: skip
-    return float(np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
-
-
 def _init_worker() -> None:
     import torch
 
@@ -403,15 +356,14 @@ def tune_task(args, spec, scenario: str, method: str) -> dict[str, Any]:
     """Tune ``method`` on the scenario's tuning cohort; returns its chosen configuration."""
     from rvfedprs.protocol import tune
 
-    use_selection(args.select_on)
     cohort = cohort_of(args, spec, scenario, "tune", 0)
     loaded = Loaded(cohort, args.validation_fraction, args.seed, truth=False)
     tuned = tune(
         loaded.data, method, out=args.out / "work" / "tuning" / scenario,
         base_config=_base_config(method, cohort, args.glm_window_bp),
-        data_key=_data_key(args, loaded), max_rounds=args.max_rounds,
+        data_key=loaded.data_key, max_rounds=args.max_rounds,
         patience=_patience(args, method), random_seed=loaded.train_seed, budget=args.budget,
-        grid_seed=args.seed, refit=False,
+        grid_seed=args.seed, refit=False, criterion=args.criterion,
     )  # fmt: skip
     return {"scenario": scenario, "method": method, "configuration": tuned.chosen.configuration,
             "validation_auc": tuned.chosen.validation_auc}  # fmt: skip
@@ -424,7 +376,6 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
     from rvfedprs.protocol.outcomes import outcome_table, predictions_frame
     from rvfedprs.protocol.references import prs_only_scores
 
-    use_selection(args.select_on)
     cohort = cohort_of(args, spec, scenario, "c", index)
     build_cohort(cohort, spec, args.simulator_path)
     out = args.out / "work" / "runs" / scenario / cohort.name
@@ -455,7 +406,8 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
             options = {"candidates": [chosen[source]]}
         common = {
             "out": out, "base_config": _base_config(method, cohort, args.glm_window_bp),
-            "data_key": _data_key(args, loaded), "max_rounds": args.max_rounds,
+            "data_key": loaded.data_key, "max_rounds": args.max_rounds,
+            "criterion": args.criterion,
             "patience": _patience(args, method),
             "random_seed": loaded.train_seed,
             "groups": loaded.client_groups if method == "fedce_oracle" else None, **options,
@@ -469,7 +421,9 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
             if tuned.fitted is None:
                 tuned = tune(data, method, **common)
             record(folder, method, tuned.fitted.predict(data.test), {
-                "validation_auc": trial.validation_auc, "best_round": trial.best_round,
+                "validation_auc": trial.validation_auc,
+                "validation_log_loss": trial.validation_log_loss, "criterion": trial.criterion,
+                "selection_score": trial.score, "best_round": trial.best_round,
                 "rounds_run": trial.rounds_run, "wall_s": trial.wall_s, "cpu_s": trial.cpu_s,
                 "configuration": trial.configuration, "clusters": trial.clusters})  # fmt: skip
         collect(folder, method)
@@ -534,6 +488,10 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
     outcomes = outcomes[outcomes["scenario"].isin(scenarios)]
     tables = [pd.read_csv(p, sep="\t") for p in sorted(runs.glob("*/*/validation.tsv"))]
     validation = pd.concat(tables, ignore_index=True)
+    # the score every choice was made on, higher is better (records before --criterion: AUC)
+    validation["selection_score"] = validation.get(
+        "selection_score", validation["validation_auc"]
+    ).fillna(validation["validation_auc"])
     summary = args.out / "summary"
     summary.mkdir(parents=True, exist_ok=True)
     outcomes.to_csv(summary / "outcomes.tsv", sep="\t", index=False)
@@ -545,7 +503,8 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
         tuning[tuning["scenario"].isin(scenarios)].to_csv(summary / "tuning.tsv", sep="\t",
                                                           index=False)  # fmt: skip
     methods = set(outcomes["method"])
-    best = best_baselines(validation, [m for m in BASELINES if m in methods])
+    best = best_baselines(validation, [m for m in BASELINES if m in methods],
+                          score="selection_score")  # fmt: skip
     best.to_csv(summary / "best_baseline.tsv", sep="\t", index=False)
     # federation's cost: per cohort, the best federated and the best pooled method (validation)
     outcomes, picks = _best_of(outcomes, validation, methods)
@@ -604,7 +563,7 @@ def _best_of(outcomes: pd.DataFrame, validation: pd.DataFrame, methods: set[str]
         candidates = [m for m in pool if m in methods]
         if not candidates:
             continue
-        chosen = best_baselines(validation, candidates)
+        chosen = best_baselines(validation, candidates, score="selection_score")
         picks.append(chosen.assign(role=name))
         pick = chosen[["scenario", "cohort", "method"]].rename(columns={"method": "picked"})
         rows = outcomes.merge(pick, on=["scenario", "cohort"])
@@ -665,7 +624,7 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
     where = ("every inference cohort" if args.tune_per_cohort
              else "the cohort's own validation split" if args.prepared is not None
              else "one tuning cohort per scenario")  # fmt: skip
-    score = ("pooled validation AUC" if getattr(args, "select_on", "auc") == "auc"
+    score = ("pooled validation AUC" if args.criterion == "auc"
              else "pooled validation log-loss (lower is better)")  # fmt: skip
     lines += [f"Cohorts per scenario: {', '.join(f'{s} {n.get(s, 0)}' for s in scenarios)}. "
               f"Budget {args.budget} configurations per tuned method, ≤ {args.max_rounds} rounds, "
