@@ -10,6 +10,7 @@ ways). The ServerApp on the in-process Grid (the real ClientApp) gives the in-pr
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -352,6 +353,33 @@ def test_too_many_dropouts_stop_the_round_with_a_clear_error(fed):
         r"masked vectors, fewer than the threshold 4; nothing was unmasked",
     ):
         _run(fed, from_config("fedavg", config), config, task=task, min_replies=3)
+
+
+class LostEarlyAndLate(Dying):
+    """Sites lost at the fit (``early``) and after sharing their keys (``victims``)."""
+
+    early: tuple[str, ...] = ()
+
+    def fit(self, instruction, site, settings, state, *, random_seed):  # noqa: D102
+        if site.client_id in self.early:
+            raise InputDataError("node lost at the fit")
+        return super().fit(instruction, site, settings, state, random_seed=random_seed)
+
+
+def test_a_sum_below_the_threshold_names_the_sites_lost_before_it_too(fed):
+    task = LostEarlyAndLate()
+    task.early = (fed.client_ids[0],)
+    task.victims = tuple(fed.client_ids[1:4])  # 5 members, threshold 3: two left
+    config = _config(fed)
+    with pytest.raises(SecureAggregationError) as caught:
+        _run(fed, from_config("fedavg", config), config, task=task, min_replies=2)
+    message = str(caught.value)
+    assert re.search(
+        r"only 2 of 5 members sent valid masked vectors, fewer than the threshold 3; nothing "
+        r"was unmasked\. Dropped: \{'client01': 'secagg\.mask: node lost', ",
+        message,
+    ), message
+    assert message.endswith("; lost before the secure sum: {'client00': 'node lost at the fit'}")
 
 
 class FitFailing(GenomicTask):

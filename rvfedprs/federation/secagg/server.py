@@ -516,7 +516,7 @@ class _Protocol:
             raise SecureAggregationError(
                 f"{self.label}: secure aggregation of {s.name!r}: only {len(valid)} valid shares "
                 f"of the {kind} of client {owner!r}, fewer than the threshold {s.threshold}; "
-                f"faults: {self.faults or 'none'}"
+                f"faults: {self.faults or 'none'}; dropped: {self.dropped or 'none'}"
             )
         return combine_shares(valid[: s.threshold])
 

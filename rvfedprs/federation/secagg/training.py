@@ -100,7 +100,8 @@ class SecureAggregation:
         Raises
         ------
         SecureAggregationError
-            When fewer than ``min_clients`` clients replied to the fit, or a sum fails.
+            When fewer than ``min_clients`` clients replied to the fit, or a sum fails (naming
+            whom the sum lost and why, and the sites the round lost before it).
         ConfigError
             From the strategy (a small FedCE cluster with ``small_clusters: refuse``).
         """
@@ -131,17 +132,24 @@ class SecureAggregation:
             for name, value in instructions[sorted(results)[0]].parameters.items()
         }
         run = settings.get("run_index", 0)
-        outcome = secure_sum(
-            transport,
-            settings,
-            groups,
-            held=HELD_UPDATE,
-            shapes=shapes,
-            params=self.params,
-            random_seed=derive_seed(self.random_seed, "secagg", int(run or 0), server_round),
-            label=f"run {run or 0} round {server_round}",
-            seen_keys=self.seen_keys,
-        )
+        try:
+            outcome = secure_sum(
+                transport,
+                settings,
+                groups,
+                held=HELD_UPDATE,
+                shapes=shapes,
+                params=self.params,
+                random_seed=derive_seed(self.random_seed, "secagg", int(run or 0), server_round),
+                label=f"run {run or 0} round {server_round}",
+                seen_keys=self.seen_keys,
+            )
+        except SecureAggregationError as exc:
+            if not failures:
+                raise
+            # the sum names whom it lost; the round lost these before it (at the fit)
+            lost = dict(sorted(failures.items()))
+            raise SecureAggregationError(f"{exc}; lost before the secure sum: {lost}") from None
         for client, why in outcome.dropped.items():
             results.pop(client, None)
             failures[client] = f"secure aggregation: {why}"
