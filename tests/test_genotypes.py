@@ -615,3 +615,122 @@ def test_hardcall_counts_equal_rounding_in_either_layout():
         counts, alt_sum = hardcall_counts(block, variant_major=variant_major)
         np.testing.assert_array_equal(counts, want)
         np.testing.assert_array_equal(alt_sum, want_sum)
+
+
+def _carrier_triplets(parts) -> np.ndarray:
+    """The (variant, sample, dosage) triplets of ``iter_carriers`` as rows, sorted."""
+    parts = list(parts)
+    if not parts:
+        return np.empty((0, 3))
+    variant, sample, dosage = (np.concatenate(column) for column in zip(*parts, strict=True))
+    order = np.lexsort((sample, variant))
+    return np.column_stack([variant[order], sample[order], dosage[order]])
+
+
+class _OneChunkReader:
+    """Genotypes held variant-major in memory by a reader that implements only reading a chunk.
+
+    Everything else (chunks, selections, PRS sums, counts, missingness) is the base class's
+    chunk loop (``GenotypeSource._blocks``). Records every ``read`` and how many files are open.
+    """
+
+    def __new__(cls, dosages: np.ndarray):
+        from contextlib import contextmanager
+
+        from rvfedprs.genotypes.chunk import GenotypeSource, make_variant_table, sample_index
+
+        class Reader(GenotypeSource):
+            @contextmanager
+            def _chunk_reader(self, samples, dtype, chunk_size):
+                rows = sample_index(self.samples, samples, self.path)
+                self.open += 1
+                try:
+
+                    def read(positions, out):
+                        self.reads.append((positions.copy(), out.dtype))
+                        out[:] = self.by_variant[positions][:, rows]
+
+                    yield read
+                finally:
+                    self.open -= 1
+
+        reader = Reader()
+        n_samples, n_variants = dosages.shape
+        reader.path, reader.samples = "memory", np.array([f"s{i}" for i in range(n_samples)])
+        reader.variants = make_variant_table(
+            ["1"] * n_variants, np.arange(1, n_variants + 1) * 10,
+            [f"v{j}" for j in range(n_variants)], ["A"] * n_variants, ["G"] * n_variants,
+        )  # fmt: skip
+        reader.by_variant = np.ascontiguousarray(dosages.T)
+        reader.reads, reader.open = [], 0
+        return reader
+
+
+def test_a_reader_that_reads_one_chunk_gets_every_operation_from_the_base_chunk_loop():
+    from rvfedprs.genotypes.chunk import hardcall_counts
+
+    rng = np.random.default_rng(11)
+    x = rng.choice([0.0, 1.0, 2.0, np.nan], p=[0.6, 0.25, 0.1, 0.05], size=(9, 23))
+    x = x.astype(np.float32)
+    source = _OneChunkReader(x)
+    index = np.array([0, 3, 4, 5, 11, 12, 20, 22])
+    coef = np.linspace(-1.0, 1.0, len(index))
+    for samples, rows in ((None, np.arange(9)), (["s8", "s0", "s4"], [8, 0, 4]), ([], [])):
+        want = x[rows]
+        chunks = list(source.iter_chunks(7, samples=samples))
+        assert [len(c.variants) for c in chunks] == [7, 7, 7, 2]
+        assert all(c.dosages.dtype == np.float32 and c.dosages.flags.f_contiguous for c in chunks)
+        assert np.array_equal(np.hstack([c.dosages for c in chunks]), want, equal_nan=True)
+        assert list(chunks[0].samples) == list(source.samples[rows])
+        source.reads.clear()
+        picked = list(source.iter_selected(index, 3, samples, np.float64))
+        assert np.array_equal(np.hstack([c.dosages for c in picked]), want[:, index], True)
+        assert [list(p) for p, _ in source.reads] == [[0, 3, 4], [5, 11, 12], [20, 22]]
+        assert {dtype for _, dtype in source.reads} == {np.dtype(np.float64)}  # only the picked
+        if len(rows):
+            sums, n_missing = source.dosage_dot(index, coef, samples=samples, chunk_size=3)
+            assert np.allclose(sums, _naive_dot(want[:, index], coef), rtol=1e-12)
+            assert np.array_equal(n_missing, np.isnan(want[:, index]).sum(axis=0))
+        counts = np.vstack([c for _, _, c in source.iter_counts(5, samples=samples)])
+        assert np.array_equal(counts, hardcall_counts(want)[0])
+        missing, n_variants = source.sample_missing(samples=samples, chunk_size=4)
+        assert n_variants == 23 and np.array_equal(missing, np.isnan(want).sum(axis=1))
+    chunks = source.iter_chunks(7)
+    next(chunks)
+    assert source.open == 1
+    chunks.close()  # a caller that stops early closes the file
+    assert source.open == 0
+
+
+@pytest.mark.slow
+@needs_cineca
+def test_bed_engines_give_bit_identical_selections_sums_counts_and_carriers():
+    """pandas-plink decodes the chunks into pgenlib's layout; all else is the same code."""
+    from rvfedprs.genotypes.plink import BedSource
+
+    ours, theirs = BedSource(CINECA), BedSource(CINECA, engine="pandas-plink")
+    rng = np.random.default_rng(4)
+    index = np.sort(rng.choice(len(ours.variants), 200, replace=False))
+    coef = rng.normal(size=(200, 2))
+    for samples in (None, list(rng.permutation(ours.samples)[:300]), []):
+        a, b = (list(s.iter_selected(index, 300, samples, np.float64)) for s in (ours, theirs))
+        for x, y in zip(a, b, strict=True):
+            assert np.array_equal(x.dosages, y.dosages, equal_nan=True)
+            pd.testing.assert_frame_equal(x.variants, y.variants)
+        for left, right in zip(
+            ours.dosage_dot(index, coef, None, samples, 300),
+            theirs.dosage_dot(index, coef, None, samples, 300),
+            strict=True,
+        ):
+            assert np.array_equal(left, right)  # bit for bit, not close
+        for left, right in zip(ours.sample_missing(samples, 300),
+                               theirs.sample_missing(samples, 300), strict=True):  # fmt: skip
+            assert np.array_equal(left, right)
+        counts = [np.vstack([c for *_, c in s.iter_counts(300, samples)]) for s in (ours, theirs)]
+        assert np.array_equal(*counts)
+        every = np.arange(len(ours.variants))  # with the variants holding missing calls
+        flip = rng.random(len(every)) < 0.5
+        carriers = [_carrier_triplets(s.iter_carriers(every, flip, 300, samples))
+                    for s in (ours, theirs)]  # fmt: skip
+        assert np.array_equal(*carriers, equal_nan=True)
+        assert samples == [] or np.isnan(carriers[0][:, 2]).any()

@@ -30,7 +30,8 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +40,8 @@ import pandas as pd
 from rvfedprs.exceptions import GenotypeFormatError
 from rvfedprs.genotypes.chunk import (
     DEFAULT_CHUNK_SIZE,
-    GenotypeChunk,
     GenotypeSource,
-    check_chunk_size,
     check_dot_args,
-    check_index,
     check_unique_samples,
     dot_dosages,
     hardcall_counts,
@@ -270,30 +268,6 @@ class BgenSource(GenotypeSource):
                 haploid = None
         return (dose if self.ref_allele == "first" else 2.0 - dose), haploid
 
-    def iter_chunks(
-        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
-    ) -> Iterator[GenotypeChunk]:
-        """Yield :class:`GenotypeChunk` objects of at most ``chunk_size`` variants."""
-        return self.iter_selected(np.arange(len(self.variants)), chunk_size, samples)
-
-    def iter_selected(
-        self,
-        index: np.ndarray,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        samples: Sequence[str] | None = None,
-        dtype: type = np.float32,
-    ) -> Iterator[GenotypeChunk]:
-        """Chunks of the variants at ``index`` only; the others' blocks are never decoded."""
-        index = check_index(index, len(self.variants))
-        rows = None if samples is None else sample_index(self.samples, samples, self.path)
-        out_samples = self.samples if rows is None else self.samples[rows]
-        for part, block, _ in self._blocks(index, chunk_size, rows, dtype):
-            yield GenotypeChunk(
-                self.variants.iloc[part].reset_index(drop=True),
-                block.T.copy(order="F"),
-                out_samples,
-            )
-
     def dosage_dot(
         self,
         index: np.ndarray,
@@ -309,12 +283,11 @@ class BgenSource(GenotypeSource):
         it knows the sexes); elsewhere the called samples' mean dosage, as every reader.
         """
         index, coef, fill = check_dot_args(index, coef, fill, len(self.variants))
-        rows = None if samples is None else sample_index(self.samples, samples, self.path)
-        n_out = len(self.samples) if rows is None else len(rows)
+        n_out = len(sample_index(self.samples, samples, self.path))
         sums = np.zeros((n_out, *coef.shape[1:]), dtype=np.float64)
         n_missing = np.zeros(len(index), dtype=np.int64)
         done = 0
-        for _, block, haploid in self._blocks(index, chunk_size, rows, np.float64):
+        for _, block, haploid in self._blocks(index, chunk_size, samples, np.float64):
             part = slice(done, done + len(block))
             done = part.stop
             part_fill = fill[part] if fill is not None else None
@@ -331,47 +304,40 @@ class BgenSource(GenotypeSource):
 
         See :meth:`GenotypeSource.iter_counts`; a haploid call counts as homozygous.
         """
-        rows = None if samples is None else sample_index(self.samples, samples, self.path)
         index = np.arange(len(self.variants))
-        for part, block, _ in self._blocks(index, chunk_size, rows, np.float32):
+        for part, block, _ in self._blocks(index, chunk_size, samples, np.float32):
             counts, alt_sum = hardcall_counts(block, variant_major=True)
             yield self.variants.iloc[part].reset_index(drop=True), alt_sum, counts
 
-    def _blocks(
-        self, index: np.ndarray, chunk_size: int, rows: np.ndarray | None, dtype: type
-    ) -> Iterator[tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]]:
-        """(positions, dosages of shape (k, n_samples), haploid samples) per chunk.
+    @contextmanager
+    def _chunk_reader(
+        self, samples: Sequence[str] | None, dtype: type, chunk_size: int
+    ) -> Iterator[Callable[[np.ndarray, np.ndarray], dict[int, np.ndarray]]]:
+        """The file read once, in order (see :meth:`GenotypeSource._chunk_reader`).
 
-        The dosages are a reused variant-major buffer; the third item maps a row of the chunk
-        to its haploid samples (among ``rows``), for the rows that hold any (usually none).
+        ``read`` decodes only the chunk's variants (the others' blocks are skipped) and
+        returns, for the rows of the chunk holding haploid calls (usually none), which of
+        ``samples`` they are.
         """
         from bgen import BgenReader
 
-        chunk_size = check_chunk_size(chunk_size)
-        wanted = self._keep[index]
-        n_out = len(self.samples) if rows is None else len(rows)
-        chunk_size = check_chunk_size(chunk_size, n_out, np.dtype(dtype).itemsize)
-        buffer = np.empty((min(chunk_size, max(len(index), 1)), n_out), dtype=dtype)
-        haploid: dict[int, np.ndarray] = {}
-        done = 0
+        rows = None if samples is None else sample_index(self.samples, samples, self.path)
         with BgenReader(self.path, delay_parsing=True) as reader:
-            cursor = 0
-            for raw, var in enumerate(reader):
-                if cursor == len(wanted):
-                    break
-                if raw != wanted[cursor]:
-                    continue
-                dose, hap = self._dosage(var)
-                buffer[cursor - done] = dose if rows is None else dose[rows]  # a contiguous row
-                if hap is not None:
-                    hap = hap if rows is None else hap[rows]
-                    if hap.any():
-                        haploid[cursor - done] = hap
-                cursor += 1
-                if cursor - done == len(buffer) or cursor == len(wanted):
-                    yield index[done:cursor], buffer[: cursor - done], haploid
-                    haploid = {}
-                    done = cursor
+            variants = enumerate(reader)
+
+            def read(positions: np.ndarray, out: np.ndarray) -> dict[int, np.ndarray]:
+                haploid: dict[int, np.ndarray] = {}
+                for row, wanted in enumerate(self._keep[positions].tolist()):
+                    variant = next(v for raw, v in variants if raw == wanted)
+                    dose, hap = self._dosage(variant)
+                    out[row] = dose if rows is None else dose[rows]  # a contiguous row
+                    if hap is not None:
+                        hap = hap if rows is None else hap[rows]
+                        if hap.any():
+                            haploid[row] = hap
+                return haploid
+
+            yield read
 
 
 def _ploidy_fill(block: np.ndarray, haploid: dict[int, np.ndarray]) -> np.ndarray:

@@ -7,8 +7,10 @@ so the computations in ``frequencies``, ``qc``, ``scoring`` and ``rare`` never s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -159,10 +161,12 @@ def sample_index(available: np.ndarray, wanted: Sequence[str] | None, source: st
 class GenotypeSource:
     """Base of the readers: sample IDs plus a chunked iterator over variants.
 
-    Subclasses set ``path`` (a label for messages) and ``samples`` and implement
-    :meth:`iter_chunks`; readers that know their variant table without reading genotypes
-    (PLINK1, PLINK2) set ``variants`` and may override :meth:`iter_selected` and
-    :meth:`iter_counts` with faster versions.
+    Subclasses set ``path`` (a label for messages) and ``samples``. A reader that knows its
+    variant table without reading genotypes (PLINK1, PLINK2, BGEN) sets ``variants`` and
+    implements :meth:`_chunk_reader`, the reading of one chunk: the chunk loop, :meth:`_blocks`,
+    is this class's. A reader that learns its variants as it reads them (VCF/BCF) implements
+    :meth:`iter_chunks` instead. Either may override :meth:`iter_selected`,
+    :meth:`dosage_dot` and :meth:`iter_counts` with faster versions.
     """
 
     path: str
@@ -182,8 +186,60 @@ class GenotypeSource:
             Variants per chunk; memory is ``O(n_samples × chunk_size)``.
         samples : sequence of str, optional
             Sample IDs to keep, in this order (default: all, in file order).
+
+        Notes
+        -----
+        The base implementation reads every row of :attr:`variants` with
+        :meth:`iter_selected`; a reader without a variant table implements this method.
         """
-        raise NotImplementedError
+        if self.variants is None:
+            raise NotImplementedError(f"{type(self).__name__} reads no chunks")
+        return self.iter_selected(np.arange(len(self.variants)), chunk_size, samples)
+
+    def _blocks(
+        self,
+        index: np.ndarray,
+        chunk_size: int,
+        samples: Sequence[str] | None,
+        dtype: type,
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, Any]]:
+        """The chunk loop: (positions, dosages, what the reader adds) per chunk of ``index``.
+
+        A chunk holds at most ``chunk_size`` positions of ``index`` (fewer where its buffer
+        would pass :data:`CHUNK_BYTES`). Its dosages, of shape (k, n_samples), are a reused
+        variant-major buffer of ``dtype`` filled by :meth:`_chunk_reader` (in the reader's
+        sample order and encoding of missing calls); the third item is what its ``read``
+        returns.
+        """
+        chunk_size = check_chunk_size(chunk_size)
+        n_out = len(sample_index(self.samples, samples, self.path))
+        chunk_size = check_chunk_size(chunk_size, n_out, np.dtype(dtype).itemsize)
+        buffer = np.empty((min(chunk_size, max(len(index), 1)), n_out), dtype=dtype)
+        with self._chunk_reader(samples, dtype, chunk_size) as read:
+            for start in range(0, len(index), chunk_size):
+                part = index[start : start + chunk_size]
+                out = buffer[: len(part)]
+                yield part, out, read(part, out)
+
+    def _chunk_reader(
+        self, samples: Sequence[str] | None, dtype: type, chunk_size: int
+    ) -> AbstractContextManager[Callable[[np.ndarray, np.ndarray], Any]]:
+        """The file opened for :meth:`_blocks`: ``read(positions, out)`` reads one chunk.
+
+        ``read`` fills ``out``, shape (len(positions), n_samples), with the dosages of the
+        variants at ``positions`` (increasing, each chunk after the last) among ``samples``;
+        it may return what the chunk's callers need besides. ``chunk_size`` is the most
+        positions one call gets.
+        """
+        raise NotImplementedError(f"{type(self).__name__} reads no chunk by position")
+
+    def _sample_major(self, samples: Sequence[str] | None) -> Callable[[np.ndarray], np.ndarray]:
+        """How a block of :meth:`_blocks` becomes a chunk's dosages.
+
+        Shape (n_samples, k), in the order of ``samples``, NaN where missing; by default the
+        block transposed.
+        """
+        return np.transpose
 
     def iter_selected(
         self,
@@ -207,8 +263,31 @@ class GenotypeSource:
 
         Notes
         -----
-        The base implementation reads every chunk and keeps the selected columns.
+        A reader with a variant table reads the chunks of ``index`` only (:meth:`_blocks`);
+        for another the base implementation reads every chunk and keeps the selected columns.
         """
+        if self.variants is not None:
+            return self._selected_blocks(index, chunk_size, samples, dtype)
+        return self._selected_columns(index, chunk_size, samples, dtype)
+
+    def _selected_blocks(
+        self, index: np.ndarray, chunk_size: int, samples: Sequence[str] | None, dtype: type
+    ) -> Iterator[GenotypeChunk]:
+        """:meth:`iter_selected` through :meth:`_blocks` (Fortran-ordered dosages)."""
+        index = check_index(index, len(self.variants))
+        out_samples = self.samples[sample_index(self.samples, samples, self.path)]
+        to_dosages = self._sample_major(samples)
+        for part, block, _ in self._blocks(index, chunk_size, samples, dtype):
+            yield GenotypeChunk(
+                self.variants.iloc[part].reset_index(drop=True),
+                to_dosages(block).copy(order="F"),
+                out_samples,
+            )
+
+    def _selected_columns(
+        self, index: np.ndarray, chunk_size: int, samples: Sequence[str] | None, dtype: type
+    ) -> Iterator[GenotypeChunk]:
+        """:meth:`iter_selected` keeping the selected columns of every chunk read."""
         index = check_index(index)
         offset = 0
         for chunk in self.iter_chunks(chunk_size=chunk_size, samples=samples):

@@ -13,8 +13,9 @@ float buffers, per-sample missingness from ``read_range``'s int8 codes. A PRS
 (``read_sparse8``) and decode only the others (see :mod:`rvfedprs.genotypes.kernels`). A
 ``.pgen`` that stores dosages (8-bit variant types) has its ALT sums and counts taken from the
 dosages instead.
-``BedSource(path, engine="pandas-plink")`` reads through pandas-plink's dask array instead (the
-reader the design first named; identical chunks, tested; 10-100x slower, see BENCHMARKS.md).
+``BedSource(path, engine="pandas-plink")`` decodes the chunks through pandas-plink's dask array
+instead (the reader the design first named; 10-100x slower, see BENCHMARKS.md), into pgenlib's
+layout: everything else is shared, so both engines give identical results (tested).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import io
 import logging
 import os
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +34,6 @@ import pandas as pd
 from rvfedprs.exceptions import GenotypeFormatError
 from rvfedprs.genotypes.chunk import (
     DEFAULT_CHUNK_SIZE,
-    GenotypeChunk,
     GenotypeSource,
     check_chunk_size,
     check_dot_args,
@@ -235,72 +236,41 @@ class _PgenlibSource(GenotypeSource):
             )
         return reader
 
-    def _blocks(
-        self,
-        positions: np.ndarray,
-        chunk_size: int,
-        samples: Sequence[str] | None,
-        dtype: type,
-        raw: bool = False,
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(positions, ALT dosages) per chunk of at most ``chunk_size`` variants.
+    @contextmanager
+    def _chunk_reader(
+        self, samples: Sequence[str] | None, dtype: type, chunk_size: int
+    ) -> Iterator[Callable[[np.ndarray, np.ndarray], None]]:
+        """Chunks decoded by pgenlib (see :meth:`GenotypeSource._chunk_reader`).
 
-        By default the dosages have shape (n_samples, k), in the order of ``samples``, NaN
-        where missing. With ``raw`` they are pgenlib's reused variant-major buffer of shape
-        (k, n_samples) in file order of the samples, -9 where missing (callers reorder); an
-        int8 ``dtype`` (with ``raw``) reads hard calls (``read_list``) instead of dosages.
-        Buffers are kept under :data:`~rvfedprs.genotypes.chunk.CHUNK_BYTES`.
+        ``read`` fills pgenlib's variant-major layout: samples in file order (callers
+        reorder them, :meth:`_subset`), -9 where missing; an int8 ``dtype`` reads hard calls
+        (``read_list``) instead of dosages.
         """
-        chunk_size = check_chunk_size(chunk_size)
-        subset, inverse = self._subset(samples)
-        n_out = len(self.samples) if subset is None else len(subset)
+        subset, _ = self._subset(samples)
         if samples is not None and len(samples) == 0:  # pgenlib refuses an empty subset
-            for start in range(0, len(positions), chunk_size):
-                part = positions[start : start + chunk_size]
-                yield part, np.zeros((len(part), 0) if raw else (0, len(part)), dtype=dtype)
+            yield lambda positions, out: None
             return
-        chunk_size = check_chunk_size(chunk_size, n_out, np.dtype(dtype).itemsize)
-        raw_index = self._keep[positions].astype(np.uint32)
         reader = self._reader(subset)
         try:
-            read = reader.read_list if np.dtype(dtype) == np.int8 else reader.read_dosages_list
-            buf = np.empty((min(chunk_size, max(len(positions), 1)), n_out), dtype=dtype)
-            for start in range(0, len(positions), chunk_size):
-                part = positions[start : start + chunk_size]
-                out = buf[: len(part)]
-                if n_out:
-                    read(raw_index[start : start + chunk_size], out)
-                if raw:
-                    yield part, out
-                    continue
-                out[out == PGENLIB_MISSING] = np.nan
-                yield part, (out.T if inverse is None else out.T[inverse])
+            decode = reader.read_list if np.dtype(dtype) == np.int8 else reader.read_dosages_list
+
+            def read(positions: np.ndarray, out: np.ndarray) -> None:
+                if out.shape[1]:
+                    decode(self._keep[positions].astype(np.uint32), out)
+
+            yield read
         finally:
             reader.close()
 
-    def iter_chunks(
-        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
-    ) -> Iterator[GenotypeChunk]:
-        """Yield :class:`GenotypeChunk` objects of at most ``chunk_size`` variants.
+    def _sample_major(self, samples: Sequence[str] | None) -> Callable[[np.ndarray], np.ndarray]:
+        """Pgenlib's layout as dosages: NaN for -9, transposed, samples in the order given."""
+        inverse = self._subset(samples)[1]
 
-        A chunk's dosages are Fortran-ordered (the transpose of pgenlib's variant-major block).
-        """
-        return self.iter_selected(np.arange(len(self.variants)), chunk_size, samples)
+        def dosages(block: np.ndarray) -> np.ndarray:
+            block[block == PGENLIB_MISSING] = np.nan
+            return block.T if inverse is None else block.T[inverse]
 
-    def iter_selected(
-        self,
-        index: np.ndarray,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        samples: Sequence[str] | None = None,
-        dtype: type = np.float32,
-    ) -> Iterator[GenotypeChunk]:
-        """Chunks of the variants at ``index`` only (see :meth:`GenotypeSource.iter_selected`)."""
-        index = check_index(index, len(self.variants))
-        out_samples = self.samples[sample_index(self.samples, samples, self.path)]
-        for part, block in self._blocks(index, chunk_size, samples, dtype):
-            yield GenotypeChunk(
-                self.variants.iloc[part].reset_index(drop=True), block.copy(order="F"), out_samples
-            )
+        return dosages
 
     def dosage_dot(
         self,
@@ -374,7 +344,7 @@ class _PgenlibSource(GenotypeSource):
         if self.counts_hardcalls:
             gap_rows = np.flatnonzero(self._missing_calls(index, samples) > 0).tolist()
         done = 0
-        for part, x in self._blocks(index, chunk_size, samples, np.float64, raw=True):
+        for part, x, _ in self._blocks(index, chunk_size, samples, np.float64):
             k = len(part)
             if n_out:
                 if gap_rows is not None:
@@ -455,7 +425,7 @@ class _PgenlibSource(GenotypeSource):
         ``samples``; None when they agree.
         """
         done = 0
-        for _, calls in self._blocks(index, chunk_size, samples, np.int8, raw=True):
+        for _, calls, _ in self._blocks(index, chunk_size, samples, np.int8):
             k = len(calls)
             flip = count_ref[done : done + k]
             if flip.any():  # REF counted: 2 - ALT count, missing stays -9
@@ -492,7 +462,7 @@ class _PgenlibSource(GenotypeSource):
         See :meth:`GenotypeSource.iter_counts`. For a ``.pgen`` holding dosages the sums come
         from the dosages (and the counts from them rounded), as for any other source.
         """
-        if not self._hardcalls:
+        if not self.counts_hardcalls:
             yield from GenotypeSource.iter_counts(self, chunk_size, samples)
             return
         chunk_size = check_chunk_size(chunk_size)
@@ -516,19 +486,11 @@ class _PgenlibSource(GenotypeSource):
         chunk_size = check_chunk_size(chunk_size)
         if samples is not None and len(samples) == 0:
             return np.zeros(0, dtype=np.int64), len(self.variants)
-        subset, inverse = self._subset(samples)
-        n_out = len(self.samples) if subset is None else len(subset)
-        missing = np.zeros(n_out, dtype=np.int64)
-        reader = self._reader(subset)
-        try:
-            buf = np.empty((chunk_size, n_out), dtype=np.int8)
-            for start in range(0, len(self.variants), chunk_size):
-                part = self._keep[start : start + chunk_size].astype(np.uint32)
-                out = buf[: len(part)]
-                reader.read_list(part, out)
-                missing += (out == PGENLIB_MISSING).sum(axis=0)
-        finally:
-            reader.close()
+        inverse = self._subset(samples)[1]
+        missing = np.zeros(len(sample_index(self.samples, samples, self.path)), dtype=np.int64)
+        index = np.arange(len(self.variants))
+        for _, calls, _ in self._blocks(index, chunk_size, samples, np.int8):
+            missing += (calls == PGENLIB_MISSING).sum(axis=0)
         return (missing if inverse is None else missing[inverse]), len(self.variants)
 
 
@@ -594,64 +556,19 @@ class BedSource(_PgenlibSource):
         self._keep = np.arange(n_var, dtype=np.int64)
         self._n_raw_variants = n_var
 
-    def iter_chunks(
-        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
-    ) -> Iterator[GenotypeChunk]:
-        """Yield :class:`GenotypeChunk` objects of at most ``chunk_size`` variants."""
-        if self.engine == "pandas-plink":
-            return self._iter_chunks_pandas_plink(chunk_size, samples)
-        return super().iter_chunks(chunk_size, samples)
-
-    def iter_selected(
-        self,
-        index: np.ndarray,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        samples: Sequence[str] | None = None,
-        dtype: type = np.float32,
-    ) -> Iterator[GenotypeChunk]:
-        """Chunks of the variants at ``index`` only (see :meth:`GenotypeSource.iter_selected`)."""
-        if self.engine == "pandas-plink":
-            return GenotypeSource.iter_selected(self, index, chunk_size, samples, dtype)
-        return super().iter_selected(index, chunk_size, samples, dtype)
-
-    def dosage_dot(
-        self,
-        index: np.ndarray,
-        coef: np.ndarray,
-        fill: np.ndarray | None = None,
-        samples: Sequence[str] | None = None,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``Σ_j coef[j] × ALT dosage`` per sample (see :meth:`GenotypeSource.dosage_dot`)."""
-        if self.engine == "pandas-plink":
-            return GenotypeSource.dosage_dot(self, index, coef, fill, samples, chunk_size)
-        return super().dosage_dot(index, coef, fill, samples, chunk_size)
-
-    def iter_counts(
-        self, chunk_size: int = DEFAULT_CHUNK_SIZE, samples: Sequence[str] | None = None
-    ) -> Iterator[tuple[pd.DataFrame, np.ndarray, np.ndarray]]:
-        """Per-variant ALT sums and hard-call counts (see :meth:`_PgenlibSource.iter_counts`)."""
-        if self.engine == "pandas-plink":
-            return GenotypeSource.iter_counts(self, chunk_size, samples)
-        return super().iter_counts(chunk_size, samples)
-
-    def sample_missing(
-        self, samples: Sequence[str] | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE
-    ) -> tuple[np.ndarray, int]:
-        """Missing genotypes per sample (see :meth:`GenotypeSource.sample_missing`)."""
-        if self.engine == "pandas-plink":
-            return GenotypeSource.sample_missing(self, samples, chunk_size)
-        return super().sample_missing(samples, chunk_size)
-
-    def _iter_chunks_pandas_plink(
-        self, chunk_size: int, samples: Sequence[str] | None
-    ) -> Iterator[GenotypeChunk]:
+    @contextmanager
+    def _chunk_reader(
+        self, samples: Sequence[str] | None, dtype: type, chunk_size: int
+    ) -> Iterator[Callable[[np.ndarray, np.ndarray], None]]:
+        """Chunks decoded by pgenlib, or by pandas-plink's dask array in pgenlib's layout."""
+        if self.engine != "pandas-plink":
+            with super()._chunk_reader(samples, dtype, chunk_size) as read:
+                yield read
+            return
         os.environ.setdefault("DISABLE_PANDERA_IMPORT_WARNING", "True")
         from pandas_plink import Chunk, read_plink1_bin
 
-        chunk_size = check_chunk_size(chunk_size)
-        rows = sample_index(self.samples, samples, self.path)
-        out_samples = self.samples[rows]
+        subset = self._subset(samples)[0]
         data = read_plink1_bin(
             str(self.bed),
             str(self.bim),
@@ -660,15 +577,13 @@ class BedSource(_PgenlibSource):
             ref="a0",
             chunk=Chunk(nsamples=None, nvariants=chunk_size),
         ).data  # dask array, shape (n_samples, n_variants), counts bim column 5 (ALT)
-        all_rows = samples is None
-        for start in range(0, len(self.variants), chunk_size):
-            stop = min(start + chunk_size, len(self.variants))
-            block = np.asarray(data[:, start:stop].compute(scheduler="synchronous"), np.float32)
-            if not all_rows:
-                block = block[rows]
-            yield GenotypeChunk(
-                self.variants.iloc[start:stop].reset_index(drop=True), block, out_samples
-            )
+
+        def read(positions: np.ndarray, out: np.ndarray) -> None:
+            block = np.asarray(data[:, positions].compute(scheduler="synchronous"), np.float32)
+            block = block if subset is None else block[subset]
+            out[:] = np.where(np.isnan(block), PGENLIB_MISSING, block).T
+
+        yield read
 
 
 class PgenSource(_PgenlibSource):
