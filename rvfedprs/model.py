@@ -8,7 +8,16 @@ torch sparse (COO or CSR) batch, so its forward and backward cost scales with th
 non-zero dosages, not with ``P``.
 
 Parameter names start with ``common.``, ``rare.`` or ``head.`` so strategies can address the
-groups; the first rare layer is ``rare.input.weight`` with shape ``(rare_hidden[0], P)``.
+groups; the first rare layer is ``rare.input.weight`` with shape ``(rare_hidden[0], F)``.
+
+**Rare inputs** (``model.rare_input``, :data:`RARE_INPUTS`): the specialist reads the dosages
+themselves (F = P, the default) or features collapsed from them by a fixed P × F projection R
+(:func:`rare_projection`): region burdens ``A B`` (:mod:`rvfedprs.burden`), the dosages of
+chosen variants (a column selection), or both side by side. The model still takes the dosage
+matrix A; it applies R before its first layer, so R is part of the architecture (not a
+parameter: it is not trained nor exchanged). The GLMs' rare features
+(:func:`rvfedprs.training.glm.glm_design`) are the same R, so a GLM's rare coefficients are
+the first layer of a network on the same input (:func:`linear_parameters`).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
 
@@ -31,12 +41,69 @@ __all__ = [
     "parameter_groups",
     "PARAMETER_GROUPS",
     "linear_parameters",
+    "RARE_INPUTS",
+    "rare_projection",
 ]
 
 PARAMETER_GROUPS: tuple[str, ...] = ("common", "rare", "head")
 
 #: The ``model`` section's schema defaults (the architecture's one source of defaults).
 _DEFAULTS = section_defaults("model")
+
+#: What the rare specialist reads: ``dosages`` (every variant's dosage); ``burden`` (the region
+#: burdens A·B); ``top_k`` (the dosages of chosen variants); ``burden+top_k`` (burdens, then
+#: those dosages).
+RARE_INPUTS: tuple[str, ...] = ("dosages", "burden", "top_k", "burden+top_k")
+
+
+def rare_projection(
+    rare_input: str,
+    n_rare: int,
+    *,
+    burden: sp.spmatrix | None = None,
+    top: Sequence[int] | np.ndarray | None = None,
+) -> sp.csr_matrix | None:
+    """R, the P × F map from the dosages to the rare features of ``rare_input`` (None: dosages).
+
+    Parameters
+    ----------
+    rare_input : str
+        One of :data:`RARE_INPUTS`.
+    n_rare : int
+        P, the rare-variant columns.
+    burden : sparse matrix, shape (P, G), optional
+        B of :class:`~rvfedprs.burden.BurdenMap`; needed for the burden inputs.
+    top : sequence of int, optional
+        The chosen variants' columns, in feature order; needed for the top-k inputs.
+
+    Raises
+    ------
+    ValueError
+        For an unknown input, a missing or mis-shaped burden map, or chosen columns outside
+        [0, P) (each named with the value).
+    """
+    if rare_input not in RARE_INPUTS:
+        raise ValueError(f"rare input {rare_input!r} unknown; choose from {list(RARE_INPUTS)}")
+    if rare_input == "dosages":
+        return None
+    blocks = []
+    if rare_input in ("burden", "burden+top_k"):
+        if burden is None or burden.shape[0] != n_rare:
+            raise ValueError(
+                f"rare input {rare_input!r} needs a burden map of {n_rare} rows, got "
+                f"{None if burden is None else burden.shape}"
+            )
+        blocks.append(sp.csr_matrix(burden, dtype=np.float64))
+    if rare_input in ("top_k", "burden+top_k"):
+        columns = np.asarray([] if top is None else top, dtype=np.int64).reshape(-1)
+        if top is None or (columns.size and not 0 <= columns.min() <= columns.max() < n_rare):
+            raise ValueError(
+                f"rare input {rare_input!r} needs the chosen variants' columns among "
+                f"{n_rare}, got {None if top is None else list(top)}"
+            )
+        selection = (np.ones(columns.size), (columns, np.arange(columns.size)))
+        blocks.append(sp.csr_matrix(selection, shape=(n_rare, columns.size)))
+    return sp.hstack(blocks, format="csr")
 
 
 def _mlp(n_in: int, hidden: Sequence[int], dropout: float, first_name: str) -> nn.Sequential:
@@ -76,6 +143,9 @@ class TwoPathwayModel(nn.Module):
         False leaves the weights uninitialised (allocated, not drawn) for callers that set every
         parameter right away: drawing a (h, P) layer's uniform init costs more than a training
         step.
+    projection : sparse matrix, shape (n_rare, F), optional
+        R of :func:`rare_projection`: the specialist reads ``a R`` (F features) instead of the
+        dosages ``a``; None (the default) reads the dosages.
     """
 
     def __init__(
@@ -88,6 +158,7 @@ class TwoPathwayModel(nn.Module):
         dropout: float = _DEFAULTS["dropout"],
         random_seed: int | None = None,
         initialise: bool = True,
+        projection: sp.spmatrix | None = None,
     ) -> None:
         super().__init__()
         if int(n_rare) < 1:
@@ -102,6 +173,21 @@ class TwoPathwayModel(nn.Module):
         if int(n_covariates) < 0:
             raise ValueError(f"n_covariates must be >= 0, got {n_covariates}")
         self.n_rare = int(n_rare)
+        self.projection: sp.csr_matrix | None = None
+        self._projection_torch: tuple[Tensor, Tensor] | None = None  # R, Rᵀ as torch sparse
+        self.n_features = self.n_rare
+        if projection is not None:
+            if projection.shape[0] != self.n_rare or projection.shape[1] < 1:
+                raise ValueError(
+                    f"the rare projection has shape {projection.shape}; the model needs "
+                    f"({self.n_rare}, F >= 1)"
+                )
+            self.projection = sp.csr_matrix(projection, dtype=np.float64)
+            self.n_features = int(projection.shape[1])
+            self._projection_torch = (
+                _torch_sparse(self.projection),
+                _torch_sparse(self.projection.T),
+            )
         self.n_covariates = int(n_covariates)
         self.common_hidden = tuple(int(h) for h in common_hidden)
         self.rare_hidden = tuple(int(h) for h in rare_hidden)
@@ -119,26 +205,64 @@ class TwoPathwayModel(nn.Module):
 
     def _build(self) -> None:
         self.common = _mlp(1 + self.n_covariates, self.common_hidden, self.dropout, "fc0")
-        self.rare = _mlp(self.n_rare, self.rare_hidden, self.dropout, "input")
+        self.rare = _mlp(self.n_features, self.rare_hidden, self.dropout, "input")
         self.head = nn.Linear(self.common_hidden[-1] + self.rare_hidden[-1], 1)
 
     def config(self) -> dict:
         """Constructor keyword arguments that rebuild this architecture."""
-        return {
+        out = {
             "n_rare": self.n_rare,
             "n_covariates": self.n_covariates,
             "common_hidden": list(self.common_hidden),
             "rare_hidden": list(self.rare_hidden),
             "dropout": self.dropout,
         }
+        if self.projection is not None:
+            out["projection"] = self.projection.copy()
+        return out
+
+    def feature_model(self) -> TwoPathwayModel:
+        """The same network reading the features ``a R`` directly: no projection, same parameters.
+
+        Local training runs on it (with the features as its "dosages"), so every column-wise
+        mechanism of :mod:`rvfedprs.training` — lazy first-layer columns, per-column influence,
+        DP-SGD — works on the F features unchanged; its parameters are this model's.
+        """
+        twin = TwoPathwayModel(
+            self.n_features,
+            n_covariates=self.n_covariates,
+            common_hidden=self.common_hidden,
+            rare_hidden=self.rare_hidden,
+            dropout=self.dropout,
+            initialise=False,
+        )
+        set_parameters(twin, get_parameters(self))
+        return twin
+
+    def rare_features(self, rare: sp.spmatrix) -> sp.csr_matrix:
+        """The features the specialist reads from a scipy dosage matrix: ``A R`` (or A)."""
+        if self.projection is None:
+            return sp.csr_matrix(rare)
+        return sp.csr_matrix(sp.csr_matrix(rare, dtype=np.float64) @ self.projection)
+
+    def _project(self, rare: Tensor) -> Tensor:
+        """A torch batch of dosages (n, P), dense or sparse, as features ``a R`` (n, F)."""
+        r, r_t = self._projection_torch
+        if rare.layout == torch.strided:
+            return torch.sparse.mm(r_t, rare.t().to(torch.float32)).t()
+        coo = rare.to_sparse_coo() if rare.layout != torch.sparse_coo else rare
+        return torch.sparse.mm(coo.to(torch.float32).coalesce(), r).to_dense()
 
     def rare_input(self, rare: Tensor, weight: Tensor | None = None) -> Tensor:
         """First specialist layer on a dense or sparse batch, shape (n, P) → (n, h).
 
         ``weight`` (h, rare.shape[1]) replaces ``rare.input.weight`` for a batch restricted to
-        some columns (the lazy column update of :mod:`rvfedprs.training`).
+        some columns (the lazy column update of :mod:`rvfedprs.training`). A model with a
+        projection applies it first (a batch of dosages, without ``weight``).
         """
         layer = self.rare.input
+        if self.projection is not None and weight is None:
+            return layer(self._project(rare))
         if weight is not None:
             return torch.sparse.mm(rare, weight.t()) + layer.bias
         if rare.layout in (torch.sparse_coo, torch.sparse_csr):
@@ -225,7 +349,37 @@ def model_from_config(
         dropout=float(config["dropout"]),
         random_seed=random_seed,
         initialise=initialise,
+        projection=projection_from_config(n_rare, config),
     )
+
+
+def projection_from_config(n_rare: int, model_config: Mapping[str, Any]) -> sp.csr_matrix | None:
+    """R of ``model_config["rare_input"]`` from ``model_config["rare_projection"]``.
+
+    ``rare_projection`` holds what the run chose: ``burden`` (a burden map's
+    :meth:`~rvfedprs.burden.BurdenMap.to_config`) and ``top_k`` (the variants' columns).
+
+    Raises
+    ------
+    ValueError
+        For collapsed inputs without their ``rare_projection``.
+    """
+    rare_input = str(model_config.get("rare_input", "dosages"))
+    if rare_input == "dosages":
+        return None
+    chosen = model_config.get("rare_projection")
+    if chosen is None:
+        raise ValueError(
+            f"model.rare_input {rare_input!r} needs the run's rare_projection (burden map, "
+            "top-k variants) in the model config"
+        )
+    burden = chosen.get("burden")
+    if burden is not None:
+        shape = tuple(int(v) for v in burden["shape"])
+        burden = sp.csr_matrix(
+            (np.asarray(burden["weights"], float), (burden["rows"], burden["cols"])), shape=shape
+        )
+    return rare_projection(rare_input, n_rare, burden=burden, top=chosen.get("top_k"))
 
 
 def get_parameters(model: nn.Module) -> dict[str, np.ndarray]:
@@ -347,7 +501,7 @@ def linear_parameters(
 ) -> dict[str, np.ndarray]:
     """Parameters of a two-pathway model whose logit is a linear model (the floor, a GLM).
 
-    logit = intercept + common_coef · [PRS, covariates] (+ rare_coef · a), exactly: units 0
+    logit = intercept + common_coef · [PRS, covariates] (+ rare_coef · a R), exactly: units 0
     and 1 of the common backbone carry (z, −z) of the linear predictor on its input, the head
     reads them with weights (1, −1) and its bias is the intercept (likewise the specialist for
     ``rare_coef``). Every other head weight is 0, so the rest of the network, left as in
@@ -362,9 +516,9 @@ def linear_parameters(
     intercept : float
     common_coef : sequence of float, length 1 + n_covariates
         Coefficients of the standardised PRS and covariates.
-    rare_coef : sequence of float, length n_rare, optional
-        Coefficients of the rare dosages; None leaves the specialist as in ``template`` (its
-        head weights 0).
+    rare_coef : sequence of float, length F, optional
+        Coefficients of the specialist's inputs (the dosages, or the collapsed features a R of
+        a projection); None leaves the specialist as in ``template`` (its head weights 0).
     trainable : bool
         The starting point of training: every unit the linear model does not use (the
         specialist when ``rare_coef`` is None, the backbone's units from 2 on) is kept in twin
@@ -413,6 +567,18 @@ def linear_parameters(
         head[0, width], head[0, width + 1] = 1.0, -1.0
     out["head.bias"][:] = float(intercept)
     return out
+
+
+def _torch_sparse(matrix: sp.spmatrix) -> Tensor:
+    """A scipy matrix as a coalesced float32 torch COO tensor (the projection R, Rᵀ).
+
+    :func:`rvfedprs.training.to_torch_sparse` does the same for batches; the model cannot
+    import the training package (which imports it).
+    """
+    coo = sp.coo_matrix(matrix)
+    indices = torch.from_numpy(np.vstack([coo.row, coo.col]).astype(np.int64))
+    values = torch.from_numpy(coo.data.astype(np.float32))
+    return torch.sparse_coo_tensor(indices, values, coo.shape, check_invariants=False).coalesce()
 
 
 def _strip_prefix(name: str) -> str:

@@ -34,10 +34,12 @@ from rvfedprs.model import (  # noqa: E402
     TwoPathwayModel,
     get_parameters,
     linear_parameters,
+    model_from_config,
     set_parameters,
 )
 from rvfedprs.run import train  # noqa: E402
 from rvfedprs.strategies import get_strategy  # noqa: E402
+from rvfedprs.training import to_torch_sparse  # noqa: E402
 from rvfedprs.training.glm import glm_design, logistic_sums  # noqa: E402
 
 # 30-bit quantisation on [-0.25, 0.25] (the statistics are far inside it): the sums are exact to
@@ -124,6 +126,23 @@ def _network_logits(parameters, data) -> np.ndarray:
     return out.numpy().astype(np.float64)
 
 
+def _collapsed_network_logits(coef, features, burden, top, data) -> np.ndarray:
+    """A network whose specialist reads ``features`` (model.rare_input), started from a GLM's
+    coefficients on them (its rare coefficients are the first layer's, one per feature)."""
+    chosen = {"burden": None if burden is None else burden.to_config(), "top_k": top}
+    config = {"rare_input": features, "rare_projection": chosen, "n_covariates": data.n_covariates}
+    model = model_from_config(data.rare.shape[1], config, random_seed=2)
+    width = 2 + data.n_covariates
+    start = linear_parameters(get_parameters(model), intercept=float(coef[0]),
+                              common_coef=coef[1:width], rare_coef=coef[width:])  # fmt: skip
+    set_parameters(model, start)
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.as_tensor(data.prs), to_torch_sparse(data.rare),
+                    covariates=torch.as_tensor(data.covariates))  # fmt: skip
+    return out.numpy().astype(np.float64)
+
+
 def test_logistic_sums_match_autograd():
     rng = np.random.default_rng(0)
     x = sp.random(50, 6, density=0.4, random_state=1, format="csr") + sp.eye(50, 6)
@@ -164,6 +183,9 @@ def test_fedglm_equals_pooled_sklearn(federation_dir, tmp_path, features, l2):
     logits = _network_logits(strategy.parameters_for("client00"), test)
     design = glm_design(test, features, burden.matrix if features == "burden" else None)
     np.testing.assert_allclose(logits, design @ expected, atol=2e-4)
+    if features == "burden":  # a network reading the burdens (model.rare_input), from the GLM
+        network = _collapsed_network_logits(strategy.coef, "burden", burden, None, test)
+        np.testing.assert_allclose(network, design @ expected, atol=2e-4)
 
 
 def test_fedglm_under_secure_aggregation(federation_dir, tmp_path):
@@ -462,6 +484,11 @@ def test_fedglm_top_k_equals_the_pooled_fit(federation_dir, tmp_path, features, 
     test = pool_clients(oracle["federation"].test)
     logits = _network_logits(strategy.parameters_for("client00"), test)
     np.testing.assert_allclose(logits, oracle["design"](test) @ oracle["coef"], atol=2e-4)
+    # and as a network whose specialist reads the same collapsed features (model.rare_input)
+    burden_map = burden_from_config(federation_dir, validate_config({"burden": burden})["burden"])
+    network = _collapsed_network_logits(strategy.coef, features, burden_map,
+                                        strategy.top.tolist(), test)  # fmt: skip
+    np.testing.assert_allclose(network, oracle["design"](test) @ oracle["coef"], atol=2e-4)
 
 
 def test_fedglm_top_k_refuses_bad_values(federation_dir, tmp_path):

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.model import RARE_INPUTS, rare_projection
 from rvfedprs.training.data import ClientData
 
 __all__ = [
@@ -44,8 +45,9 @@ __all__ = [
 #: What a GLM takes beside the intercept: ``floor`` = [PRS, covariates]; ``dosages`` adds every
 #: rare-variant dosage column; ``burden`` adds the region burdens A·B (:mod:`rvfedprs.burden`);
 #: ``top_k`` adds the dosages of the k variants chosen by score test
-#: (:mod:`rvfedprs.strategies.top_variants`); ``burden+top_k`` adds the burdens, then those.
-GLM_FEATURES: tuple[str, ...] = ("floor", "dosages", "burden", "top_k", "burden+top_k")
+#: (:mod:`rvfedprs.strategies.top_variants`); ``burden+top_k`` adds the burdens, then those
+#: (beside ``floor``, the network's :data:`~rvfedprs.model.RARE_INPUTS`: the same features).
+GLM_FEATURES: tuple[str, ...] = ("floor", *RARE_INPUTS)
 
 #: The features that need a burden map, and those that need the top-k variants.
 BURDEN_FEATURES: tuple[str, ...] = ("burden", "burden+top_k")
@@ -99,25 +101,13 @@ def glm_design(
         [np.ones(data.n_samples), data.prs.astype(np.float64), data.covariates.astype(np.float64)]
     )
     blocks = [sp.csr_matrix(dense)]
-    rare = data.rare.astype(np.float64)
-    if features == "dosages":
-        blocks.append(rare)
-    if features in BURDEN_FEATURES:
-        if burden is None or burden.shape[0] != data.rare.shape[1]:
-            raise ConfigError(
-                f"client {data.client_id}: a burden GLM needs a burden map of "
-                f"{data.rare.shape[1]} rows, got {None if burden is None else burden.shape}"
-            )
-        blocks.append(sp.csr_matrix(rare @ burden))
-    if features in TOP_K_FEATURES:
-        columns = np.asarray([] if top is None else top, dtype=np.int64)
-        outside = columns.size and not 0 <= columns.min() <= columns.max() < rare.shape[1]
-        if top is None or outside:
-            raise ConfigError(
-                f"client {data.client_id}: features {features!r} need the top-k variants' "
-                f"columns among its {rare.shape[1]}, got {None if top is None else list(top)}"
-            )
-        blocks.append(sp.csr_matrix(rare.tocsc()[:, columns]))
+    if features != "floor":  # the rare features: the network's rare inputs of the same name
+        try:
+            projection = rare_projection(features, data.rare.shape[1], burden=burden, top=top)
+        except ValueError as exc:
+            raise ConfigError(f"client {data.client_id}: {exc}") from None
+        rare = sp.csr_matrix(data.rare, dtype=np.float64)
+        blocks.append(rare if projection is None else sp.csr_matrix(rare @ projection))
     return sp.hstack(blocks, format="csr")
 
 

@@ -16,6 +16,7 @@ noises every column.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -128,7 +129,9 @@ def local_update(
         The round's global parameters ``w^t`` for the FedProx term μ/2‖w − w^t‖²; defaults to
         the model's parameters at the start of the call.
     influence : bool
-        Accumulate the per-variant influence (see :class:`LocalResult`).
+        Accumulate the per-variant influence (see :class:`LocalResult`); per rare feature for a
+        model on collapsed inputs (which trains its
+        :meth:`~rvfedprs.model.TwoPathwayModel.feature_model` on ``a R``).
     random_seed : int, optional
         Seeds batch order and dropout (the global torch RNG is left untouched).
     generator : numpy Generator, optional
@@ -150,6 +153,20 @@ def local_update(
         )
     if data.n_samples == 0:
         raise InputDataError(f"client {data.client_id}: no training samples")
+    if model.projection is not None:  # collapsed rare inputs: train the twin on the features
+        result = local_update(
+            model.feature_model(),
+            replace(data, rare=model.rare_features(data.rare)),
+            config,
+            reference=reference,
+            influence=influence,
+            random_seed=random_seed,
+            generator=generator,
+            dp=dp,
+            correction=correction,
+        )
+        set_parameters(model, result.parameters)
+        return result
     seed = _seed_from(random_seed, generator)
     if dp is not None:
         if correction is not None:

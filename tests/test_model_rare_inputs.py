@@ -1,0 +1,106 @@
+"""The network's collapsed rare inputs (rvfedprs/model.py): burdens, chosen dosages, or both.
+
+The projection R is fixed; the model takes dosages, applies R before its first layer, and must
+give exactly what a plain network on the features ``a R`` gives — in the forward pass on dense
+and sparse batches, and in local training (which runs on that twin).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from rvfedprs.model import (
+    TwoPathwayModel,
+    get_parameters,
+    model_from_config,
+    rare_projection,
+)
+from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, to_torch_sparse
+
+P = 40
+
+
+def _burden():
+    """Three regions over the first 30 variants, uneven weights; variants 30..39 in none."""
+    rows = np.arange(30)
+    return sp.csr_matrix((1.0 + rows / 10.0, (rows, rows // 10)), shape=(P, 3))
+
+
+def _data(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    rare = sp.random(n, P, density=0.08, format="csr", random_state=seed, dtype=np.float32)
+    rare.data[:] = rng.integers(1, 3, size=rare.nnz)
+    prs = rng.normal(size=n).astype(np.float32)
+    y = (rng.random(n) < 1 / (1 + np.exp(-prs - rare[:, :10].sum(axis=1).A1))).astype(np.float32)
+    return ClientData("c0", np.arange(n).astype(str), prs, rare, y)
+
+
+def test_projection_is_the_burdens_then_the_chosen_columns():
+    burden, top = _burden(), [35, 2, 17]
+    r = rare_projection("burden+top_k", P, burden=burden, top=top).toarray()
+    np.testing.assert_array_equal(r, np.hstack([burden.toarray(), np.eye(P)[:, top]]))
+    assert rare_projection("dosages", P) is None
+    assert rare_projection("top_k", P, top=top).shape == (P, 3)
+    with pytest.raises(ValueError, match="rare input 'genes' unknown"):
+        rare_projection("genes", P)
+    with pytest.raises(ValueError, match="'burden' needs a burden map of 40 rows, got None"):
+        rare_projection("burden", P)
+    with pytest.raises(ValueError, match=r"'top_k' needs the chosen variants' columns .*\[3, 40\]"):
+        rare_projection("top_k", P, top=[3, 40])
+
+
+@pytest.mark.parametrize("rare_input", ["burden", "top_k", "burden+top_k"])
+def test_model_on_collapsed_inputs_equals_a_network_on_the_features(rare_input):
+    projection = rare_projection(rare_input, P, burden=_burden(), top=[35, 2, 17])
+    model = TwoPathwayModel(P, rare_hidden=(8, 4), random_seed=3, projection=projection)
+    assert model.n_rare == P and model.n_features == projection.shape[1]
+    assert get_parameters(model)["rare.input.weight"].shape == (8, projection.shape[1])
+    twin = model.feature_model()
+    data = _data()
+    prs = torch.from_numpy(data.prs)
+    with torch.no_grad():
+        expected = twin(prs, to_torch_sparse(model.rare_features(data.rare))).numpy()
+        dense = model(prs, torch.from_numpy(data.rare.toarray())).numpy()
+        coo = model(prs, to_torch_sparse(data.rare)).numpy()
+        csr = model(prs, torch.from_numpy(data.rare.toarray()).to_sparse_csr()).numpy()
+    np.testing.assert_allclose(dense, expected, atol=1e-5)
+    np.testing.assert_allclose(coo, expected, atol=1e-5)
+    np.testing.assert_allclose(csr, expected, atol=1e-5)
+    with pytest.raises(ValueError, match="rare input has 3 columns, the model expects 40"):
+        model(prs, torch.zeros(len(prs), 3))
+
+
+def test_local_training_on_collapsed_inputs_is_the_feature_models():
+    projection = rare_projection("burden+top_k", P, burden=_burden(), top=[35, 2])
+    model = TwoPathwayModel(P, rare_hidden=(8,), random_seed=1, projection=projection)
+    start = get_parameters(model)
+    twin = model.feature_model()
+    data = _data()
+    config = LocalTrainingConfig(epochs=2, lr=0.1, batch_size=32)
+    result = local_update(model, data, config, influence=True, random_seed=7)
+    features = ClientData("c0", data.sample_ids, data.prs, model.rare_features(data.rare), data.y)
+    expected = local_update(twin, features, config, influence=True, random_seed=7)
+    for name, value in expected.parameters.items():
+        np.testing.assert_array_equal(result.parameters[name], value)
+        np.testing.assert_array_equal(get_parameters(model)[name], value)  # trained in place
+    assert not np.array_equal(result.parameters["rare.input.weight"], start["rare.input.weight"])
+    assert result.influence.shape == (5,) and (result.influence > 0).any()  # per feature
+
+
+def test_model_config_builds_the_projection_from_the_run_choice():
+    burden = sp.coo_matrix(_burden())
+    chosen = {
+        "burden": {"rows": burden.row.tolist(), "cols": burden.col.tolist(),
+                   "weights": burden.data.tolist(), "shape": [P, 3]},
+        "top_k": [5],
+    }  # fmt: skip
+    model = model_from_config(P, {"rare_input": "burden+top_k", "rare_projection": chosen})
+    np.testing.assert_array_equal(
+        model.projection.toarray(), np.hstack([_burden().toarray(), np.eye(P)[:, [5]]])
+    )
+    assert model_from_config(P, {}).projection is None  # the default reads the dosages
+    with pytest.raises(ValueError, match="model.rare_input 'burden' needs the run's rare_proj"):
+        model_from_config(P, {"rare_input": "burden"})
