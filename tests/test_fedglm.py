@@ -551,3 +551,23 @@ def test_fedce_glm_with_burdens_and_top_k_equals_the_pooled_fit(clustered, tmp_p
         coef = np.concatenate([strategy.common, strategy.rare[strategy.assignment[client]]])
         logits = _network_logits(strategy.parameters_for(client), data)
         np.testing.assert_allclose(logits, design(data) @ coef, atol=2e-4)
+
+
+@pytest.mark.slow
+def test_fedglm_top_k_resumes_in_the_floor_rounds(federation_dir, tmp_path):
+    """A run stopped before the top k were chosen resumes from its checkpoint to the same fit."""
+
+    def config(rounds):
+        return validate_config({
+            "train": {"data": str(federation_dir), "strategy": "fedglm", "rounds": rounds,
+                      "seed": 3, "progress": False},
+            "fedglm": {"features": "top_k", "top_k": 4, "l2": 2.0},
+        })  # fmt: skip
+
+    whole = train(config(30), tmp_path / "whole").strategy
+    part = train(config(2), tmp_path / "part").strategy
+    assert part.screening and part.top is None and part.iterations == 2
+    resumed = train(config(30), tmp_path / "part", resume=True).strategy
+    assert resumed.converged and resumed.top.tolist() == whole.top.tolist()
+    np.testing.assert_allclose(resumed.coef, whole.coef, rtol=0, atol=1e-12)
+    assert resumed.iterations == whole.iterations
