@@ -245,6 +245,7 @@ def test_flower_section_defaults_and_checks():
         "timeout": 3600,
         "superlink": None,
         "root_certificates": None,
+        "clientapp": "warm",
         "ray_address": None,
         "node_keys": None,
     }

@@ -10,6 +10,10 @@ settings); every round each site trains with :func:`~rvfedprs.genomic.client.fit
 With DP-SGD on, a site keeps one :class:`~rvfedprs.training.dp.DPState` across rounds, so the ε
 it reports is cumulative; the server keeps a copy in its checkpoints (counts and settings only,
 nothing about the data) and hands it back to a fresh node on a resumed run.
+
+The model, local training and DP-SGD (torch, opacus) are imported where a round trains or a
+model is built: a site answering a query (``setup``: moments and counts) reads its data with
+numpy and pandas only, which a fresh ``flwr-clientapp`` process pays for on every message.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from rvfedprs.federation.inprocess import POOLED_CLIENT
 from rvfedprs.federation.plan import RunPlan
 from rvfedprs.federation.seeds import initial_seed
 from rvfedprs.federation.task import Task
-from rvfedprs.genomic.client import ClientContext, fit_client, glm_fit
 from rvfedprs.genomic.data import (
     Federation,
     combine_covariate_moments,
@@ -41,10 +44,9 @@ from rvfedprs.genomic.data import (
     prs_moments,
     standardise_covariates,
 )
-from rvfedprs.model import get_parameters, linear_parameters, model_from_config
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
-from rvfedprs.strategies.fedglm import FedGLM
-from rvfedprs.training import ClientData, DPState, LocalTrainingConfig, dp_settings
+from rvfedprs.training.config import LocalTrainingConfig
+from rvfedprs.training.data import ClientData
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,41 @@ __all__ = [
     "client_nodes",
     "initial_parameters",
     "genomic_settings",
+    "network_model_config",
 ]
+
+
+def network_model_config(
+    model_config: Mapping[str, Any], config: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The ``model`` section a run's networks are built from, with their rare projection.
+
+    For ``model.rare_input: burden``, ``rare_projection`` holds the burden map of
+    ``train.data``'s variants from the ``burden`` section (:mod:`rvfedprs.burden`) and the
+    features' names (the regions: FedCE's Bloom filters hold the influential ones), so every
+    network of the run — the server's, the sites', the evaluation's, a checkpoint's — reads
+    the same features (:func:`~rvfedprs.model.projection_from_config`). Unchanged otherwise,
+    and when the projection is there already.
+
+    Raises
+    ------
+    ConfigError
+        For a burden input without the configuration to build its map from.
+    """
+    out = dict(model_config)
+    rare_input = str(out.get("rare_input", "dosages"))
+    if rare_input == "dosages" or out.get("rare_projection") is not None:
+        return out
+    if config is None:
+        raise ConfigError(
+            f"model.rare_input {rare_input!r} needs the run's configuration (train.data and the "
+            "burden section) to build its burden map"
+        )
+    from rvfedprs.strategies import burden_of
+
+    burden = burden_of(config)
+    out["rare_projection"] = {"burden": burden.to_config(), "features": list(burden.regions)}
+    return out
 
 
 def local_training_config(
@@ -94,6 +130,8 @@ def local_training_config(
     InputDataError
         When ``pos_weight`` is ``auto`` and the federation has no cases or no controls.
     """
+    from rvfedprs.training.dp import dp_settings
+
     pos_weight = train["pos_weight"]
     if pos_weight == "auto":
         if not 0 < n_cases < n_samples:
@@ -333,6 +371,9 @@ class GenomicTask(Task):
         random_seed: int,
     ) -> FitResult:
         """One round of :func:`~rvfedprs.genomic.client.fit_client` on the site's data."""
+        from rvfedprs.genomic.client import ClientContext, fit_client, glm_fit
+        from rvfedprs.training.dp import DPState
+
         if "glm" in instruction.config:  # a federated GLM round: sums, no training
             return glm_fit(instruction, site.training_data(settings), site.variant_keys,
                            bloom_key=site.bloom_key)  # fmt: skip
@@ -355,6 +396,8 @@ class GenomicTask(Task):
 
     def restore_state(self, saved: Mapping[str, Any]) -> dict[str, Any]:
         """Inverse of :meth:`export_state`."""
+        from rvfedprs.training.dp import DPState
+
         return {"dp": DPState.from_state_dict(saved["dp"])} if "dp" in saved else {}
 
     def check_state(self, saved: Mapping[str, Any] | None, settings: Mapping) -> str | None:
@@ -363,6 +406,8 @@ class GenomicTask(Task):
             return None
         if not saved or "dp" not in saved:
             return "DP is on and no 'dp' state came back"
+        from rvfedprs.training.dp import DPState
+
         try:
             DPState.from_state_dict(saved["dp"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -397,6 +442,7 @@ class GenomicTask(Task):
                 raise ConfigError("a genomic run plan needs its training settings or a config")
             training = training_config(plan.config, plan.data, dp=True)
         model = plan.model if plan.model is not None else plan.config["model"]
+        model = network_model_config(model, plan.config)
         return genomic_settings(plan.data, model_config=model, training=training,
                                 dp=plan.privacy.dp)  # fmt: skip
 
@@ -423,6 +469,8 @@ class GenomicTask(Task):
             When the sites disagree on the number of rare-variant columns, or ``pos_weight:
             auto`` meets a federation without cases or controls.
         """
+        from rvfedprs.training.dp import dp_settings
+
         config = job["config"]
         widths = {c: int(r["n-rare"]) for c, r in reports.items()}
         if len(set(widths.values())) > 1:
@@ -452,7 +500,9 @@ class GenomicTask(Task):
         )
         settings: dict[str, Any] = {
             "training": dataclasses.asdict(training),
-            "model": {**dict(config["model"]), "n_covariates": len(covariates)},
+            "model": network_model_config(
+                {**dict(config["model"]), "n_covariates": len(covariates)}, config
+            ),
             "prs_mean": mean,
             "prs_sd": sd,
             "covariate_names": list(covariates),
@@ -472,6 +522,8 @@ class GenomicTask(Task):
         logit is exactly the floor's (:func:`~rvfedprs.model.linear_parameters`); the rest of
         the network keeps its random initialisation behind zero head weights.
         """
+        from rvfedprs.model import get_parameters, linear_parameters, model_from_config
+
         model = model_from_config(
             int(settings["n_rare"]), settings["model"], random_seed=random_seed
         )
@@ -491,6 +543,8 @@ class GenomicTask(Task):
         """
         if not dict(settings["model"]).get("start_from_floor", True):
             return None
+        from rvfedprs.strategies.fedglm import FedGLM
+
         return FedGLM(features="floor", l2=0.0, tol=FLOOR_TOL), FLOOR_ROUNDS
 
     def with_warm_start(self, settings, strategy, history) -> dict[str, Any]:

@@ -11,13 +11,41 @@
 - :mod:`~rvfedprs.training.predict` — predicted probabilities (:func:`evaluate`).
 """
 
-from rvfedprs.training.compact import RARE_INPUT
-from rvfedprs.training.config import LocalResult, LocalTrainingConfig
-from rvfedprs.training.data import ClientData, batch_indices, to_torch_sparse
-from rvfedprs.training.dp import DPState, dp_local_update, dp_schedule, dp_settings
-from rvfedprs.training.influence import column_norms, select_influential
-from rvfedprs.training.predict import evaluate
-from rvfedprs.training.sgd import add_gradient_terms, local_update
+import importlib
+
+#: Where each name lives: imported on first use (PEP 562), so that a process that only needs
+#: :class:`ClientData` (a site answering a query) does not import torch and opacus.
+_HOMES = {
+    "RARE_INPUT": "compact",
+    "LocalResult": "config",
+    "LocalTrainingConfig": "config",
+    "ClientData": "data",
+    "batch_indices": "data",
+    "to_torch_sparse": "data",
+    "DPState": "dp",
+    "dp_local_update": "dp",
+    "dp_schedule": "dp",
+    "dp_settings": "dp",
+    "column_norms": "influence",
+    "select_influential": "influence",
+    "evaluate": "predict",
+    "add_gradient_terms": "sgd",
+    "local_update": "sgd",
+}
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
+
 
 __all__ = [
     "RARE_INPUT",

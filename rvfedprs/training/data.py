@@ -1,14 +1,21 @@
-"""A client's samples as training sees them, and how they become torch tensors and batches."""
+"""A client's samples as training sees them, and how they become torch tensors and batches.
+
+torch is imported where a tensor is made, so that reading and summarising a site's samples
+(a query that trains nothing) does not import it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 from rvfedprs.exceptions import InputDataError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["ClientData", "to_torch_sparse", "batch_indices"]
 
@@ -112,6 +119,8 @@ class ClientData:
         """The covariates of ``rows`` (all when None) as a tensor, or None without covariates."""
         if self.n_covariates == 0:
             return None
+        import torch
+
         values = self.covariates if rows is None else self.covariates[rows]
         return torch.from_numpy(np.ascontiguousarray(values))
 
@@ -122,6 +131,8 @@ class ClientData:
 
         ``rare`` is a sparse COO tensor when ``sparse`` (the model's sparse path), else dense.
         """
+        import torch
+
         rare = self.rare if rows is None else self.rare[rows]
         prs = self.prs if rows is None else self.prs[rows]
         y = self.y if rows is None else self.y[rows]
@@ -131,6 +142,8 @@ class ClientData:
 
 def to_torch_sparse(matrix: sp.spmatrix) -> torch.Tensor:
     """A scipy sparse matrix as a coalesced torch sparse COO float32 tensor of the same shape."""
+    import torch
+
     coo = sp.coo_matrix(matrix, dtype=np.float32)
     indices = torch.from_numpy(np.vstack([coo.row, coo.col]).astype(np.int64))
     values = torch.from_numpy(coo.data.astype(np.float32, copy=False))

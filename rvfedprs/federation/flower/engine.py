@@ -145,6 +145,7 @@ def flower_session(
         certificates=certificates,
         node_keys=node_keys,
         ray_address=settings.get("ray_address"),
+        clientapp=settings.get("clientapp", "warm"),
     ) as link:
         yield link
 

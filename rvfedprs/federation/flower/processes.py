@@ -5,7 +5,8 @@ Every process is started in its own session (``start_new_session``) with its out
 ends each by its process group, however the run ended, and also the descendants that left the
 group (the simulation backend's daemons), found by this run's private ``FLWR_HOME`` in their
 environment. Everything binds to 127.0.0.1. :func:`start_ray_head` starts the local Ray head the
-Flower simulation joins.
+Flower simulation joins; :func:`start_supernode` a SuperNode and, by default, the warm executor
+of its ClientApps (:mod:`~rvfedprs.federation.flower.warm_clientapp`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rvfedprs.exceptions import RvfedprsError
+from rvfedprs.exceptions import ConfigError, RvfedprsError
 
 __all__ = [
     "FlowerRunError",
@@ -36,9 +37,17 @@ __all__ = [
     "wait_port",
     "start_ray_head",
     "backoff",
+    "CLIENTAPP_MODES",
+    "start_supernode",
+    "executor_argv",
 ]
 
 log = logging.getLogger(__name__)
+
+#: How a SuperNode runs its ClientApps: ``warm`` — each message in a process forked from a warm
+#: executor that imported Flower and the tasks once; ``cold`` — Flower's default, a fresh
+#: ``flwr-clientapp`` process per message.
+CLIENTAPP_MODES = ("warm", "cold")
 
 #: Written beside the logs: label → pid of every process a launcher started (for operators
 #: and tests; each is stopped by its process group when the run ends).
@@ -135,6 +144,57 @@ class FlowerProcesses:
                     pass
         for folder in self.cleanup:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def executor_argv(
+    runtime_api_address: str,
+    *,
+    parent_pid: int | None = None,
+    root_certificates: str | Path | None = None,
+) -> list[str]:
+    """The warm ClientApp executor (:mod:`~rvfedprs.federation.flower.warm_clientapp`) command.
+
+    It serves the SuperNode whose Runtime API is ``runtime_api_address`` (plain HTTP, or TLS
+    checked against ``root_certificates``) and exits with process ``parent_pid``.
+    """
+    argv = [sys.executable, "-m", "rvfedprs.federation.flower.warm_clientapp"]
+    argv += ["--runtime-api-address", runtime_api_address]
+    if root_certificates is None:
+        argv.append("--insecure")
+    else:
+        argv += ["--root-certificates", str(root_certificates)]
+    if parent_pid is not None:
+        argv += ["--parent-pid", str(int(parent_pid))]
+    return argv
+
+
+def start_supernode(
+    procs: FlowerProcesses,
+    label: str,
+    argv: Sequence[str],
+    *,
+    port: int,
+    clientapp: str,
+    host: str = "127.0.0.1",
+) -> subprocess.Popen:
+    """Start the SuperNode ``argv`` (which serves its Runtime API on ``host:port``).
+
+    With ``clientapp="warm"`` the node runs with ``--isolation process`` and its ClientApps are
+    forked by a warm executor (label ``<label>-clientapp``) that exits with the node; with
+    ``"cold"`` Flower starts a fresh ``flwr-clientapp`` per message.
+
+    Raises
+    ------
+    ConfigError
+        When ``clientapp`` is not one of :data:`CLIENTAPP_MODES`.
+    """
+    if clientapp not in CLIENTAPP_MODES:
+        raise ConfigError(f"clientapp must be one of {CLIENTAPP_MODES}, got {clientapp!r}")
+    if clientapp == "cold":
+        return procs.start(label, argv)
+    node = procs.start(label, [*argv, "--isolation", "process"])
+    procs.start(f"{label}-clientapp", executor_argv(f"{host}:{port}", parent_pid=node.pid))
+    return node
 
 
 def _pids_with_env(entry: str) -> list[int]:

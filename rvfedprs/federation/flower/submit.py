@@ -209,7 +209,13 @@ def launch(
             raise ConfigError(f"flower.root_certificates: {certificates} not found")
         status = submit_and_wait(remote, None, work / "logs", certificates)
     else:
-        with start_local(work, simulation=simulation, nodes=nodes, ray_address=ray_address) as link:
+        with start_local(
+            work,
+            simulation=simulation,
+            nodes=nodes,
+            ray_address=ray_address,
+            clientapp=settings.get("clientapp", "warm"),
+        ) as link:
             status = submit_and_wait(link.address, link.superlink, link.processes.logs)
     if status["status"] != "completed":
         raise FlowerRunError(

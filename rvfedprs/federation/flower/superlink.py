@@ -24,6 +24,7 @@ from rvfedprs.federation.flower.processes import (
     flower_env,
     free_port,
     start_ray_head,
+    start_supernode,
     wait_port,
 )
 
@@ -80,6 +81,7 @@ def start_local(
     certificates: str | Path | None = None,
     node_keys: Mapping[str, str | Path] | None = None,
     ray_address: str | None = None,
+    clientapp: str = "cold",
 ):
     """Start a SuperLink on a free loopback port (and one SuperNode per entry of ``nodes``).
 
@@ -106,6 +108,12 @@ def start_local(
         Simulation only: the address of a running Ray cluster (``ray start --head`` on a
         cluster, ``flower.ray_address``) that the simulation joins instead of a private local
         head, so many simulated sites can spread over several machines.
+    clientapp : {"warm", "cold"}
+        How each SuperNode runs its ClientApps
+        (:func:`~rvfedprs.federation.flower.processes.start_supernode`): ``warm`` forks each
+        message's process from one that imported Flower and the tasks once; ``cold`` (the
+        default here; a configuration's ``flower.clientapp`` defaults to ``warm``) is Flower's
+        fresh ``flwr-clientapp`` per message.
 
     Yields
     ------
@@ -170,7 +178,9 @@ def start_local(
             node_security = ["--insecure"] if ca is None else ["--root-certificates", str(ca)]
             if node_keys:
                 node_security += ["--auth-supernode-private-key", str(node_keys[label])]
-            procs.start(
+            node_port = free_port()
+            start_supernode(
+                procs,
                 label,
                 [
                     console_script("flower-supernode"),
@@ -180,10 +190,12 @@ def start_local(
                     "--host",
                     "127.0.0.1",
                     "--port",
-                    str(free_port()),
+                    str(node_port),
                     "--node-config",
                     " ".join(f"{k}={json.dumps(str(v))}" for k, v in node_config.items()),
                 ],
+                port=node_port,
+                clientapp=clientapp,
             )
         yield LocalSuperLink(
             address=address, processes=procs, simulation=simulation, root_certificates=ca
