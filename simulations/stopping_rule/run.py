@@ -258,7 +258,10 @@ def cohort_choices(args, run: Path, scenario: str) -> tuple[list[dict], list[dic
                 patience = None if method in GLMS else args.patience
                 r = early_stopped_round(values, patience)
                 picks.append((method, i, configuration, r, values[r]))
-            for name in [*args.methods.split(","), BEST]:
+            trained = {pick[0] for pick in picks}
+            # the best of the methods only where every method was trained on this cohort
+            complete = trained == set(args.methods.split(","))
+            for name in [*args.methods.split(","), *([BEST] if complete else [])]:
                 pool = [k for k, pick in enumerate(picks) if name in (BEST, pick[0])]
                 if not pool:
                     continue
