@@ -357,7 +357,8 @@ def projection_from_config(n_rare: int, model_config: Mapping[str, Any]) -> sp.c
     """R of ``model_config["rare_input"]`` from ``model_config["rare_projection"]``.
 
     ``rare_projection`` holds what the run chose: ``burden`` (a burden map's
-    :meth:`~rvfedprs.burden.BurdenMap.to_config`) and ``top_k`` (the variants' columns).
+    :meth:`~rvfedprs.burden.BurdenMap.to_config`), ``top_k`` (the variants' columns) and,
+    optionally, ``features`` (the F features' names, e.g. the regions).
 
     Raises
     ------

@@ -335,7 +335,9 @@ def train(
     client_state: dict[str, dict[str, Any]] = {}
     result = run(plan, client_state=client_state)
     chosen = None if selection is None else selection.parameters_for
-    metrics = _evaluate(strategy, federation, config, truth, parameters_for=chosen)
+    # the run's networks are the plan's (e.g. with the rare projection of model.rare_input)
+    evaluated = {**config, "model": model_config}
+    metrics = _evaluate(strategy, federation, evaluated, truth, parameters_for=chosen)
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
     record["traffic"] = result.metrics.get("traffic", {})  # per step; per round in the history
     if selection is not None:

@@ -7,18 +7,38 @@ and sparse batches, and in local training (which runs on that twin).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from sklearn.metrics import roc_auc_score
 
-from rvfedprs.model import (
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _federation_fixtures import write_federation  # noqa: E402
+
+from rvfedprs.burden import burden_from_config  # noqa: E402
+from rvfedprs.config import validate_config  # noqa: E402
+from rvfedprs.exceptions import ConfigError  # noqa: E402
+from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint  # noqa: E402
+from rvfedprs.genomic.data import load_federation  # noqa: E402
+from rvfedprs.model import (  # noqa: E402
     TwoPathwayModel,
     get_parameters,
     model_from_config,
     rare_projection,
+    set_parameters,
 )
-from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, to_torch_sparse
+from rvfedprs.run import evaluate_checkpoint, train  # noqa: E402
+from rvfedprs.training import (  # noqa: E402
+    ClientData,
+    LocalTrainingConfig,
+    local_update,
+    to_torch_sparse,
+)
 
 P = 40
 
@@ -104,3 +124,54 @@ def test_model_config_builds_the_projection_from_the_run_choice():
     assert model_from_config(P, {}).projection is None  # the default reads the dosages
     with pytest.raises(ValueError, match="model.rare_input 'burden' needs the run's rare_proj"):
         model_from_config(P, {"rare_input": "burden"})
+
+
+# --- runs: the networks train on the federation's burdens (model.rare_input: burden) ---------
+@pytest.fixture(scope="module")
+def federation_dir(tmp_path_factory):
+    return write_federation(tmp_path_factory.mktemp("rare_inputs"), n_clients=4, n_clusters=2)
+
+
+BURDEN = {"window_bp": 100, "max_maf": 0.05}
+
+
+def _config(data, strategy, **sections):
+    train = {"data": str(data), "strategy": strategy, "rounds": 2, "seed": 1, "progress": False}
+    return validate_config({"train": train, "model": {"rare_input": "burden"},
+                            "burden": BURDEN, **sections})  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["fedavg", "fedce"])
+def test_networks_train_on_burdens_end_to_end(federation_dir, tmp_path, strategy):
+    """Server, sites, evaluation and a checkpoint's evaluation all read the burdens."""
+    config = _config(federation_dir["data"], strategy, fedce={"n_clusters": 2})
+    result = train(config, tmp_path / "run")
+    burden = burden_from_config(federation_dir["data"],
+                                validate_config({"burden": BURDEN})["burden"])  # fmt: skip
+    record = load_checkpoint(latest_checkpoint(tmp_path / "run"))
+    chosen = record["model_config"]["rare_projection"]
+    assert chosen["features"] == burden.regions
+    federation = load_federation(federation_dir["data"])
+    model = model_from_config(federation.n_rare, federation.model_config(record["model_config"]))
+    np.testing.assert_array_equal(model.projection.toarray(), burden.matrix.toarray())
+    # the trained first layer has one column per region, and the reported test AUC is that of
+    # the network reading the burdens of the test dosages
+    scores, labels = [], []
+    for client in federation.client_ids:
+        parameters = result.strategy.parameters_for(client)
+        assert parameters["rare.input.weight"].shape[1] == burden.n_regions
+        set_parameters(model, parameters)
+        test = federation.test[client]
+        with torch.no_grad():
+            scores.append(model(torch.from_numpy(test.prs), to_torch_sparse(test.rare)).numpy())
+        labels.append(test.y)
+    auc = roc_auc_score(np.concatenate(labels), np.concatenate(scores))
+    assert result.metrics["auc"] == pytest.approx(auc, abs=1e-6)
+    again = evaluate_checkpoint(latest_checkpoint(tmp_path / "run"), tmp_path / "eval")
+    assert again["auc"] == pytest.approx(result.metrics["auc"], abs=1e-9)
+
+
+def test_the_glms_refuse_collapsed_network_inputs(federation_dir, tmp_path):
+    with pytest.raises(ConfigError, match="model.rare_input must be dosages .*got 'burden'"):
+        train(_config(federation_dir["data"], "fedglm"), tmp_path)

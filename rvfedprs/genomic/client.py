@@ -158,10 +158,10 @@ def fit_client(
     )
     result = run.extra
     bits = None
-    if want_bloom:
-        bits = influential_bloom_bits(
-            result.influence, context.variant_keys, config, key=context.bloom_key
-        )
+    if want_bloom:  # a network on collapsed inputs: its influential features (regions)
+        projection = context.model_config.get("rare_projection") or {}
+        keys = projection.get("features") or context.variant_keys
+        bits = influential_bloom_bits(result.influence, keys, config, key=context.bloom_key)
     return FitResult(
         client_id=context.data.client_id,
         n_samples=result.n_samples,

@@ -22,7 +22,12 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.genomic.client import ClientContext, build_model, fit_client
 from rvfedprs.genomic.data import Federation, load_federation
-from rvfedprs.genomic.task import GenomicTask, initial_parameters, training_config
+from rvfedprs.genomic.task import (
+    GenomicTask,
+    initial_parameters,
+    network_model_config,
+    training_config,
+)
 from rvfedprs.model import set_parameters
 from rvfedprs.plan import RunPlan, run
 from rvfedprs.similarity.ot import section_options
@@ -36,7 +41,7 @@ __all__ = ["genomic_distance", "strategy_distance", "distance_from_config"]
 
 def _genomic_probe(config, federation, seed):
     """The model after one FedAvg round from w^0 (the probe), and the model configuration."""
-    model_config = federation.model_config(config["model"])
+    model_config = network_model_config(federation.model_config(config["model"]), config)
     probe = RunPlan(
         task=GenomicTask.name,
         data=federation,
@@ -111,7 +116,7 @@ def _genomic_jaccard(config, federation, seed) -> np.ndarray:
     """1 − Jaccard of the clients' Bloom filters after one local round from w^0."""
     fedce = config["fedce"]
     key = read_bloom_key(fedce["bloom_key_file"])
-    model_config = federation.model_config(config["model"])
+    model_config = network_model_config(federation.model_config(config["model"]), config)
     w0 = initial_parameters(federation.n_rare, model_config, seed)
     bloom_config = {
         "influence": True,

@@ -19,7 +19,7 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation import ENGINES
 from rvfedprs.federation.plan import Privacy, RunPlan
 from rvfedprs.genomic.data import Federation, load_federation
-from rvfedprs.genomic.task import GenomicTask, genomic_settings
+from rvfedprs.genomic.task import GenomicTask, genomic_settings, network_model_config
 from rvfedprs.provenance import draw_seed
 from rvfedprs.strategies.base import Strategy
 
@@ -91,7 +91,7 @@ def plan(
         privacy=privacy,
         engine=section["engine"],
         flower=config.get("flower"),
-        model=federation.model_config(config["model"]),
+        model=network_model_config(federation.model_config(config["model"]), config),
         config=config,
         out=None if out is None else Path(out),
         keep_checkpoints=section["keep_checkpoints"],

@@ -183,6 +183,12 @@ def _glm_options(cls: type[Strategy], config: Mapping[str, Any]) -> dict[str, An
     """
     from rvfedprs.training.glm import BURDEN_FEATURES
 
+    rare_input = config_section(config, "model")["rare_input"]
+    if rare_input != "dosages":
+        raise ConfigError(
+            f"the GLMs choose their rare features with fedglm.features; model.rare_input must "
+            f"be dosages for them, got {rare_input!r}"
+        )
     glm = config_section(config, "fedglm")
     accepted = inspect.signature(cls).parameters
     options = {key: value for key, value in glm.items() if key in accepted}
