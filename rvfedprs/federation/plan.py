@@ -72,8 +72,10 @@ class RunPlan:
     task : str
         The registered task (:func:`rvfedprs.tasks.get_task`) whose sites train.
     data : object
-        What the task's sites are made of: a loaded federation (genomic), a mapping of
-        clients (imaging); a Flower engine reads its folder or file only.
+        What the task's sites are made of: a loaded federation (genomic), an
+        :class:`~rvfedprs.imaging.federation.ImagingFederation` (imaging); a Flower engine
+        reads its folder or file only; None where a coordinator's sites hold it (the study:
+        :func:`rvfedprs.plan.run` with its open transport).
     strategy : Strategy
         A fresh strategy; trained in place by :func:`rvfedprs.plan.run`.
     rounds, seed : int

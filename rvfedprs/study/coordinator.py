@@ -47,16 +47,12 @@ from rvfedprs.cohort import exclusions
 from rvfedprs.evaluation.metrics import cluster_ari
 from rvfedprs.evaluation.summaries import pooled_metrics
 from rvfedprs.federation.metering import traffic_of
-from rvfedprs.federation.rounds import (
-    FederationError,
-    RunSpec,
-    require_replies,
-    required_replies,
-    serve,
-)
+from rvfedprs.federation.plan import Privacy, RunPlan, enabled_secagg
+from rvfedprs.federation.rounds import FederationError, require_replies, required_replies
 from rvfedprs.federation.secagg.protocol import SecAggParams
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Task, Transport
+from rvfedprs.plan import run
 from rvfedprs.prepare.coordinator import (
     combine_counts,
     combine_secure_counts,
@@ -571,17 +567,23 @@ def _train(
     start = None if traffic is None else traffic.mark()
     moments = sites.ask("moments", {})
     settings = {**task.run_settings(job, moments), **sites.base}
-    run = RunSpec(
-        strategy,
+    plan = RunPlan(
+        task=task.name,
+        data=None,  # the sites hold it
+        strategy=strategy,
+        rounds=int(job["rounds"]),
+        seed=int(job["seed"]),
+        privacy=Privacy(secagg=enabled_secagg(config)),
+        config=config,
         out=Path(spec["out"]),
+        resume=resume,
+        keep_checkpoints=config["train"]["keep_checkpoints"],
         evaluate_round=round_evaluation(
             sites.transport, settings, bins=study["bins"], min_replies=sites.min_replies
         ),
-        keep_checkpoints=config["train"]["keep_checkpoints"],
+        min_replies=job.get("min_replies"),
     )
-    result = serve(
-        task, sites.transport, [run], {**job, "resume": resume}, settings, on_round=on_round
-    )[0]
+    result = run(plan, transport=sites.transport, settings=settings, on_round=on_round)
     metrics = federated_evaluation(
         sites.transport,
         strategy,
