@@ -272,6 +272,7 @@ def cohort_choices(args, run: Path, scenario: str) -> tuple[list[dict], list[dic
                     "scenario": scenario, "cohort": run.name, "method": name,
                     "selected_on": selected_on, "criterion": criterion, "picked": method,
                     "configuration": configuration, "round": r,
+                    "rounds_run": candidates[k][3].shape[0] - 1, "n_candidates": len(pool),
                     **_measure(y[held], carrier[held], floor[held], p[held]),
                 })  # fmt: skip
     for method, _, configuration, p in candidates:
@@ -327,6 +328,12 @@ def _fmt(row) -> str:
     return f"{row.delta:+.4f} [{row.ci_low:+.4f}, {row.ci_high:+.4f}]"
 
 
+def _budgets(choices: pd.DataFrame) -> str:
+    """``method n`` for the most configurations a method had in any cohort."""
+    counts = choices[choices["method"] != BEST].groupby("method", sort=False)["n_candidates"]
+    return ", ".join(f"{m} {n}" for m, n in counts.max().items())
+
+
 def write_summary(args, choices, deltas, agreement) -> Path:
     """``summary.md``: the deltas, how often each choice is below the floor, rounds chosen,
     and the split-half agreement of each criterion."""
@@ -336,7 +343,8 @@ def write_summary(args, choices, deltas, agreement) -> Path:
     lines = ["# Stopping rule: validation log-loss vs validation AUC", "",
              f"Cohorts: {', '.join(f'{s} {n.get(s, 0)}' for s in args.scenarios.split(','))}. "
              f"Methods {', '.join(args.methods.split(','))} ({BEST}: the best of them on the "
-             f"choosing half); {args.budget} configurations each, ≤ {args.rounds} rounds, "
+             f"choosing half); configurations per method: {_budgets(choices)}; rounds "
+             f"≤ {int(choices['rounds_run'].max())}, "
              f"early stopping emulated with patience {args.patience} (GLMs: none). Choices on "
              "one half of the validation split, measured on the other, both directions; "
              "Δ = (log-loss choice) − (AUC choice), per cohort averaged over the two directions; "
