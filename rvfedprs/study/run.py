@@ -139,6 +139,11 @@ def _study_seed(out: Path, given: int | None, fingerprint: Mapping[str, str], re
     return saved.seed
 
 
+def _summary(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The study's summary in a Flower run's final status (what ``study.json`` holds)."""
+    return {k: v for k, v in status.items() if k not in ("status", "time", "run_id")}
+
+
 def _attach(engine: str, out: Path, run_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """The summary of the Flower run ``run_id`` of the study in ``out`` (waited for).
 
@@ -156,7 +161,7 @@ def _attach(engine: str, out: Path, run_id: str, config: Mapping[str, Any]) -> d
 
     timeout = float((config.get("flower") or {}).get("timeout") or 3600.0)
     status = attach(out / "flower", run_id or None, timeout=timeout)
-    return {k: v for k, v in status.items() if k not in ("status", "time")}
+    return _summary(status)
 
 
 def run_study_config(
@@ -281,4 +286,4 @@ def run_study_config(
         min_replies=job["min_replies"],
         extra={"study": job["study"]},
     )
-    return {k: v for k, v in status.items() if k not in ("status", "time")}
+    return _summary(status)

@@ -201,6 +201,9 @@ def submit_job(
     superlink : LocalSuperLink, optional
         Submit to this running SuperLink (:func:`flower_session`) instead of starting one.
     resume : bool
+        Continue every run from its latest checkpoint (a study: from its saved state), after
+        waiting for a run of this job the SuperLink still has going
+        (:func:`~rvfedprs.federation.flower.submit.launch`).
     min_replies, round_timeout, timeout : optional
         Given here they win over the ``flower`` section (``timeout``: the whole job, default
         3600 s).
@@ -272,6 +275,7 @@ def submit_job(
         settings=settings,
         timeout=timeout,
         ray_address=settings.get("ray_address"),
+        resume=resume,
     )
     for who, why in status.get("setup_failures", {}).items():
         log.warning("%s was left out of the run: %s", who, why)

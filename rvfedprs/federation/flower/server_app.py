@@ -10,8 +10,15 @@ over a :class:`~rvfedprs.federation.flower.transport.FlowerTransport` — the ta
 
 Clients that fail, time out or send malformed replies are logged by name and left out of the
 round (recorded in the history under ``failed``); the job stops when fewer than
-``min_replies`` remain. The outcome goes to ``<job out>/flower/status.json`` — ``flwr run``
-itself always exits 0, so the launcher reads this file to know whether the job worked.
+``min_replies`` remain. The outcome goes to ``<job out>/flower/status.json``, with the Flower
+run's id (``run_id``) — ``flwr run`` itself always exits 0, so the launcher reads this file to
+know whether the job worked, and knows a status left by another run of the same job for what it
+is.
+
+Flower (1.41) never restarts a ServerApp: one that dies (killed, out of memory) stops sending
+heartbeats, and the SuperLink marks its run ``finished:failed`` ("No heartbeat received from the
+task") within 60 s. A job submitted again with ``resume`` (``rvfedprs study --resume``) reads the
+study's state and the runs' checkpoints and continues from the last completed stage and round.
 """
 
 from __future__ import annotations
@@ -44,23 +51,26 @@ def main(grid: Grid, context: Context) -> None:
     if not job_file:
         raise RuntimeError("run config 'job-file' is empty; start runs with rvfedprs train")
     job = read_job(job_file)
+    run_id = str(context.run_id)
     try:
-        summary = run_server(grid, job)
+        summary = run_server(grid, job, run_id=run_id)
     except BaseException as exc:
         write_status(
             job["out"],
             "failed",
+            run_id=run_id,
             error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
         )
         raise
-    write_status(job["out"], "completed", **summary)
+    write_status(job["out"], "completed", run_id=run_id, **summary)
 
 
-def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
+def run_server(grid: Grid, job: Mapping[str, Any], *, run_id: str | None = None) -> dict[str, Any]:
     """Run the job on ``grid``: :func:`~rvfedprs.federation.rounds.run_job` over Flower.
 
-    Returns the summary written to the status file.
+    Returns the summary written to the status file; ``run_id`` (the Flower run's) goes into
+    every status written on the way.
 
     Raises
     ------
@@ -69,7 +79,7 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
         strategy pools the clients' data.
     """
     task = get_task(job["task"])
-    write_status(job["out"], "running", round=0)
+    write_status(job["out"], "running", run_id=run_id, round=0)
     transport = FlowerTransport(
         grid,
         task,
@@ -80,7 +90,8 @@ def run_server(grid: Grid, job: Mapping[str, Any]) -> dict[str, Any]:
     )
 
     def on_round(index: int, entry: Mapping[str, Any]) -> None:
-        write_status(job["out"], "running", run=index, round=entry["round"], loss=entry["loss"])
+        progress = {"run": index, "round": entry["round"], "loss": entry["loss"]}
+        write_status(job["out"], "running", run_id=run_id, **progress)
 
     try:
         return run_job(task, transport, job, on_round=on_round)

@@ -8,6 +8,13 @@ intervals (0.25 s up to 5 s, :func:`~rvfedprs.federation.flower.processes.backof
 SuperLink asked every 30 s. The run id of each submission is kept in ``flower/run.json``:
 :func:`attach` waits for a run whose launcher died (the run goes on on the SuperLink) instead
 of submitting a new one. :func:`collect` rebuilds a run's result from its checkpoints.
+
+Flower never restarts a ServerApp that died: the SuperLink marks its run ``finished:failed``
+once its heartbeats stop (within 60 s), and the launcher then says so and how to go on
+(``--resume``). A resumed job first waits for the run recorded in ``run.json`` while the
+SuperLink still has it going (its ServerApp may be alive, or dead and not yet noticed), so that
+two ServerApps never write one study; it submits a new run, which continues from the study's
+state and the latest checkpoints, only once that run has ended without completing.
 """
 
 from __future__ import annotations
@@ -91,6 +98,24 @@ def _run_state(run_id: str | None, env: Mapping[str, str]) -> tuple[str, str]:
     return str(runs[0].get("status", "")), str(runs[0].get("status-details", ""))
 
 
+def _final_status(status_path: Path, run_id: str | None) -> dict | None:
+    """The final status (``completed``/``failed``) in ``status_path`` written by ``run_id``.
+
+    None while there is none; a status another run of the job wrote (one whose ServerApp died,
+    its stale ``running``; or, with no ``run_id`` recorded, any run) is not ``run_id``'s.
+    """
+    if not status_path.is_file():
+        return None
+    try:
+        status = json.loads(status_path.read_text())
+    except ValueError:  # written atomically; a foreign, torn file is no status
+        return None
+    written_by = status.get("run_id")
+    if run_id and written_by is not None and str(written_by) != str(run_id):
+        return None
+    return status if status.get("status") in ("completed", "failed") else None
+
+
 def wait_status(
     status_path: Path,
     superlink: subprocess.Popen | None,
@@ -104,19 +129,20 @@ def wait_status(
 ) -> dict:
     """The job's final status (``completed``/``failed``) from ``status_path``.
 
-    Also fails when the SuperLink process exits, when the SuperLink reports the run finished
-    with no status written (asked every ``poll_run`` seconds), or after ``timeout`` seconds.
-    The status file is read after each of ``waits`` seconds (default
+    Only a status written by ``run_id`` counts (when given). Also fails when the SuperLink
+    process exits, when the SuperLink reports the run finished with no status written (asked
+    every ``poll_run`` seconds; the status then holds ``died``: the ServerApp ended without a
+    word, e.g. killed, and Flower does not restart it), or after ``timeout`` seconds. The
+    status file is read after each of ``waits`` seconds (default
     :func:`~rvfedprs.federation.flower.processes.backoff`: 0.25 s growing to 5 s).
     """
     waits = backoff() if waits is None else waits
     deadline = time.monotonic() + timeout
     next_poll = time.monotonic() + poll_run
     while time.monotonic() < deadline:
-        if status_path.is_file():
-            status = json.loads(status_path.read_text())
-            if status["status"] in ("completed", "failed"):
-                return status
+        status = _final_status(status_path, run_id)
+        if status is not None:
+            return status
         if run_id and env is not None and time.monotonic() >= next_poll:
             # The ServerApp cannot write a status when the runtime around it dies (the
             # simulation backend failing, a killed process): ask the SuperLink.
@@ -124,11 +150,16 @@ def wait_status(
             state, details = _run_state(run_id, env)
             if state.startswith("finished"):  # yet no final status from the ServerApp
                 time.sleep(1.0)  # a status written just now still wins
-                if status_path.is_file():
-                    status = json.loads(status_path.read_text())
-                    if status["status"] in ("completed", "failed"):
-                        return status
-                return {"status": "failed", "error": f"Flower reports the run {state}: {details}"}
+                status = _final_status(status_path, run_id)
+                if status is not None:
+                    return status
+                return {
+                    "status": "failed",
+                    "died": state,
+                    "error": f"the ServerApp of Flower run {run_id} ended without a final "
+                    f"status (Flower reports the run {state}: {details}); Flower does not "
+                    "restart it: --resume continues from the last completed stage and round",
+                }
         if superlink is not None and superlink.poll() is not None:
             raise FlowerRunError(
                 f"the SuperLink exited with status {superlink.returncode} during the run; "
@@ -153,6 +184,7 @@ def launch(
     settings: Mapping[str, Any],
     timeout: float,
     ray_address: str | None = None,
+    resume: bool = False,
 ) -> dict:
     """Submit the job of ``run_config`` and wait for its final status (raises unless completed).
 
@@ -161,7 +193,8 @@ def launch(
     when given) started here and stopped when the run ends. With ``flower.node_keys`` (site →
     its node's public key; ``flower-deploy`` on a SuperLink that authenticates its nodes) the
     job gets the node id of each site's registered key, and the ServerApp refuses a node that
-    claims a site whose key is not its own.
+    claims a site whose key is not its own. With ``resume``, a run of this job that the same
+    SuperLink still has going (``work/run.json``) is waited for first (:func:`_await_recorded`).
 
     Raises
     ------
@@ -184,6 +217,10 @@ def launch(
         home = work / "home"
         write_connection(home, address, root_certificates=certificates)
         env = flower_env(home)
+        if resume:
+            status = _await_recorded(work, address, env, process, logs, timeout)
+            if status is not None:
+                return status
         if node_keys:
             bind_site_nodes(run_config["job-file"], registered_nodes(node_keys, env))
         run_id = submit(app, env, work / "logs", run_config, extra)
@@ -223,6 +260,47 @@ def launch(
             f"(logs in {work / 'logs'})"
         )
     return status
+
+
+def _await_recorded(
+    work: Path,
+    address: str,
+    env: Mapping[str, str],
+    process: subprocess.Popen | None,
+    logs: Path,
+    timeout: float,
+) -> dict | None:
+    """The completed status of the run recorded in ``work/run.json``, if it is still going.
+
+    A resumed job must not run beside the run it resumes: both would write one study. While the
+    SuperLink at ``address`` reports that run pending, starting or running (its ServerApp alive,
+    or dead and not yet noticed: Flower marks it failed once 60 s pass without its heartbeat),
+    this waits for it, as :func:`wait_status`. None when there is no such run, or when it ended
+    without completing (then a new run resumes the job).
+    """
+    recorded = work / RUN_FILE
+    if not recorded.is_file():
+        return None
+    previous = json.loads(recorded.read_text())
+    run_id = previous.get("run_id")
+    if not run_id or previous.get("superlink") != address:
+        return None
+    state, _ = _run_state(run_id, env)
+    if not state or state.startswith("finished"):
+        return None
+    log.warning(
+        "Flower run %s of this job is still %s on the SuperLink: waiting for it to end before "
+        "resuming (a ServerApp that died is noticed within about 60 s)",
+        run_id,
+        state,
+    )
+    status = wait_status(work / STATUS_FILE, process, logs, timeout, run_id=run_id, env=env)
+    if status["status"] == "completed":
+        log.info("Flower run %s completed: nothing to resume", run_id)
+        return status
+    log.warning("Flower run %s ended without completing (%s): submitting a run that resumes it",
+                run_id, status.get("error", "no reason recorded"))  # fmt: skip
+    return None
 
 
 def attach(work: Path, run_id: str | None, *, timeout: float) -> dict:
