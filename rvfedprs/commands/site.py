@@ -53,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Flower's state and received apps (default: FOLDER/flower of the site's config)",
     )
     parser.add_argument(
+        "--clientapp",
+        choices=("warm", "cold"),
+        default="warm",
+        help="warm (default): each message's ClientApp forked from a process that imported "
+        "Flower and the tasks once; cold: Flower's fresh flwr-clientapp per message",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="check every file, print the command and exit"
     )
 
@@ -74,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         max_retries=args.max_retries,
         max_wait_time=args.max_wait_time,
         flwr_home=args.flwr_home,
+        clientapp=args.clientapp,
     )
     if args.dry_run:
         print(node.shell_command())

@@ -5,7 +5,10 @@ load_site_config`), checks that every file the node will read exists — genotyp
 its companions: ``.bim``/``.fam``, ``.pvar``/``.psam``, ...), phenotypes, samples, truth, the
 Bloom key, the SuperLink's CA certificate, the node's private key — and builds the
 ``flower-supernode`` command (``rvfedprs site``). Flower's state and the apps it receives go to
-the node's FLWR_HOME, by default ``FOLDER/flower`` under the site's folder.
+the node's FLWR_HOME, by default ``FOLDER/flower`` under the site's folder. With warm ClientApps
+(the default) the command is the warm executor
+(:mod:`~rvfedprs.federation.flower.warm_clientapp`) starting the SuperNode with
+``--isolation process`` and forking each message's ClientApp from its imports, done once.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.federation.flower.processes import console_script
+from rvfedprs.federation.flower.processes import CLIENTAPP_MODES, console_script, executor_argv
 from rvfedprs.genotypes.formats import genotype_files
 from rvfedprs.study.task import load_site_config
 
@@ -25,7 +28,7 @@ __all__ = ["SiteNode", "site_node", "site_files"]
 
 @dataclass(frozen=True)
 class SiteNode:
-    """What ``rvfedprs site`` runs: the ``flower-supernode`` argv and its FLWR_HOME."""
+    """What ``rvfedprs site`` runs: its argv (the SuperNode's, or the warm executor's) and home."""
 
     site: str
     argv: list[str]
@@ -65,6 +68,7 @@ def site_node(
     max_retries: int | None = None,
     max_wait_time: float | None = None,
     flwr_home: str | Path | None = None,
+    clientapp: str = "warm",
 ) -> SiteNode:
     """The ``flower-supernode`` command of the site configured in ``config``, files checked.
 
@@ -85,6 +89,11 @@ def site_node(
         How long the node keeps trying to reach the SuperLink (None: no limit).
     flwr_home : str or Path, optional
         Flower's state and received apps (default ``FOLDER/flower``, the site's folder).
+    clientapp : {"warm", "cold"}
+        ``warm``: the command is the warm ClientApp executor, which starts the SuperNode (with
+        ``--isolation process``) and forks each message's ClientApp from a process that
+        imported Flower and the tasks once; ``cold``: ``flower-supernode`` alone, a fresh
+        ``flwr-clientapp`` per message.
 
     Raises
     ------
@@ -111,6 +120,8 @@ def site_node(
         raise ConfigError(f"site {inputs.site}: files not found: " + "; ".join(missing))
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be in [1, 65535], got {port}")
+    if clientapp not in CLIENTAPP_MODES:
+        raise ConfigError(f"--clientapp must be one of {CLIENTAPP_MODES}, got {clientapp!r}")
     if '"' in str(config) or "\n" in str(config):
         raise ConfigError(f"the site configuration's path cannot hold '\"' or a newline: {config}")
     security = ["--insecure"]
@@ -134,5 +145,9 @@ def site_node(
         "--node-config",
         f"site-config={json.dumps(str(config))}",  # a TOML string, as Flower parses it
     ]
+    if clientapp == "warm":  # the executor reaches the node's Runtime API where it listens
+        local = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        address = f"[{local}]:{int(port)}" if ":" in local else f"{local}:{int(port)}"
+        argv = [*executor_argv(address), "--", *argv, "--isolation", "process"]
     home = Path(flwr_home).resolve() if flwr_home is not None else folder / "flower"
     return SiteNode(site=inputs.site, argv=argv, flwr_home=home)

@@ -15,10 +15,15 @@ The parent never runs a torch operation (no thread pool exists when it forks); a
 trains starts torch's threads itself.
 
 Usage (:func:`~rvfedprs.federation.flower.processes.executor_argv`; ``--root-certificates CA``
-instead of ``--insecure`` for a Runtime API served with TLS)::
+instead of ``--insecure`` for a Runtime API served with TLS), beside a running SuperNode::
 
     python -m rvfedprs.federation.flower.warm_clientapp --insecure --parent-pid <supernode pid>
         --runtime-api-address 127.0.0.1:9094
+
+or starting the SuperNode itself, as its parent, and ending with it (``rvfedprs site``)::
+
+    python -m rvfedprs.federation.flower.warm_clientapp --insecure
+        --runtime-api-address 127.0.0.1:9094 -- flower-supernode ... --isolation process
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import argparse
 import importlib
 import logging
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -73,7 +80,8 @@ def serve(
     parent_pid: int | None = None,
     preload: Sequence[str] = PRELOAD,
     poll_seconds: tuple[float, float] = POLL_SECONDS,
-) -> None:
+    node_pid: int | None = None,
+) -> int:
     """Acquire the node's ClientApp tasks and run each in a forked child, until stopped.
 
     Parameters
@@ -91,6 +99,13 @@ def serve(
     poll_seconds : (float, float)
         The shortest and the longest wait between two asks for a pending task
         (:func:`~rvfedprs.federation.flower.processes.backoff`).
+    node_pid : int, optional
+        The SuperNode when it is this process's child: serving ends when it exits.
+
+    Returns
+    -------
+    int
+        The SuperNode's exit status (with ``node_pid``; otherwise this runs until stopped).
     """
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
     from flwr.supercore.app_utils import start_parent_process_monitor
@@ -116,9 +131,21 @@ def serve(
     )
     request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP])
     log.info("warm ClientApp executor serving %s", runtime_api_address)
+    failing = False
     while True:
-        _reap()
-        acquired = client.AcquireTask(request)
+        ended = _reap()
+        if node_pid in ended:
+            log.info("the SuperNode (pid %d) exited with status %d", node_pid, ended[node_pid])
+            return ended[node_pid]
+        try:
+            acquired = client.AcquireTask(request)
+        except Exception as exc:  # noqa: BLE001 (the node may be starting or restarting)
+            if not failing:
+                log.warning("cannot reach the SuperNode's Runtime API yet: %s", exc)
+            failing = True
+            time.sleep(next(waits))
+            continue
+        failing = False
         if acquired.HasField("task") and acquired.token:
             pid = _fork_task(runtime_api_address, acquired.token, insecure, certificates)
             log.info("task %d: ClientApp forked, pid %d", acquired.task.task_id, pid)
@@ -133,6 +160,7 @@ def _fork_task(address: str, token: str, insecure: bool, certificates: bytes | N
     pid = os.fork()
     if pid:
         return pid
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's (run_clientapp sets its own)
     code = 1
     try:
         from flwr.supernode.runtime.run_clientapp import run_clientapp
@@ -147,35 +175,57 @@ def _fork_task(address: str, token: str, insecure: bool, certificates: bytes | N
         os._exit(code)  # never the warm process's own cleanup
 
 
-def _reap() -> None:
-    """Collect the exit status of every finished child (no zombies)."""
+def _reap() -> dict[int, int]:
+    """Collect every finished child (no zombies): pid → exit status."""
+    ended = {}
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return ended
         if pid == 0:
-            return
+            return ended
+        ended[pid] = os.waitstatus_to_exitcode(status)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command line: ``--runtime-api-address``, ``--insecure`` | ``--root-certificates``."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``--runtime-api-address``, ``--insecure`` | ``--root-certificates``.
+
+    With a SuperNode command after ``--``, it is started first (its own output) and serving
+    ends with it; SIGTERM stops it, then this process.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtime-api-address", required=True)
     security = parser.add_mutually_exclusive_group(required=True)
     security.add_argument("--insecure", action="store_true")
     security.add_argument("--root-certificates")
     parser.add_argument("--parent-pid", type=int)
+    parser.add_argument("supernode", nargs=argparse.REMAINDER, help="-- flower-supernode ...")
     args = parser.parse_args(argv)
+    command = args.supernode[1:] if args.supernode[:1] == ["--"] else args.supernode
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not every poll
-    serve(
+    node = None
+    if command:
+        node = subprocess.Popen(command)  # noqa: S603 (the operator's own command line)
+
+        def stop(signum: int, _frame) -> None:  # even while the modules are still loading
+            node.terminate()
+            try:
+                node.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                node.kill()
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stop)
+    return serve(
         args.runtime_api_address,
         insecure=args.insecure,
         root_certificates=args.root_certificates,
         parent_pid=args.parent_pid,
+        node_pid=None if node is None else node.pid,
     )
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
