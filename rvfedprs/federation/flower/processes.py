@@ -66,13 +66,19 @@ def free_port() -> int:
 
 
 def flower_env(flwr_home: Path) -> dict[str, str]:
-    """The environment of a Flower process: private FLWR_HOME, no runtime installs."""
+    """The environment of a Flower process: private FLWR_HOME, no runtime installs.
+
+    Nor Flower's telemetry: every Flower process (each ClientApp, twice per message) would
+    otherwise post an event to Flower's server — nothing a site should send, and a wait where
+    the network is closed.
+    """
     env = dict(os.environ)
     env.update(
         {
             "FLWR_HOME": str(flwr_home),
             "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
             "FLWR_DISABLE_UPDATE_CHECK": "1",
+            "FLWR_TELEMETRY_ENABLED": "0",
             "PYTHONUNBUFFERED": "1",
         }
     )
