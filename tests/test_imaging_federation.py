@@ -7,9 +7,10 @@ import pytest
 from test_imaging import REAL, _write_npz
 
 from rvfedprs.imaging.client import ImagingTrainingConfig, fit_imaging_client
-from rvfedprs.imaging.engine import evaluate_clients, initial_cnn_parameters, run_imaging
-from rvfedprs.imaging.federation import build_federation
+from rvfedprs.imaging.engine import evaluate_clients, initial_cnn_parameters
+from rvfedprs.imaging.federation import ImagingFederation, build_federation
 from rvfedprs.imaging.loader import load_medmnist
+from rvfedprs.plan import RunPlan, run
 from rvfedprs.strategies import FitInstruction, get_strategy
 from rvfedprs.strategies.ditto import PERSONAL_PREFIX
 from rvfedprs.strategies.scaffold import CORRECTION_KEY
@@ -58,7 +59,7 @@ def test_client_hooks(clients):
 @pytest.mark.parametrize("name", ["fedavg", "fedsvrg", "fedatt", "ditto"])
 def test_strategies_run_and_learn(clients, name):
     s = get_strategy(name)
-    r = run_imaging(clients, s, rounds=2, random_seed=0)
+    r = run(RunPlan(task="imaging", data=ImagingFederation(clients), strategy=s, rounds=2, seed=0))
     assert len(r.history) == 2 and np.isfinite(r.history[-1]["loss"])
     assert r.history[-1]["loss"] < r.history[0]["loss"]
     metrics = evaluate_clients(s, clients)

@@ -39,10 +39,11 @@ from rvfedprs.cli import main  # noqa: E402
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.exceptions import ConfigError  # noqa: E402
 from rvfedprs.imaging.benchmark import run_benchmark  # noqa: E402
-from rvfedprs.imaging.engine import evaluate_clients, run_imaging  # noqa: E402
+from rvfedprs.imaging.engine import evaluate_clients  # noqa: E402
 from rvfedprs.imaging.federation import benchmark_data, federation_from_section  # noqa: E402
 from rvfedprs.imaging.loader import load_medmnist  # noqa: E402
-from rvfedprs.imaging.task import strategy_for  # noqa: E402
+from rvfedprs.imaging.plan import plan  # noqa: E402
+from rvfedprs.plan import run, run_plans  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -126,20 +127,22 @@ def test_cli_flower_sim_stopped_every_process(cli_runs):
 
 @pytest.fixture(scope="module")
 def deploy(data, tmp_path_factory):
+    from dataclasses import replace
+
     from rvfedprs.federation.flower.superlink import start_local
-    from rvfedprs.imaging.engine import ImagingRun, run_flower_imaging
     from rvfedprs.imaging.task import imaging_nodes
 
     root = tmp_path_factory.mktemp("deploy")
-    section = load_config(None, overrides={"imaging": {**SECTION, "data": str(data)}})["imaging"]
+    config = load_config(None, overrides={"imaging": {**SECTION, "data": str(data)}})
+    section = config["imaging"]
     dataset = load_medmnist(data)
     clients = federation_from_section(
         benchmark_data(dataset, section, SEED), dataset.n_classes, section, random_seed=SEED
     )
     out = {"clients": clients}
     for name in STRATEGIES:
-        out["inprocess", name] = run_imaging(
-            clients, strategy_for(name, section), rounds=ROUNDS, random_seed=SEED
+        out["inprocess", name] = run(
+            plan(config, clients=clients, strategy=name, seed=SEED, engine="inprocess")
         )
     nodes = imaging_nodes(data, sorted(clients))
     certs = root / "certs"
@@ -151,20 +154,25 @@ def deploy(data, tmp_path_factory):
         root / "session", simulation=False, nodes=nodes, certificates=certs, node_keys=keys
     ) as link:
         out["pids"] = list(link.processes.pids().values())
-        results = run_flower_imaging(
-            "flower-deploy",
-            clients=clients,
-            runs=[ImagingRun(name, strategy_for(name, section)) for name in STRATEGIES],
-            section=section,
-            data_file=data,
-            rounds=ROUNDS,
-            random_seed=SEED,
-            out=root / "run",
-            superlink=link,
-            expected_nodes=4,
-            min_replies=3,
-            timeout=400,
-        )
+        plans = [
+            replace(
+                plan(
+                    config,
+                    root / "run" / name,
+                    clients=clients,
+                    strategy=name,
+                    seed=SEED,
+                    engine="flower-deploy",
+                    data_file=data,
+                ),
+                superlink=link,
+                expected_nodes=4,
+                min_replies=3,
+                timeout=400,
+            )
+            for name in STRATEGIES
+        ]
+        results = run_plans(plans, out=root / "run")
     for name, result in zip(STRATEGIES, results, strict=True):
         out["flower-deploy", name] = result
     out["root"] = root

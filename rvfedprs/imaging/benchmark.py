@@ -6,10 +6,12 @@ record at the evaluation rounds the mean over clients of each client's metrics o
 split, using the model the client would use (global model; its own for Local, its personal
 model for Ditto, its cluster's for cluster FedAvg).
 
-The clients train in this process (``engine="inprocess"``) or on Flower (``flower-sim``,
-``flower-deploy``: :func:`rvfedprs.imaging.engine.run_flower_imaging`, same rows for
-the same seed); :func:`federation_from_section` is the one place that builds a fold's clients,
-so that a Flower client process rebuilds exactly its own.
+Every strategy of a fold is a run plan (:func:`rvfedprs.imaging.plan.plan`); the clients train
+in this process (``engine="inprocess"``: :func:`rvfedprs.plan.run`, one plan after another) or
+on Flower (``flower-sim``, ``flower-deploy``: the fold's plans in one Flower job,
+:func:`rvfedprs.plan.run_plans`; same rows for the same seed); :func:`federation_from_section`
+is the one place that builds a fold's clients, so that a Flower client process rebuilds exactly
+its own.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ import numpy as np
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation import ENGINES
-from rvfedprs.imaging.engine import evaluate_clients, mean_metrics, run_imaging
+from rvfedprs.imaging.engine import evaluate_clients, mean_metrics
 from rvfedprs.imaging.federation import benchmark_data, federation_from_section
 from rvfedprs.imaging.loader import MedMNIST
 from rvfedprs.imaging.metrics import METRIC_NAMES
+from rvfedprs.imaging.plan import plan, strategy_distance
 from rvfedprs.imaging.task import strategy_for
+from rvfedprs.plan import run, run_plans
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +43,6 @@ __all__ = [
     "results_table",
     "check_engine",
 ]
-
-
-def strategy_distance(
-    name: str, section: Mapping[str, Any], clients, random_seed: int
-) -> dict[str, Any]:
-    """``distance`` and ``distance_clients`` for ``fedavg_w`` / ``cluster_fedavg``, else {}."""
-    if name not in ("fedavg_w", "cluster_fedavg"):
-        return {}
-    from rvfedprs.imaging.distances import imaging_distance
-
-    d, ids = imaging_distance(clients, section["distance_method"], random_seed=random_seed)
-    return {"distance": d, "distance_clients": ids}
 
 
 def build_strategy(name: str, section: Mapping[str, Any], clients, random_seed: int):
@@ -87,9 +79,9 @@ def run_benchmark(
     engine : {"inprocess", "flower-sim", "flower-deploy"}
         Where the clients train: one after another in this process, or on Flower (one Flower
         SuperLink, and for ``flower-deploy`` one SuperNode per client, for the whole benchmark;
-        one Flower run per fold holding every strategy, see
-        :func:`rvfedprs.imaging.engine.run_flower_imaging`). Same rows for the same
-        seed; on Flower a strategy's rows arrive when its fold's run ends.
+        one Flower run per fold holding every strategy, :func:`rvfedprs.plan.run_plans`).
+        Same rows for the same seed; on Flower a strategy's rows arrive when its fold's run
+        ends.
     flower : mapping, optional
         The ``flower`` configuration section (Flower engines; defaults when None).
     out : str or Path, optional
@@ -109,6 +101,7 @@ def run_benchmark(
         For an unknown engine, or a Flower engine without ``out``.
     """
     from contextlib import nullcontext
+    from dataclasses import replace
 
     check_engine(engine)
     if engine != "inprocess" and out is None:
@@ -121,7 +114,7 @@ def run_benchmark(
     client_info: dict[str, Any] = {}
     session = nullcontext(None)
     if engine != "inprocess":
-        from rvfedprs.imaging.engine import ImagingRun, imaging_session, run_flower_imaging
+        from rvfedprs.imaging.engine import imaging_session
 
         n_clients = (
             section["n_clients"] if class_counts is None else int(np.asarray(class_counts).shape[0])
@@ -153,10 +146,22 @@ def run_benchmark(
                 }
                 for cid, c in clients.items()
             }
-            runs = []
+            plans = []
+            fold_out = (
+                None if out is None else Path(out).resolve() / "flower-runs" / f"fold{fold or 0}"
+            )
             for name in section["strategies"]:
-                distance = strategy_distance(name, section, clients, random_seed)
-                strategy = strategy_for(name, section, **distance)
+                planned = plan(
+                    {"imaging": section, "flower": flower},
+                    None if engine == "inprocess" else fold_out / name,
+                    clients=clients,
+                    strategy=name,
+                    seed=random_seed,
+                    engine=engine,
+                    data_file=dataset.path,
+                    fold=fold,
+                    class_counts=class_counts,
+                )
 
                 def evaluate(strat, t, _name=name, _fold=fold, _clients=clients):
                     if t not in eval_rounds:
@@ -170,31 +175,13 @@ def run_benchmark(
                         progress(row)
                     return {}
 
+                planned = replace(planned, evaluate_round=evaluate, superlink=link)
                 if engine == "inprocess":
-                    run_imaging(
-                        clients,
-                        strategy,
-                        rounds=rounds,
-                        random_seed=random_seed,
-                        evaluate_round=evaluate,
-                    )
+                    run(planned)
                 else:
-                    runs.append(ImagingRun(name, strategy, distance, evaluate))
-            if runs:  # one Flower run per fold: every strategy, in the same order
-                run_flower_imaging(
-                    engine,
-                    clients=clients,
-                    runs=runs,
-                    section=section,
-                    data_file=dataset.path,
-                    rounds=rounds,
-                    random_seed=random_seed,
-                    out=Path(out) / "flower-runs" / f"fold{fold or 0}",
-                    fold=fold,
-                    class_counts=class_counts,
-                    flower=flower,
-                    superlink=link,
-                )
+                    plans.append(planned)
+            if plans:  # one Flower run per fold: every strategy, in the same order
+                run_plans(plans, out=fold_out)
     n_assigned = sum(
         info["n_train"] + info["n_test"] for info in client_info[str(folds[0] or 0)].values()
     )

@@ -1,24 +1,23 @@
-"""Running strategies over imaging clients: in this process, or on Flower.
+"""Imaging runs around their run plans: evaluation, the distance probe, the Flower processes.
 
-Both go through the shared server loop (in-process: a run plan, :func:`rvfedprs.plan.run`) and
-the same site code (:class:`~rvfedprs.imaging.task.ImagingTask`); seeds follow
+Every imaging run is a run plan (:func:`rvfedprs.imaging.plan.plan`) run by
+:func:`rvfedprs.plan.run`, in this process or on Flower, through the shared server loop and the
+same site code (:class:`~rvfedprs.imaging.task.ImagingTask`); seeds follow
 :mod:`rvfedprs.federation.seeds`, so results depend neither on client order nor on the engine.
-Also here: evaluation of each client's model on its test split, and the one-round FedAvg
-*probe* used by the embedding distances (Elhussein & Gürsoy Alg. 1 phase 1).
+Here: evaluation of each client's model on its test split, the one-round FedAvg *probe* used by
+the embedding distances (Elhussein & Gürsoy Alg. 1 phase 1), and the Flower processes of a
+benchmark started once for all its jobs (:func:`imaging_session`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rvfedprs.federation.result import RunResult
-from rvfedprs.federation.rounds import RoundCallback
 from rvfedprs.federation.seeds import initial_seed
 from rvfedprs.imaging.client import (
     ImagingClient,
@@ -27,16 +26,14 @@ from rvfedprs.imaging.client import (
     get_cnn_parameters,
     predict_proba,
 )
+from rvfedprs.imaging.federation import ImagingFederation
 from rvfedprs.imaging.metrics import METRIC_NAMES, classification_metrics
 from rvfedprs.imaging.task import ImagingTask, imaging_nodes, model_shape
 from rvfedprs.plan import RunPlan, run
 from rvfedprs.strategies.base import Strategy
 
 __all__ = [
-    "run_imaging",
-    "ImagingRun",
     "imaging_session",
-    "run_flower_imaging",
     "model_shape",
     "evaluate_clients",
     "probe_parameters",
@@ -77,68 +74,6 @@ def mean_metrics(per_client: Mapping[str, Mapping[str, float]]) -> dict[str, flo
     }
 
 
-def run_imaging(
-    clients: Mapping[str, ImagingClient],
-    strategy: Strategy,
-    *,
-    rounds: int,
-    random_seed: int,
-    evaluate_round: RoundCallback | None = None,
-) -> RunResult:
-    """Run ``rounds`` rounds of ``strategy`` on the imaging ``clients`` in this process.
-
-    Parameters
-    ----------
-    clients : mapping of id to ImagingClient
-    strategy : Strategy
-        A fresh strategy (not ``pooled``).
-    rounds : int
-    random_seed : int
-        w^0 from ``initial_seed(seed)`` (:func:`initial_cnn_parameters`).
-    evaluate_round : callable, optional
-        ``f(strategy, round)``; its mapping is merged into the round's history entry.
-
-    Returns
-    -------
-    RunResult
-    """
-    if strategy.pooled:
-        raise ValueError(f"strategy {strategy.name!r} pools data; not supported for imaging")
-    plan = RunPlan(
-        task=ImagingTask.name,
-        data=clients,
-        strategy=strategy,
-        rounds=rounds,
-        seed=random_seed,
-        evaluate_round=evaluate_round,
-    )
-    return run(plan)
-
-
-@dataclass
-class ImagingRun:
-    """One strategy of an imaging Flower job (:func:`run_flower_imaging`).
-
-    Attributes
-    ----------
-    name : str
-        The strategy's registry name (the ServerApp builds its own copy).
-    strategy : Strategy
-        A fresh strategy ``name``; restored from the run's final checkpoint on return.
-    distance : mapping, optional
-        ``distance`` (K, K) and ``distance_clients`` of ``fedavg_w`` / ``cluster_fedavg``
-        (:func:`rvfedprs.imaging.benchmark.strategy_distance`, computed by the caller).
-    evaluate_round : callable, optional
-        ``f(strategy, round)`` on the strategy restored from each round's checkpoint; merged
-        into the history, as the in-process engine's callback.
-    """
-
-    name: str
-    strategy: Strategy
-    distance: Mapping[str, Any] | None = None
-    evaluate_round: RoundCallback | None = None
-
-
 @contextmanager
 def imaging_session(
     engine: str,
@@ -168,124 +103,20 @@ def imaging_session(
         yield link
 
 
-def run_flower_imaging(
-    engine: str,
-    *,
-    clients: Mapping[str, ImagingClient],
-    runs: Sequence[ImagingRun],
-    section: Mapping[str, Any],
-    data_file: str | Path,
-    rounds: int,
-    random_seed: int,
-    out: str | Path,
-    fold: int | None = None,
-    class_counts: Any = None,
-    flower: Mapping[str, Any] | None = None,
-    superlink=None,
-    min_replies: int | None = None,
-    round_timeout: float | None = None,
-    timeout: float | None = None,
-    expected_nodes: int | None = None,
-) -> list[RunResult]:
-    """Run imaging strategies on Flower, one after another in one Flower job.
-
-    Every node rebuilds its own client's split from ``data_file`` and the partition settings
-    and trains with :func:`~rvfedprs.imaging.client.fit_imaging_client`; each result equals
-    :func:`run_imaging`'s for the same seed. One job for all strategies saves Flower's per-run
-    start (server and client processes).
-
-    Parameters
-    ----------
-    engine : {"flower-sim", "flower-deploy"}
-    clients : mapping of id to ImagingClient
-        This process's copy of the federation: its ids and CNN shape (and the evaluation).
-    runs : sequence of ImagingRun
-        The strategies, run in this order.
-    section : mapping
-        The validated ``imaging`` section.
-    data_file : str or Path
-        The MedMNIST file (simulation: read by every client; deployment: each SuperNode's node
-        config names its own copy, ``data-file``).
-    rounds, random_seed : int
-    out : str or Path
-        ``flower/`` (job, status, logs) and, per strategy, ``<name>/checkpoints/`` (the last
-        round's is kept).
-    fold : int, optional
-        The CV fold (``imaging.cv_folds``).
-    class_counts : array of int, shape (K, C), optional
-        A fixed partition instead of the Dirichlet draw.
-    flower : mapping, optional
-        The ``flower`` configuration section.
-    superlink : LocalSuperLink, optional
-        Submit to this running SuperLink (:func:`imaging_session`) instead of starting one.
-    min_replies, round_timeout, timeout, expected_nodes
-        See :func:`rvfedprs.federation.flower.engine.run_job`.
-
-    Returns
-    -------
-    list of RunResult
-        One per run, in order.
-    """
-    from rvfedprs.federation.flower.engine import FlowerRun, run_job
-
-    ids = sorted(clients)
-    out = Path(out).resolve()
-    data_file = str(Path(data_file).resolve())
-
-    def distance_of(run: ImagingRun):
-        if not run.distance:
-            return None
-        return {
-            "matrix": np.asarray(run.distance["distance"], dtype=np.float64).tolist(),
-            "clients": list(run.distance["distance_clients"]),
-        }
-
-    task_settings = {
-        "imaging": dict(section),
-        "seed": int(random_seed),
-        "fold": fold,
-        "class_counts": None if class_counts is None else np.asarray(class_counts).tolist(),
-        "data": data_file,
-        "client_ids": ids,
-        "model": model_shape(clients),
-    }
-    flower_runs = [
-        FlowerRun(
-            {"strategy": run.name, "out": str(out / run.name), "distance": distance_of(run)},
-            run.strategy,
-            run.evaluate_round,
-            keep_checkpoints=1,
-        )
-        for run in runs
-    ]
-    return run_job(
-        engine,
-        task=ImagingTask.name,
-        config={"imaging": dict(section), "flower": dict(flower or {})},
-        runs=flower_runs,
-        rounds=rounds,
-        random_seed=random_seed,
-        out=out,
-        n_sites=len(ids),
-        nodes=imaging_nodes(data_file, ids),
-        task_settings=task_settings,
-        flower=flower,
-        superlink=superlink,
-        # every client by default, not every node expected (a ghost node may connect)
-        min_replies=min_replies or (flower or {}).get("min_replies") or len(ids),
-        round_timeout=round_timeout,
-        timeout=timeout,
-        expected_nodes=expected_nodes,
-    )
-
-
 def probe_parameters(
     clients: Mapping[str, ImagingClient], random_seed: int
 ) -> dict[str, np.ndarray]:
     """The global model after one FedAvg round (Elhussein & Gürsoy Alg. 1 phase 1)."""
     from rvfedprs.strategies.fedavg import FedAvg
 
-    result = run_imaging(clients, FedAvg(), rounds=1, random_seed=random_seed)
+    probe = RunPlan(
+        task=ImagingTask.name,
+        data=ImagingFederation(clients),
+        strategy=FedAvg(),
+        rounds=1,
+        seed=random_seed,
+    )
+    result = run(probe)
     return result.strategy.parameters_for(sorted(clients)[0])
 
 

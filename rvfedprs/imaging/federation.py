@@ -3,12 +3,14 @@
 Pool train+val+test, optionally subsample (seeded, stratified), Dirichlet(α) partition over K
 clients (or a fixed per-client class mix), then a per-client stratified train/test split (or one
 fold of a per-client K-fold CV). :func:`federation_from_section` is the one place that builds a
-fold's clients, so that a Flower node rebuilds exactly its own.
+fold's clients, so that a Flower node rebuilds exactly its own; an
+:class:`ImagingFederation` is what an imaging run plan trains on (``RunPlan.data``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,12 +21,35 @@ from rvfedprs.imaging.loader import ImageDataset, MedMNIST
 from rvfedprs.imaging.partition import dirichlet_partition, fixed_count_partition
 
 __all__ = [
+    "ImagingFederation",
     "build_federation",
     "stratified_subsample",
     "training_config",
     "benchmark_data",
     "federation_from_section",
 ]
+
+
+@dataclass(frozen=True)
+class ImagingFederation:
+    """The clients of an imaging run plan, and what a Flower node rebuilds its own from.
+
+    Attributes
+    ----------
+    clients : mapping of id to ImagingClient
+        This process's copy: the in-process sites, the CNN's shape, the evaluation.
+    data_file : str, optional
+        The MedMNIST file the clients were split from (a Flower engine's nodes read it).
+    fold : int, optional
+        The CV fold (``imaging.cv_folds``).
+    class_counts : array of int, shape (K, C), optional
+        A fixed partition instead of the Dirichlet draw.
+    """
+
+    clients: Mapping[str, ImagingClient]
+    data_file: str | None = None
+    fold: int | None = None
+    class_counts: Any = None
 
 
 def build_federation(

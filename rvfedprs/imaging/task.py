@@ -127,6 +127,7 @@ class ImagingTask(Task):
     """The Riyadi et al. MedMNIST benchmark as a federated task."""
 
     name = "imaging"
+    planner = "rvfedprs.imaging.plan:plan"
 
     def locate(
         self, node_config: Mapping[str, Any], run_config: Mapping[str, Any], settings: Mapping
@@ -231,12 +232,43 @@ class ImagingTask(Task):
 
     # --- run plans --------------------------------------------------------------------------
     def plan_sites(self, plan: RunPlan) -> Mapping[str, ImagingClient]:
-        """The plan's clients (``RunPlan.data``: client id → :class:`ImagingClient`)."""
-        return plan.data
+        """The plan's clients (``RunPlan.data``: an :class:`ImagingFederation`)."""
+        return plan.data.clients
 
     def plan_settings(self, plan: RunPlan) -> dict[str, Any]:
         """The CNN's shape; the clients are split already (no partition settings)."""
-        return {"task": self.name, "model": model_shape(plan.data), "imaging": {}}
+        return {"task": self.name, "model": model_shape(plan.data.clients), "imaging": {}}
+
+    def plan_nodes(self, plan: RunPlan) -> dict[str, Any]:
+        """One node per client, each rebuilding its own split of the plan's MedMNIST file.
+
+        The partition settings (the ``imaging`` section, seed, fold, fixed class counts) go
+        with the job (``task_settings``).
+
+        Raises
+        ------
+        ConfigError
+            For a plan whose federation names no MedMNIST file.
+        """
+        federation = plan.data
+        if federation.data_file is None:
+            raise ConfigError("an imaging run on Flower needs the MedMNIST file (data_file)")
+        ids = sorted(federation.clients)
+        data_file = str(Path(federation.data_file).resolve())
+        counts = federation.class_counts
+        return {
+            "n_sites": len(ids),
+            "nodes": imaging_nodes(data_file, ids),
+            "task_settings": {
+                "imaging": dict(plan.config["imaging"]),
+                "seed": int(plan.seed),
+                "fold": federation.fold,
+                "class_counts": None if counts is None else np.asarray(counts).tolist(),
+                "data": data_file,
+                "client_ids": ids,
+                "model": model_shape(federation.clients),
+            },
+        }
 
     # --- server side -----------------------------------------------------------------------
     def run_settings(
