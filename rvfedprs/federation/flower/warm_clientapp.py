@@ -40,7 +40,7 @@ from collections.abc import Sequence
 
 from rvfedprs.federation.flower.processes import backoff
 
-__all__ = ["PRELOAD", "POLL_SECONDS", "serve", "main"]
+__all__ = ["PRELOAD", "POLL_SECONDS", "PROFILE_ENV", "serve", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,10 @@ PRELOAD = (
     "torch.optim",
     "torch._dynamo",
 )
+
+#: Environment variable naming a folder: each forked ClientApp then runs under cProfile and
+#: writes ``clientapp-<pid>.prof`` there (wall-clock time, waits included).
+PROFILE_ENV = "RVFEDPRS_CLIENTAPP_PROFILE"
 
 #: Seconds between two asks for pending tasks: the first wait after a task, and the longest
 #: (the waits grow between them while the node is idle; Flower's SuperExec waits 1 s).
@@ -165,7 +169,17 @@ def _fork_task(address: str, token: str, insecure: bool, certificates: bytes | N
     try:
         from flwr.supernode.runtime.run_clientapp import run_clientapp
 
-        run_clientapp(address, token, insecure, certificates, parent_pid=warm)
+        profile_dir = os.environ.get(PROFILE_ENV)
+        if profile_dir:  # where a message's time goes: one cProfile file per message
+            import cProfile
+
+            profiler = cProfile.Profile()
+            try:
+                profiler.runcall(run_clientapp, address, token, insecure, certificates, warm)
+            finally:
+                profiler.dump_stats(os.path.join(profile_dir, f"clientapp-{os.getpid()}.prof"))
+        else:
+            run_clientapp(address, token, insecure, certificates, parent_pid=warm)
         code = 0
     except SystemExit as stop:  # run_clientapp ends with flwr_exit (sys.exit)
         code = stop.code if isinstance(stop.code, int) else 1
