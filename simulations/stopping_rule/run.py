@@ -235,15 +235,28 @@ def _measure(y, carrier, floor, p) -> dict[str, float]:
     }
 
 
-def cohort_choices(args, run: Path, scenario: str) -> tuple[list[dict], list[dict]]:
-    """Every criterion's choice on each half, measured on the other; split-half agreement."""
+def _trained(run: Path, method: str) -> list[Path]:
+    """``method``'s configuration files in a cohort's run folder, in grid order."""
+    return sorted((run / method).glob("*.npz"), key=lambda p: int(p.stem))
+
+
+def cohort_choices(
+    args, run: Path, scenario: str, budgets: dict[str, int]
+) -> tuple[list[dict], list[dict]]:
+    """Every criterion's choice on each half, measured on the other; split-half agreement.
+
+    A method takes part only with all of its ``budgets[method]`` configurations trained.
+    """
     from scipy.stats import spearmanr
 
     halves = np.load(run / "halves.npz")
     y, in_a, carrier, floor = (halves[k] for k in ("y", "in_a", "carrier", "floor"))
     candidates = []  # (method, configuration index, configuration, rounds × samples)
     for method in args.methods.split(","):
-        for path in sorted((run / method).glob("*.npz"), key=lambda p: int(p.stem)):
+        paths = _trained(run, method)
+        if len(paths) < budgets.get(method, 0) or not paths:
+            continue
+        for path in paths:
             z = np.load(path)
             candidates.append((method, int(path.stem), str(z["configuration"]), z["p"]))
     rows, agreement = [], []
@@ -309,8 +322,9 @@ def paired_deltas(choices: pd.DataFrame, random_seed: int) -> pd.DataFrame:
                 interval = "t over cohorts"
                 if scenario == "all":  # cohorts of several scenarios: bootstrap over cohorts
                     finite = values[np.isfinite(values)]
-                    boots = rng.choice(finite, size=(4000, finite.size)).mean(axis=1)
-                    low, high = np.quantile(boots, [0.025, 0.975])
+                    if finite.size > 1:
+                        boots = rng.choice(finite, size=(4000, finite.size)).mean(axis=1)
+                        low, high = np.quantile(boots, [0.025, 0.975])
                     interval = "bootstrap over cohorts"
                 rows.append({"scenario": scenario, "method": method, "metric": metric,
                              "delta": mean, "ci_low": low, "ci_high": high, "n_cohorts": n,
@@ -339,9 +353,11 @@ def write_summary(args, choices, deltas, agreement) -> Path:
     and the split-half agreement of each criterion."""
     scenarios = [*args.scenarios.split(","), "all"]
     methods = [*args.methods.split(","), BEST]
-    n = choices.groupby("scenario")["cohort"].nunique()
+    n = choices.groupby(["method", "scenario"], sort=False)["cohort"].nunique()
+    cohorts = "; ".join(f"{m}: " + ", ".join(f"{s} {k}" for s, k in part.droplevel(0).items())
+                        for m, part in n.groupby(level=0, sort=False))  # fmt: skip
     lines = ["# Stopping rule: validation log-loss vs validation AUC", "",
-             f"Cohorts: {', '.join(f'{s} {n.get(s, 0)}' for s in args.scenarios.split(','))}. "
+             f"Cohorts per method — {cohorts}. "
              f"Methods {', '.join(args.methods.split(','))} ({BEST}: the best of them on the "
              f"choosing half); configurations per method: {_budgets(choices)}; rounds "
              f"≤ {int(choices['rounds_run'].max())}, "
@@ -428,12 +444,16 @@ def forest(args, deltas: pd.DataFrame) -> Path:
 
 def analyse(args) -> list[Path]:
     runs = args.out / "work" / "runs"
+    folders = {s: sorted(p for p in (runs / s).glob("c[0-9][0-9]") if (p / "halves.npz").is_file())
+               for s in args.scenarios.split(",")}  # fmt: skip
+    # a method's budget: the most configurations it has in any cohort (a cohort stopped
+    # mid-way through a method's configurations leaves that method out)
+    budgets = {m: max((len(_trained(p, m)) for f in folders.values() for p in f), default=0)
+               for m in args.methods.split(",")}  # fmt: skip
     rows, agreement = [], []
-    for scenario in args.scenarios.split(","):
-        for run in sorted((runs / scenario).glob("c[0-9][0-9]")):
-            if not (run / "halves.npz").is_file():
-                continue
-            r, a = cohort_choices(args, run, scenario)
+    for scenario, runs_of in folders.items():
+        for run in runs_of:
+            r, a = cohort_choices(args, run, scenario, budgets)
             rows += r
             agreement += a
     args.results.mkdir(parents=True, exist_ok=True)
