@@ -1,19 +1,27 @@
 """Where a Flower exchange's time goes, and what a round costs on a loopback deployment.
 
-A deployment's SuperNode starts a fresh ``flwr-clientapp`` process for every message (Flower
-1.41: one message per process, ``flwr/supernode/runtime/run_clientapp.py``). Two measurements:
+Flower 1.41 runs every message in its own ``flwr-clientapp`` process
+(``flwr/supernode/runtime/run_clientapp.py``). ``flower.clientapp: cold`` is Flower's way (a
+fresh interpreter per message); ``warm`` (the default) forks each message's process from one
+that imported Flower, the app and the tasks once
+(:mod:`rvfedprs.federation.flower.warm_clientapp`). Three measurements:
 
 1. **Stages of a cold ClientApp** — a fresh Python process per message, timed as the ClientApp
    path runs it: the interpreter, Flower's imports, the app module
    (:mod:`rvfedprs.federation.flower.client_app`), the task module (``get_task``), opening the
-   site (reading its folder), then the work of a ``setup`` query and of a training round. Once
-   alone, then ``--clients`` processes at once (what a round on one host starts).
-2. **A plain round end to end** — FedAvg on ``--clients`` sites, in-process and on a loopback
-   ``flower-deploy`` (and ``flower-sim`` with ``--sim``), the seconds of every exchange read from
-   the run's traffic table (``metrics["traffic"]``, the history's per-round ``traffic``).
+   site (reading its folder), then the work of a ``setup`` query (and whether torch was
+   imported by then) and of a training round. Once alone, then ``--clients`` processes at once
+   (what a round on one host starts).
+2. **A warm ClientApp** — the executor's imports once, then per message a forked child: a
+   ``setup`` query (open the site, answer) and a training round, each timed from the fork.
+3. **A plain round end to end** — FedAvg on ``--clients`` sites, in-process and on a loopback
+   ``flower-deploy`` with warm and with cold ClientApps (and ``flower-sim`` with ``--sim``),
+   ``--repeat`` times, the engines alternating; the seconds of every exchange read from the
+   run's traffic table (``metrics["traffic"]``, the history's per-round ``traffic``), and the
+   medians per engine.
 
 Usage: python benchmarks/bench_exchange.py [--clients 5] [--samples 250] [--rounds 2]
-       [--data DIR] [--stages-only] [--sim] [--json FILE]
+       [--repeat 3] [--data DIR] [--stages-only] [--sim] [--json FILE]
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,10 +62,59 @@ site = task.open_site({"data-dir": data, "client-id": client}, settings)
 marks["open site"] = clock()
 task.handle(Request("setup", {"task": "genomic"}), site, {})
 marks["setup work"] = clock()
+torch_at_setup = "torch" in sys.modules
 instruction = FitInstruction(task.initial_parameters(settings, 1), {})
 task.fit(instruction, site, settings, {}, random_seed=1)
 marks["fit work"] = clock()
-print(json.dumps(marks))
+print(json.dumps({"marks": marks, "torch at setup": torch_at_setup}))
+"""
+
+#: A warm ClientApp executor's path: its imports once, then one forked child per message.
+WARM = r"""
+import json, os, sys, time
+def clock():
+    return [time.time(), time.process_time()]
+start = clock()
+from rvfedprs.federation.flower.warm_clientapp import PRELOAD, _preload
+_preload(PRELOAD)
+from rvfedprs.federation.task import Request
+from rvfedprs.strategies.base import FitInstruction
+from rvfedprs.tasks import get_task
+task = get_task("genomic")
+imported = clock()
+data, client, settings = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+def message(kind):  # one forked child: open the site, answer; seconds from the fork
+    read, write = os.pipe()
+    forked = clock()
+    if os.fork() == 0:
+        os.close(read)
+        child = time.process_time()
+        site = task.open_site({"data-dir": data, "client-id": client}, settings)
+        opened = clock()
+        if kind == "setup":
+            task.handle(Request("setup", {"task": "genomic"}), site, {})
+        else:
+            instruction = FitInstruction(task.initial_parameters(settings, 1), {})
+            task.fit(instruction, site, settings, {}, random_seed=1)
+        done = clock()
+        os.write(write, json.dumps({
+            "open site": round(opened[0] - forked[0], 3),
+            "open site cpu": round(opened[1] - child, 3),
+            "work": round(done[0] - opened[0], 3), "work cpu": round(done[1] - opened[1], 3),
+            "total": round(done[0] - forked[0], 3), "total cpu": round(done[1] - child, 3),
+        }).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        row = json.loads(pipe.read())
+    os.wait()
+    return row
+rows = {"imports once": round(imported[0] - start[0], 3),
+        "imports once cpu": round(imported[1] - start[1], 3)}
+for n in range(2):
+    rows[f"setup {n + 1}"] = message("setup")
+    rows[f"fit {n + 1}"] = message("fit")
+print(json.dumps(rows))
 """
 
 
@@ -86,8 +144,9 @@ def cold_stages(
         out, _ = child.communicate()
         if child.returncode:
             raise RuntimeError(f"stage child failed ({child.returncode})")
-        marks = json.loads(out.strip().splitlines()[-1])
-        previous, cpu, row = started, 0.0, {}
+        printed = json.loads(out.strip().splitlines()[-1])
+        marks = printed["marks"]
+        previous, cpu, row = started, 0.0, {"torch at setup": printed["torch at setup"]}
         for name, (stamp, used) in marks.items():
             row[name] = round(stamp - previous, 3)
             row[f"{name} cpu"] = round(used - cpu, 3)
@@ -95,6 +154,16 @@ def cold_stages(
         row["total"], row["total cpu"] = round(previous - started, 3), round(cpu, 3)
         rows.append(row)
     return rows
+
+
+def warm_stages(data: Path, client: str, settings: dict) -> dict:
+    """Seconds of a warm executor's imports, then of two queries and two rounds, each forked."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", WARM, json.dumps(str(data)), client, json.dumps(settings)],
+        capture_output=True, text=True, env=env, check=True,
+    ).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def compare(data: Path, clients: list[str], settings: dict, repeats: int) -> dict:
@@ -113,13 +182,20 @@ def compare(data: Path, clients: list[str], settings: dict, repeats: int) -> dic
 
 
 def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
-    """One FedAvg run (the configuration's run plan); its exchanges' seconds from its traffic."""
+    """One FedAvg run (the configuration's run plan); its exchanges' seconds from its traffic.
+
+    ``engine`` ``flower-deploy:warm`` / ``flower-deploy:cold`` sets ``flower.clientapp``.
+    """
     from dataclasses import replace
 
     from rvfedprs.genomic.engine import plan as genomic_plan
     from rvfedprs.genomic.task import local_training_config
     from rvfedprs.plan import run
 
+    label = engine
+    engine, _, clientapp = engine.partition(":")
+    if clientapp:
+        config = {**config, "flower": {**config["flower"], "clientapp": clientapp}}
     plan = replace(genomic_plan(config, out, data=federation), engine=engine)
     if engine == "inprocess":
         train = federation.train.values()
@@ -137,7 +213,8 @@ def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
     result = run(plan)
     traffic = result.metrics.get("traffic", {})
     return {
-        "engine": engine,
+        "engine": label,
+        "load_average": round(os.getloadavg()[0], 1),
         "wall_s": round(time.time() - start, 2),
         "setup_s": traffic.get("setup", {}).get("seconds"),
         "round_s": [e["traffic"]["fit"]["seconds"] for e in result.history],
@@ -149,11 +226,35 @@ def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
     }
 
 
+def medians(runs: list[dict]) -> dict:
+    """Per engine: the median setup exchange, first round and later rounds (seconds)."""
+    out: dict = {}
+    for engine in dict.fromkeys(r["engine"] for r in runs):
+        mine = [r for r in runs if r["engine"] == engine]
+        setups = [r["setup_s"] for r in mine if r["setup_s"] is not None]
+        later = [s for r in mine for s in r["round_s"][1:]]
+        out[engine] = {
+            "runs": len(mine),
+            "setup_s": round(statistics.median(setups), 2) if setups else None,
+            "round1_s": round(statistics.median(r["round_s"][0] for r in mine), 2),
+            "later_rounds_s": round(statistics.median(later), 2) if later else None,
+            "rounds_s": round(statistics.median(s for r in mine for s in r["round_s"]), 2),
+            "load_average": [r["load_average"] for r in mine],
+        }
+    return out
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=5)
     parser.add_argument("--samples", type=int, default=250)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per engine, alternating")
+    parser.add_argument(
+        "--engines", nargs="+",
+        default=["inprocess", "flower-deploy:warm", "flower-deploy:cold"],
+        help="flower-deploy:warm|cold sets flower.clientapp",
+    )  # fmt: skip
     parser.add_argument("--data", type=Path, help="an existing per-client folder (read only)")
     parser.add_argument("--stages-only", action="store_true", help="skip the end-to-end runs")
     parser.add_argument("--sim", action="store_true", help="also run flower-sim")
@@ -206,18 +307,24 @@ def main(argv=None) -> None:
             "load_average": os.getloadavg()[0],
             "cold_alone": cold_stages(data, clients[:1], settings)[0],
             "cold_together": cold_stages(data, clients, settings),
+            "warm": warm_stages(data, clients[0], settings),
         }
-        print(json.dumps({k: report[k] for k in ("cold_alone", "cold_together")}, indent=1))
+        shown = ("cold_alone", "cold_together", "warm")
+        print(json.dumps({k: report[k] for k in shown}, indent=1))
         if args.compare:
             report["compare"] = compare(data, clients, settings, args.compare)
             print(json.dumps(report["compare"], indent=1))
         if not args.stages_only:
-            engines = ["inprocess", "flower-deploy"] + (["flower-sim"] if args.sim else [])
+            engines = list(args.engines) + (["flower-sim"] if args.sim else [])
             report["runs"] = []
-            for engine in engines:
-                row = run_round(engine, federation, config, args.rounds, root / engine)
-                report["runs"].append(row)
-                print(json.dumps({k: v for k, v in row.items() if k != "traffic"}))
+            for repeat in range(args.repeat):
+                for engine in engines:
+                    out = root / f"{engine.replace(':', '-')}-{repeat}"
+                    row = run_round(engine, federation, config, args.rounds, out)
+                    report["runs"].append(row)
+                    print(json.dumps({k: v for k, v in row.items() if k != "traffic"}))
+            report["medians"] = medians(report["runs"])
+            print(json.dumps(report["medians"], indent=1))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
