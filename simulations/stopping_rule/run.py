@@ -231,7 +231,8 @@ def _measure(y, carrier, floor, p) -> dict[str, float]:
         "carrier_auc": roc_auc(y[carrier], p[carrier]),
         "log_loss": float(scores["log_loss"][0]),
         "floor_auc": floor_auc,
-        "below_floor": float(auc < floor_auc),
+        # round 0 is the floor fit: equal AUCs up to rounding are not below it
+        "below_floor": float(auc < floor_auc - 1e-9),
     }
 
 
