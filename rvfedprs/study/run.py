@@ -16,7 +16,10 @@
 When the coordinator dies, ``resume`` continues the study from what ``study_state.json``
 records (:mod:`rvfedprs.study.state`; refused, naming the settings, when the configuration
 changed since), on any engine; on a Flower engine whose run goes on on the SuperLink,
-``attach`` waits for that run and collects its summary instead of submitting a new one.
+``attach`` waits for that run and collects its summary instead of submitting a new one. On
+``flower-deploy`` the coordinator's program runs in the ServerApp, which Flower never restarts:
+``resume`` waits until the SuperLink has marked the recorded run ended, then submits a new run
+that continues (:func:`~rvfedprs.federation.flower.submit.launch`).
 """
 
 from __future__ import annotations
