@@ -111,9 +111,20 @@ def train_sections(strategy):
     train = {k: v for k, v in config["train"].items() if k != "compare"}
     train["strategy"] = strategy
     train["progress"] = False
+    from rvfedprs.strategies import FEDCE_VARIANTS
+
     sections = {"model": dict(config["model"]), "train": train, "evaluate": EVALUATE}
-    own = "fedce" if strategy == "fedce" else "strategies"
-    sections[own] = dict(config[own])
+    glm = strategy in ("fedglm", "fedce_glm")
+    # FedCE and its ablations read fedce (and strategies for their own knobs); the GLMs
+    # fedglm and, for collapsed features, burden; privacy and engine settings apply to all
+    own = ["fedce", "strategies"] if strategy in (*FEDCE_VARIANTS, "fedce_glm") else ["strategies"]
+    if glm:
+        own.append("fedglm")
+    if glm or config["model"].get("rare_input", "dosages") != "dosages":
+        own.append("burden")
+    for name in (*own, "secagg", "dp", "flower"):
+        if config.get(name) is not None:
+            sections[name] = dict(config[name])
     return sections
 
 

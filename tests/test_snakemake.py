@@ -118,3 +118,37 @@ def test_small_end_to_end_run(tmp_path):
     )
     assert "Nothing to be done" in again.stdout + again.stderr
     shutil.rmtree(tmp_path / ".snakemake", ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_each_strategy_config_carries_the_sections_it_reads(tmp_path):
+    """Privacy and engine settings reach every strategy; the GLMs get fedglm and burden.
+
+    Before this, the workflow's per-strategy files held only model/train/evaluate and one
+    strategy section: secagg, dp and fedglm set in config.yaml never reached training.
+    """
+    (tmp_path / "c.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "secagg": {"enabled": True},
+                "fedglm": {"features": "burden", "l2": 3.0},
+                "train": {"compare": ["fedglm", "fedce_oracle", "fedavg"]},
+            }
+        )
+    )
+    targets = [f"results/train/{s}/config.yaml" for s in ("fedglm", "fedce_oracle", "fedavg")]
+    result = run([*targets, "--cores", "1", "--directory", str(tmp_path),
+                  "--configfile", str(tmp_path / "c.yaml")], ROOT)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    written = {
+        s: yaml.safe_load((tmp_path / f"results/train/{s}/config.yaml").read_text())
+        for s in ("fedglm", "fedce_oracle", "fedavg")
+    }
+    for sections in written.values():
+        assert sections["secagg"]["enabled"] is True
+        assert {"dp", "flower"} <= set(sections)
+    assert written["fedglm"]["fedglm"] == {**written["fedglm"]["fedglm"], "l2": 3.0}
+    assert written["fedglm"]["fedglm"]["features"] == "burden"
+    assert "burden" in written["fedglm"]
+    assert "fedce" in written["fedce_oracle"] and "fedglm" not in written["fedce_oracle"]
+    assert "fedce" not in written["fedavg"] and "burden" not in written["fedavg"]

@@ -250,8 +250,9 @@ class FedGLM(GlobalModelStrategy):
         if width > self.max_features:
             raise ConfigError(
                 f"a GLM on {self.features} has {width} coefficients, more than max_features "
-                f"{self.max_features} (each site would send a {width} x {width} Hessian); use "
-                "features: floor, or raise fedglm.max_features"
+                f"{self.max_features} (each site would send a {width} x {width} Hessian); collapse "
+                "the rare variants with fedglm.features: burden, top_k or burden+top_k, or raise "
+                "fedglm.max_features"
             )
         self.coef = np.zeros(width)
         self._reset_search()
