@@ -222,7 +222,7 @@ def test_fedglm_leaves_the_floor_unpenalised_by_default(federation_dir, tmp_path
 
 
 def test_fedglm_refuses_too_many_features(federation_dir, tmp_path):
-    with pytest.raises(ConfigError, match=r"more than max_features 10 .*features: floor"):
+    with pytest.raises(ConfigError, match=r"more than max_features 10 .*fedglm.features: burden"):
         _train(federation_dir, tmp_path, fedglm={"features": "dosages", "max_features": 10})
 
 

@@ -59,13 +59,13 @@ from rvfedprs.strategies.fedglm import (
     rare_dosage_coef,
 )
 from rvfedprs.strategies.secure import SumGroup, normalised_weights
-from rvfedprs.strategies.top_variants import FloorScreen
+from rvfedprs.strategies.top_variants import FloorScreen, ScreenedGLM
 from rvfedprs.training.glm import TOP_K_FEATURES, glm_width
 
 __all__ = ["FedCEGLM"]
 
 
-class FedCEGLM(FedCE):
+class FedCEGLM(ScreenedGLM, FedCE):
     """Bloom/Jaccard clusters; a global common part and per-cluster rare GLM coefficients.
 
     Parameters
@@ -136,16 +136,6 @@ class FedCEGLM(FedCE):
         n_burden = 0 if self.burden is None else self.burden.n_regions
         width = glm_width(self.features, n_covariates, n_rare, n_burden, self.glm_top_k)
         return 2 + n_covariates, width - 2 - n_covariates
-
-    @property
-    def top(self) -> np.ndarray | None:
-        """The top-k variants' columns once chosen, else None."""
-        return None if self.screen is None else self.screen.selected
-
-    @property
-    def screening(self) -> bool:
-        """True while the floor's rounds (before the top k are chosen) run."""
-        return self.screen is not None and not self.screen.done
 
     def _reclusters(self, server_round: int) -> bool:
         return not self.screening and server_round - self.offset == self.cluster_round

@@ -39,7 +39,7 @@ from rvfedprs.model import linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import FitResult, GlobalModelStrategy
 from rvfedprs.strategies.newton import NewtonSearch
-from rvfedprs.strategies.top_variants import FloorScreen
+from rvfedprs.strategies.top_variants import FloorScreen, ScreenedGLM
 from rvfedprs.training.glm import BURDEN_FEATURES, GLM_FEATURES, TOP_K_FEATURES, glm_width
 
 __all__ = [
@@ -131,7 +131,7 @@ def rare_dosage_coef(
     return out
 
 
-class FedGLM(GlobalModelStrategy):
+class FedGLM(ScreenedGLM, GlobalModelStrategy):
     """Federated Newton–Raphson for an L2-penalised logistic regression.
 
     Parameters
@@ -199,16 +199,6 @@ class FedGLM(GlobalModelStrategy):
         self.search = NewtonSearch(self.tol)
         self.screen: FloorScreen | None = None
         self._noise = 0.0
-
-    @property
-    def top(self) -> np.ndarray | None:
-        """The top-k variants' columns once chosen (largest statistic first), else None."""
-        return None if self.screen is None else self.screen.selected
-
-    @property
-    def screening(self) -> bool:
-        """True while the floor's rounds (before the top k are chosen) run."""
-        return self.screen is not None and not self.screen.done
 
     @property
     def iterations(self) -> int:

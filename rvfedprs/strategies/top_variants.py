@@ -29,7 +29,7 @@ from rvfedprs.strategies.aggregation import Parameters
 from rvfedprs.strategies.newton import NewtonSearch
 from rvfedprs.training.glm import SCORE_TENSORS
 
-__all__ = ["score_test", "top_variants", "FloorScreen"]
+__all__ = ["score_test", "top_variants", "FloorScreen", "ScreenedGLM"]
 
 #: A variance below this share of the largest is taken as 0 (a variant nobody carries, or one
 #: the floor's columns explain entirely): its statistic is 0.
@@ -205,3 +205,22 @@ class FloorScreen:
         selected = state.get("selected")
         screen.selected = None if selected is None else np.asarray(selected, np.int64)
         return screen
+
+
+class ScreenedGLM:
+    """The views of a GLM strategy's top-k screen, shared by FedGLM and FedCE-GLM.
+
+    The strategy holds ``screen``: a :class:`FloorScreen`, or None without top-k features.
+    """
+
+    screen: FloorScreen | None
+
+    @property
+    def top(self) -> np.ndarray | None:
+        """The top-k variants' columns once chosen (largest statistic first), else None."""
+        return None if self.screen is None else self.screen.selected
+
+    @property
+    def screening(self) -> bool:
+        """True while the floor's rounds (before the top k are chosen) run."""
+        return self.screen is not None and not self.screen.done
