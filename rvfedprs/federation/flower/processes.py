@@ -32,6 +32,7 @@ __all__ = [
     "FlowerProcesses",
     "PROCESSES_FILE",
     "free_port",
+    "free_ports",
     "flower_env",
     "console_script",
     "wait_port",
@@ -60,9 +61,24 @@ class FlowerRunError(RvfedprsError):
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports on 127.0.0.1 that are free now.
+
+    Every socket stays bound until all ``n`` are chosen: ports taken one at a time can repeat
+    (a closed socket's port is handed out again), and two Ray components given one port abort
+    its start ("trying to use a port number ... used by other components").
+    """
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def flower_env(flwr_home: Path) -> dict[str, str]:
@@ -277,7 +293,7 @@ def start_ray_head(
     this cluster); it is removed when the processes stop.
     """
     for attempt in range(1, attempts + 1):
-        ports = [free_port() for _ in range(5)]
+        ports = free_ports(5)
         temp = Path(tempfile.mkdtemp(prefix="rvfray-", dir="/tmp"))  # short: socket paths <108
         procs.cleanup.append(temp)
         argv = [

@@ -23,6 +23,7 @@ from rvfedprs.federation.flower.processes import (
     console_script,
     flower_env,
     free_port,
+    free_ports,
     start_ray_head,
     start_supernode,
     wait_port,
@@ -174,11 +175,12 @@ def start_local(
             write_connection(work / "home", address, root_certificates=ca)
             for label in nodes or {}:
                 _register_node(label, node_keys[label], procs)
-        for label, node_config in (nodes or {}).items():
+        # distinct ports, chosen together: one at a time they can repeat (free_ports)
+        node_ports = free_ports(len(nodes or {}))
+        for (label, node_config), node_port in zip((nodes or {}).items(), node_ports, strict=True):
             node_security = ["--insecure"] if ca is None else ["--root-certificates", str(ca)]
             if node_keys:
                 node_security += ["--auth-supernode-private-key", str(node_keys[label])]
-            node_port = free_port()
             start_supernode(
                 procs,
                 label,
