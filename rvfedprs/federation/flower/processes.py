@@ -4,9 +4,12 @@ Every process is started in its own session (``start_new_session``) with its out
 ``logs/<label>.log`` and its pid listed in ``logs/processes.json``; :meth:`FlowerProcesses.stop`
 ends each by its process group, however the run ended, and also the descendants that left the
 group (the simulation backend's daemons), found by this run's private ``FLWR_HOME`` in their
-environment. Everything binds to 127.0.0.1. :func:`start_ray_head` starts the local Ray head the
-Flower simulation joins; :func:`start_supernode` a SuperNode and, by default, the warm executor
-of its ClientApps (:mod:`~rvfedprs.federation.flower.warm_clientapp`).
+environment. The processes a run cannot outlive (the SuperLink, the Ray head) are marked
+``vital``: a launcher waiting for the run stops as soon as one exits
+(:meth:`FlowerProcesses.check_vital`). Everything binds to 127.0.0.1. :func:`start_ray_head`
+starts the local Ray head the Flower simulation joins; :func:`start_supernode` a SuperNode and,
+by default, the warm executor of its ClientApps
+(:mod:`~rvfedprs.federation.flower.warm_clientapp`).
 """
 
 from __future__ import annotations
@@ -116,6 +119,9 @@ class FlowerProcesses:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     #: Folders removed after the processes are stopped (the Ray head's temporary files).
     cleanup: list[Path] = field(default_factory=list)
+    #: Label → what it is ("the SuperLink", "the Ray head"): the processes a run cannot outlive
+    #: (:meth:`check_vital`).
+    vital: dict[str, str] = field(default_factory=dict)
 
     def start(self, label: str, argv: Sequence[str]) -> subprocess.Popen:
         """Start ``argv`` in its own session, output to ``logs/<label>.log``."""
@@ -133,6 +139,22 @@ class FlowerProcesses:
         log.info("started %s (pid %d): %s", label, proc.pid, " ".join(argv))
         (self.logs / PROCESSES_FILE).write_text(json.dumps(self.pids(), indent=2))
         return proc
+
+    def check_vital(self) -> None:
+        """Raise when a process of :attr:`vital` has exited: the run cannot go on without it.
+
+        Raises
+        ------
+        FlowerRunError
+            Naming the process (what it is, its label and pid), its exit status and its log.
+        """
+        for label, what in self.vital.items():
+            proc = self.procs[label]
+            if proc.poll() is not None:
+                raise FlowerRunError(
+                    f"{what} ({label}, pid {proc.pid}) exited with status {proc.returncode} "
+                    f"during the run; see {self.logs / (label + '.log')}"
+                )
 
     def pids(self) -> dict[str, int]:
         """Label → pid of every process started."""
@@ -317,6 +339,7 @@ def start_ray_head(
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and proc.poll() is None:
             if "Ray runtime started" in log_file.read_text(errors="replace"):
+                procs.vital[label] = "the Ray head"  # the simulation dies with it
                 return f"127.0.0.1:{ports[0]}", temp
             time.sleep(0.2)
         if proc.poll() is None:

@@ -2,12 +2,14 @@
 
 ``flwr run`` returns as soon as the run is submitted (exit 0 even if the run later fails), so
 :func:`wait_status` reads ``<job out>/flower/status.json``, which the ServerApp writes; it also
-watches the SuperLink process, asks the SuperLink (``flwr ls``) whether the run finished without
-a status, and keeps a deadline. It does not poll hot: the status file is read at growing
-intervals (0.25 s up to 5 s, :func:`~rvfedprs.federation.flower.processes.backoff`) and the
-SuperLink asked every 30 s. The run id of each submission is kept in ``flower/run.json``:
-:func:`attach` waits for a run whose launcher died (the run goes on on the SuperLink) instead
-of submitting a new one. :func:`collect` rebuilds a run's result from its checkpoints.
+watches the processes the launcher started that the run cannot outlive (the SuperLink, the Ray
+head of a simulation: the wait ends as soon as one exits, naming it), asks the SuperLink
+(``flwr ls``) whether the run finished without a status, and keeps a deadline. It does not poll
+hot: the status file is read at growing intervals (0.25 s up to 5 s,
+:func:`~rvfedprs.federation.flower.processes.backoff`) and the SuperLink asked every 30 s. The
+run id of each submission is kept in ``flower/run.json``: :func:`attach` waits for a run whose
+launcher died (the run goes on on the SuperLink) instead of submitting a new one.
+:func:`collect` rebuilds a run's result from its checkpoints.
 
 Flower never restarts a ServerApp that died: the SuperLink marks its run ``finished:failed``
 once its heartbeats stop (within 60 s), and the launcher then says so and how to go on
@@ -33,6 +35,7 @@ from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint
 from rvfedprs.federation.flower.identity import registered_nodes
 from rvfedprs.federation.flower.job import STATUS_FILE, bind_site_nodes, write_app
 from rvfedprs.federation.flower.processes import (
+    FlowerProcesses,
     FlowerRunError,
     backoff,
     console_script,
@@ -118,7 +121,7 @@ def _final_status(status_path: Path, run_id: str | None) -> dict | None:
 
 def wait_status(
     status_path: Path,
-    superlink: subprocess.Popen | None,
+    processes: FlowerProcesses | None,
     logs: Path,
     timeout: float,
     *,
@@ -129,12 +132,14 @@ def wait_status(
 ) -> dict:
     """The job's final status (``completed``/``failed``) from ``status_path``.
 
-    Only a status written by ``run_id`` counts (when given). Also fails when the SuperLink
-    process exits, when the SuperLink reports the run finished with no status written (asked
-    every ``poll_run`` seconds; the status then holds ``died``: the ServerApp ended without a
-    word, e.g. killed, and Flower does not restart it), or after ``timeout`` seconds. The
-    status file is read after each of ``waits`` seconds (default
-    :func:`~rvfedprs.federation.flower.processes.backoff`: 0.25 s growing to 5 s).
+    Only a status written by ``run_id`` counts (when given). Also fails as soon as a vital process
+    of ``processes`` exits (the SuperLink or the Ray head the launcher started, named:
+    :meth:`~rvfedprs.federation.flower.processes.FlowerProcesses.check_vital`), when the
+    SuperLink reports the run finished with no status written (asked every ``poll_run`` seconds;
+    the status then holds ``died``: the ServerApp ended without a word, e.g. killed, and Flower
+    does not restart it), or after ``timeout`` seconds. The status file is read after each of
+    ``waits`` seconds (default :func:`~rvfedprs.federation.flower.processes.backoff`: 0.25 s
+    growing to 5 s).
     """
     waits = backoff() if waits is None else waits
     deadline = time.monotonic() + timeout
@@ -160,11 +165,8 @@ def wait_status(
                     f"status (Flower reports the run {state}: {details}); Flower does not "
                     "restart it: --resume continues from the last completed stage and round",
                 }
-        if superlink is not None and superlink.poll() is not None:
-            raise FlowerRunError(
-                f"the SuperLink exited with status {superlink.returncode} during the run; "
-                f"see {logs / 'superlink.log'}"
-            )
+        if processes is not None:
+            processes.check_vital()
         time.sleep(max(0.0, min(next(waits), deadline - time.monotonic())))
     raise FlowerRunError(
         f"the run did not finish within {timeout:.0f} s (no final status in {status_path}); "
@@ -213,12 +215,14 @@ def launch(
             "one started with node keys)"
         )
 
-    def submit_and_wait(address: str, process, logs: Path, certificates=None) -> dict:
+    def submit_and_wait(
+        address: str, processes: FlowerProcesses | None, logs: Path, certificates=None
+    ) -> dict:
         home = work / "home"
         write_connection(home, address, root_certificates=certificates)
         env = flower_env(home)
         if resume:
-            status = _await_recorded(work, address, env, process, logs, timeout)
+            status = _await_recorded(work, address, env, processes, logs, timeout)
             if status is not None:
                 return status
         if node_keys:
@@ -231,12 +235,12 @@ def launch(
             run_id,
             run_id,
         )
-        return wait_status(status_path, process, logs, timeout, run_id=run_id, env=env)
+        return wait_status(status_path, processes, logs, timeout, run_id=run_id, env=env)
 
     if superlink is not None:
         status = submit_and_wait(
             superlink.address,
-            superlink.superlink,
+            superlink.processes,
             superlink.processes.logs,
             superlink.root_certificates,
         )
@@ -253,7 +257,7 @@ def launch(
             ray_address=ray_address,
             clientapp=settings.get("clientapp", "warm"),
         ) as link:
-            status = submit_and_wait(link.address, link.superlink, link.processes.logs)
+            status = submit_and_wait(link.address, link.processes, link.processes.logs)
     if status["status"] != "completed":
         raise FlowerRunError(
             f"the Flower run failed: {status.get('error', 'no reason recorded')} "
@@ -266,7 +270,7 @@ def _await_recorded(
     work: Path,
     address: str,
     env: Mapping[str, str],
-    process: subprocess.Popen | None,
+    processes: FlowerProcesses | None,
     logs: Path,
     timeout: float,
 ) -> dict | None:
@@ -294,7 +298,7 @@ def _await_recorded(
         run_id,
         state,
     )
-    status = wait_status(work / STATUS_FILE, process, logs, timeout, run_id=run_id, env=env)
+    status = wait_status(work / STATUS_FILE, processes, logs, timeout, run_id=run_id, env=env)
     if status["status"] == "completed":
         log.info("Flower run %s completed: nothing to resume", run_id)
         return status

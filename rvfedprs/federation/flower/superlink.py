@@ -169,6 +169,7 @@ def start_local(
         if simulation:
             argv.append("--simulation")
         superlink = procs.start("superlink", argv)
+        procs.vital["superlink"] = "the SuperLink"
         wait_port(port, superlink, "superlink", procs.logs, 120)
         ca = None if tls is None else tls["ca.crt"]
         if node_keys:
