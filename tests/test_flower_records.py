@@ -7,12 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flwr.app import ConfigRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from rvfedprs.bloom import BloomSpec, encode, n_bytes
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.flower.job import APP_PYPROJECT, write_app, write_job
+from rvfedprs.federation.flower.packing import pack_arrays, unpack_arrays
 from rvfedprs.federation.flower.records import (
+    PACKED,
     MalformedReplyError,
     content_to_instruction,
     fit_result_to_content,
@@ -50,6 +52,75 @@ def test_parameters_round_trip_exactly():
     for key in params:
         assert back[key].dtype == params[key].dtype
         np.testing.assert_array_equal(back[key], params[key])
+
+
+def _mixed_arrays():
+    """Every kind of tensor a message may carry: dtypes, byte orders, 0-d, empty, views."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(5, 6))
+    weird = np.array([np.nan, -0.0, np.inf, 1e-310], np.float64)  # NaN, -0, inf, subnormal
+    return {
+        "w.f32": rng.normal(size=(3, 4)).astype(np.float32),
+        "strided.f64": base[::2, 1::3],  # a non-contiguous view
+        "fortran": np.asfortranarray(base.astype(np.float32)),
+        "big.endian": np.arange(6, dtype=">i4").reshape(2, 3),
+        "odd.f64": weird,
+        "u64": np.array([0, 2**64 - 1, 12345], np.uint64),
+        "i8": np.array([-128, 0, 127], np.int8),
+        "f16": rng.normal(size=7).astype(np.float16),
+        "mask": np.array([True, False, True]),
+        "scalar": np.array(2.5, np.float32),  # 0-d
+        "empty": np.zeros((0,), np.float32),
+        "empty.2d": np.zeros((3, 0), np.int64),
+        "last": np.array([7], np.uint8),
+    }
+
+
+def test_packed_parameters_round_trip_bit_identical_over_the_wire():
+    params = _mixed_arrays()
+    back = record_to_parameters(
+        _over_the_wire(RecordDict({"p": parameters_to_record(params)})).array_records["p"]
+    )
+    assert list(back) == list(params)  # same names, same order
+    for key, want in params.items():
+        got = back[key]
+        assert (got.dtype, got.shape) == (want.dtype, want.shape), key
+        assert got.tobytes() == np.ascontiguousarray(want).tobytes(), key  # bit for bit
+        assert got.flags.writeable, key
+
+
+def test_a_parameters_record_holds_exactly_one_array():
+    record = parameters_to_record(_mixed_arrays())
+    assert list(record) == [PACKED] and record[PACKED].dtype == "uint8"
+    content = instruction_to_content(
+        FitInstruction(_params(), {"scaffold_correction": _params(2)}),
+        server_round=1,
+        seed=1,
+        run={},
+    )
+    assert [len(content.array_records[k]) for k in ("parameters", "config-arrays")] == [1, 1]
+    assert len(parameters_to_record({})) == 0 and record_to_parameters(ArrayRecord()) == {}
+
+
+def test_packed_records_refused_when_damaged():
+    packed = np.frombuffer(pack_arrays(_params()), np.uint8)
+    with pytest.raises(ValueError, match=r"3 bytes left after the last array"):
+        unpack_arrays(np.concatenate([packed, np.zeros(3, np.uint8)]))
+    with pytest.raises(ValueError, match=r"array 'head.bias' float32 \(1,\) needs bytes"):
+        unpack_arrays(packed[:-1])
+    with pytest.raises(ValueError, match=r"header ends at byte"):
+        unpack_arrays(packed[:20])
+    with pytest.raises(TypeError, match=r"array 'x' has dtype object"):
+        pack_arrays({"x": np.array([None])})
+    per_tensor = ArrayRecord({k: Array(v) for k, v in _params().items()})
+    with pytest.raises(
+        ValueError, match=r"holds arrays \['common.0.weight'.*expected \['packed'\]"
+    ):
+        record_to_parameters(per_tensor)
+    reply = _reply()
+    reply["parameters"] = ArrayRecord({PACKED: Array(packed[:-1].copy())})
+    with pytest.raises(MalformedReplyError, match=r"client 'site1'.*needs bytes"):
+        reply_to_fit_result(reply, client_id="site1", expected=_params(), bloom=BLOOM)
 
 
 def test_instruction_round_trip():

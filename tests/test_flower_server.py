@@ -28,7 +28,10 @@ from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.checkpoints import load_checkpoint  # noqa: E402
 from rvfedprs.federation.flower import client_app, server_app  # noqa: E402
 from rvfedprs.federation.flower.job import write_job  # noqa: E402
-from rvfedprs.federation.flower.records import parameters_to_record  # noqa: E402
+from rvfedprs.federation.flower.records import (  # noqa: E402
+    parameters_to_record,
+    record_to_parameters,
+)
 from rvfedprs.genomic.data import load_federation  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig  # noqa: E402
@@ -224,7 +227,7 @@ def _corrupt(victim: str, how: str):
         if how == "raise":
             return Message(Error(2, "RuntimeError: disk on fire"), reply_to=msg)
         content = reply.content
-        params = {k: v.numpy().copy() for k, v in content.array_records["parameters"].items()}
+        params = record_to_parameters(content.array_records["parameters"])
         name = sorted(params)[0]
         if how == "nan":
             params[name].flat[0] = np.nan
@@ -264,7 +267,9 @@ def test_faulty_client_is_named_and_the_rest_aggregated(fed, tmp_path, how, stra
         replies = [grid.replies[(c, "1")] for c in good]
         n = [r.content.metric_records["metrics"]["num-examples"] for r in replies]
         for key, value in record["strategy_state"]["parameters"].items():
-            stack = [r.content.array_records["parameters"][key].numpy() for r in replies]
+            stack = [
+                record_to_parameters(r.content.array_records["parameters"])[key] for r in replies
+            ]
             np.testing.assert_allclose(value, np.average(stack, axis=0, weights=n), rtol=1e-6)
 
 

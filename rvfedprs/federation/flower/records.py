@@ -2,12 +2,14 @@
 
 A fit instruction travels as a :class:`~flwr.app.RecordDict` with
 
-- ``"parameters"``: :class:`~flwr.app.ArrayRecord`, one array per tensor name;
+- ``"parameters"``: :class:`~flwr.app.ArrayRecord` holding one array, every tensor packed
+  into it (:func:`parameters_to_record`: Flower sends each array as its own objects);
 - ``"config"``: :class:`~flwr.app.ConfigRecord` with ``fit-config`` (the strategy's
   :attr:`FitInstruction.config` as JSON), ``seed`` (the client's seed for this round),
   ``round`` and ``run`` (JSON: local training settings, model shape, federated PRS moments);
-- ``"config-arrays"``: :class:`~flwr.app.ArrayRecord`, present when the config holds numpy
-  arrays (SCAFFOLD's ``scaffold_correction``, Ditto's ``ditto_personal``: dicts of arrays).
+- ``"config-arrays"``: :class:`~flwr.app.ArrayRecord`, packed likewise, present when the
+  config holds numpy arrays (SCAFFOLD's ``scaffold_correction``, Ditto's ``ditto_personal``:
+  dicts of arrays).
 
 Any config travels (:func:`encode_config` / :func:`decode_config`): ``None`` as JSON ``null``,
 numpy scalars as Python numbers, and every numpy array, at any depth, as an entry of
@@ -34,11 +36,13 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from rvfedprs.exceptions import RvfedprsError
+from rvfedprs.federation.flower.packing import pack_arrays, unpack_arrays
 from rvfedprs.federation.task import Request
 from rvfedprs.strategies.base import FitInstruction, FitResult
 
 __all__ = [
     "MalformedReplyError",
+    "PACKED",
     "parameters_to_record",
     "record_to_parameters",
     "encode_config",
@@ -58,14 +62,47 @@ class MalformedReplyError(RvfedprsError):
     """A client's reply cannot be aggregated (the message names the client and the fault)."""
 
 
+#: The one array of a non-empty parameters record: every tensor, packed (:mod:`.packing`).
+PACKED = "packed"
+
+
 def parameters_to_record(parameters: Mapping[str, np.ndarray]) -> ArrayRecord:
-    """An :class:`ArrayRecord` holding each named array (order preserved)."""
-    return ArrayRecord({name: Array(np.ascontiguousarray(a)) for name, a in parameters.items()})
+    """An :class:`ArrayRecord` holding every named array packed into one ``uint8`` array.
+
+    Flower moves each array of a message as its own objects (one HTTP round trip apiece
+    between a SuperNode and its ClientApp), so the tensors travel together as the single
+    array :data:`PACKED` (:func:`~rvfedprs.federation.flower.packing.pack_arrays`: names,
+    dtypes, shapes and order kept). No parameters give an empty record.
+    """
+    if not parameters:
+        return ArrayRecord()
+    packed = np.frombuffer(pack_arrays(parameters), dtype=np.uint8)
+    return ArrayRecord({PACKED: Array(packed)})
 
 
 def record_to_parameters(record: ArrayRecord) -> dict[str, np.ndarray]:
-    """The named numpy arrays of an :class:`ArrayRecord` (writable copies)."""
-    return {name: np.array(array.numpy(), copy=True) for name, array in record.items()}
+    """Inverse of :func:`parameters_to_record`: the named arrays, in order (writable copies).
+
+    Raises
+    ------
+    ValueError
+        When the record holds anything but the one packed array, or that array is not a
+        packing of named arrays.
+    """
+    if len(record) == 0:
+        return {}
+    if list(record) != [PACKED]:
+        raise ValueError(f"a parameters record holds arrays {list(record)}, expected [{PACKED!r}]")
+    try:
+        packed = record[PACKED].numpy()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a parameters record's {PACKED!r} array is unreadable ({exc})") from None
+    if packed.dtype != np.uint8 or packed.ndim != 1:
+        raise ValueError(
+            f"a parameters record's {PACKED!r} array has dtype {packed.dtype} and shape "
+            f"{packed.shape}, expected 1-d uint8"
+        )
+    return unpack_arrays(packed)
 
 
 _ARRAY = "__array__"
@@ -239,9 +276,10 @@ def reply_to_fit_result(
     Raises
     ------
     MalformedReplyError
-        Naming the client: missing records, a client id that differs from the node's, missing
-        or extra tensors, a wrong shape or dtype, NaN/inf values, a non-positive sample count,
-        a non-finite loss, a missing Bloom filter or one of the wrong size.
+        Naming the client: missing records, a client id that differs from the node's, a
+        parameters record that is not a packing of arrays, missing or extra tensors, a wrong
+        shape or dtype, NaN/inf values, a non-positive sample count, a non-finite loss, a
+        missing Bloom filter or one of the wrong size.
     """
 
     def bad(what: str) -> MalformedReplyError:
@@ -258,7 +296,10 @@ def reply_to_fit_result(
     sender = str(meta.get("client-id", ""))
     if sender != client_id:
         raise bad(f"it names itself {sender!r}")
-    parameters = record_to_parameters(content.array_records["parameters"])
+    try:
+        parameters = record_to_parameters(content.array_records["parameters"])
+    except ValueError as exc:
+        raise bad(str(exc)) from None
     missing = sorted(set(expected) - set(parameters))
     extra = sorted(n for n in set(parameters) - set(expected) if _companion_of(n) not in expected)
     if missing or extra:
@@ -337,7 +378,8 @@ def content_to_payload(content: RecordDict, client_id: str | None = None) -> tup
     Raises
     ------
     MalformedReplyError
-        When the reply lacks its records, or names another site than ``client_id``.
+        When the reply lacks its records, names another site than ``client_id``, or its
+        ``config-arrays`` record is not a packing of arrays.
     """
     meta = content.config_records.get("meta")
     if meta is None or "reply" not in meta or "client-id" not in meta:
@@ -347,4 +389,8 @@ def content_to_payload(content: RecordDict, client_id: str | None = None) -> tup
         raise MalformedReplyError(
             f"client {client_id!r} sent a malformed reply: it names itself {sender!r}"
         )
-    return sender, decode_config(str(meta["reply"]), _arrays_of(content))
+    try:
+        arrays = _arrays_of(content)
+    except ValueError as exc:
+        raise MalformedReplyError(f"client {sender!r} sent a malformed reply: {exc}") from None
+    return sender, decode_config(str(meta["reply"]), arrays)
