@@ -42,7 +42,11 @@ __all__ = [
     "PARAMETER_GROUPS",
     "linear_parameters",
     "RARE_INPUTS",
+    "BURDEN_INPUTS",
+    "TOP_K_INPUTS",
     "rare_projection",
+    "projection_from_config",
+    "rare_feature_names",
 ]
 
 PARAMETER_GROUPS: tuple[str, ...] = ("common", "rare", "head")
@@ -54,6 +58,9 @@ _DEFAULTS = section_defaults("model")
 #: burdens A·B); ``top_k`` (the dosages of chosen variants); ``burden+top_k`` (burdens, then
 #: those dosages).
 RARE_INPUTS: tuple[str, ...] = ("dosages", "burden", "top_k", "burden+top_k")
+#: The inputs with region burdens, and those with chosen variants' dosages.
+BURDEN_INPUTS: tuple[str, ...] = ("burden", "burden+top_k")
+TOP_K_INPUTS: tuple[str, ...] = ("top_k", "burden+top_k")
 
 
 def rare_projection(
@@ -87,14 +94,14 @@ def rare_projection(
     if rare_input == "dosages":
         return None
     blocks = []
-    if rare_input in ("burden", "burden+top_k"):
+    if rare_input in BURDEN_INPUTS:
         if burden is None or burden.shape[0] != n_rare:
             raise ValueError(
                 f"rare input {rare_input!r} needs a burden map of {n_rare} rows, got "
                 f"{None if burden is None else burden.shape}"
             )
         blocks.append(sp.csr_matrix(burden, dtype=np.float64))
-    if rare_input in ("top_k", "burden+top_k"):
+    if rare_input in TOP_K_INPUTS:
         columns = np.asarray([] if top is None else top, dtype=np.int64).reshape(-1)
         if top is None or (columns.size and not 0 <= columns.min() <= columns.max() < n_rare):
             raise ValueError(
@@ -357,8 +364,9 @@ def projection_from_config(n_rare: int, model_config: Mapping[str, Any]) -> sp.c
     """R of ``model_config["rare_input"]`` from ``model_config["rare_projection"]``.
 
     ``rare_projection`` holds what the run chose: ``burden`` (a burden map's
-    :meth:`~rvfedprs.burden.BurdenMap.to_config`), ``top_k`` (the variants' columns) and,
-    optionally, ``features`` (the F features' names, e.g. the regions).
+    :meth:`~rvfedprs.burden.BurdenMap.to_config`), ``top_k`` (the variants' columns, chosen by
+    the run's warm start) and, optionally, ``features`` (the burden features' names: the
+    regions; :func:`rare_feature_names`).
 
     Raises
     ------
@@ -381,6 +389,22 @@ def projection_from_config(n_rare: int, model_config: Mapping[str, Any]) -> sp.c
             (np.asarray(burden["weights"], float), (burden["rows"], burden["cols"])), shape=shape
         )
     return rare_projection(rare_input, n_rare, burden=burden, top=chosen.get("top_k"))
+
+
+def rare_feature_names(model_config: Mapping[str, Any], variant_keys: Sequence[str]) -> list[str]:
+    """The names of the F features the specialist reads (FedCE's Bloom filters hold them).
+
+    The variant keys (dosages), the regions (``rare_projection["features"]``, burdens), the
+    chosen variants' keys (top k), or the regions then those keys (``burden+top_k``).
+    """
+    rare_input = str(model_config.get("rare_input", "dosages"))
+    if rare_input == "dosages":
+        return list(variant_keys)
+    chosen = model_config.get("rare_projection") or {}
+    names = list(chosen.get("features") or []) if rare_input in BURDEN_INPUTS else []
+    if rare_input in TOP_K_INPUTS:
+        names += [variant_keys[int(j)] for j in chosen.get("top_k") or []]
+    return names
 
 
 def get_parameters(model: nn.Module) -> dict[str, np.ndarray]:

@@ -125,10 +125,52 @@ class _LoggedRounds:
         return scores
 
 
+class _RunModel:
+    """The ``model`` config of a run's networks, as the run built them.
+
+    The plan's, except for a top-k input (``model.rare_input: top_k``, ``burden+top_k``):
+    its variants are chosen by the run's warm start (:mod:`rvfedprs.genomic.task`), so the
+    config is the one the run's checkpoints record (every round's holds it, each engine's).
+    """
+
+    def __init__(self, planned: Mapping[str, Any], out: Path) -> None:
+        from rvfedprs.genomic.task import top_k_pending
+
+        self.pending = top_k_pending(planned)
+        self.out = out
+        self._config = None if self.pending else dict(planned)
+
+    def at_round(self, server_round: int) -> dict[str, Any]:
+        """The config, read from round ``server_round``'s checkpoint when the plan lacks it."""
+        if self._config is None:
+            from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint
+
+            record = load_checkpoint(checkpoint_path(self.out, server_round))
+            self._config = dict(record["model_config"])
+        return self._config
+
+    def of(self, result: RunResult) -> dict[str, Any]:
+        """The config of a finished run (its last checkpoint's, when the plan lacks it)."""
+        if self._config is None:
+            from rvfedprs.federation.checkpoints import load_checkpoint
+
+            self._config = dict(load_checkpoint(result.checkpoints[-1])["model_config"])
+        return self._config
+
+
 def _with_validation(federation: Any, fraction: float, seed: int, model_config, track):
     """The federation less its validation split, the selector, and the round callback."""
     from rvfedprs.evaluation.selection import BestRound, split_validation
     from rvfedprs.federation.seeds import derive_seed
+    from rvfedprs.genomic.task import top_k_pending
+
+    if top_k_pending(model_config):
+        raise ConfigError(
+            f"train.validation_fraction {fraction} with model.rare_input "
+            f"{model_config['rare_input']!r} is not supported: the validation choice scores the "
+            "starting network before the run's warm start has chosen its top-k variants; set "
+            "train.validation_fraction: 0"
+        )
 
     fit, validation = split_validation(
         federation, fraction, random_seed=derive_seed(seed, "validation")
@@ -304,13 +346,13 @@ def train(
     section, name = config["train"], config["train"]["strategy"]
     truth = load_truth_from_config(config)
     model_config = plan.model
+    run_model = _RunModel(model_config, out)
 
     if evaluate_round is None:
 
         def evaluate_round(s: Strategy, server_round: int) -> dict[str, float]:
-            m = evaluate_models(
-                s.parameters_for, {}, federation.test, federation.variant_keys, model_config
-            )
+            m = evaluate_models(s.parameters_for, {}, federation.test, federation.variant_keys,
+                                run_model.at_round(server_round))  # fmt: skip
             return {"auc": m["auc"]}
 
     selection = None
@@ -335,8 +377,8 @@ def train(
     client_state: dict[str, dict[str, Any]] = {}
     result = run(plan, client_state=client_state)
     chosen = None if selection is None else selection.parameters_for
-    # the run's networks are the plan's (e.g. with the rare projection of model.rare_input)
-    evaluated = {**config, "model": model_config}
+    # the run's networks (e.g. with the rare projection of model.rare_input)
+    evaluated = {**config, "model": run_model.of(result)}
     metrics = _evaluate(strategy, federation, evaluated, truth, parameters_for=chosen)
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
     record["traffic"] = result.metrics.get("traffic", {})  # per step; per round in the history

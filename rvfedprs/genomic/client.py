@@ -30,7 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from rvfedprs.model import TwoPathwayModel, model_from_config, set_parameters
+from rvfedprs.model import (
+    TwoPathwayModel,
+    model_from_config,
+    rare_feature_names,
+    set_parameters,
+)
 from rvfedprs.strategies.base import FitInstruction, FitResult
 from rvfedprs.strategies.client import LocalRun, client_update
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
@@ -158,9 +163,8 @@ def fit_client(
     )
     result = run.extra
     bits = None
-    if want_bloom:  # a network on collapsed inputs: its influential features (regions)
-        projection = context.model_config.get("rare_projection") or {}
-        keys = projection.get("features") or context.variant_keys
+    if want_bloom:  # the influential features: variants, regions or chosen variants
+        keys = rare_feature_names(context.model_config, context.variant_keys)
         bits = influential_bloom_bits(result.influence, keys, config, key=context.bloom_key)
     return FitResult(
         client_id=context.data.client_id,

@@ -63,6 +63,8 @@ __all__ = [
     "initial_parameters",
     "genomic_settings",
     "network_model_config",
+    "check_top_k_input",
+    "top_k_pending",
 ]
 
 
@@ -71,21 +73,30 @@ def network_model_config(
 ) -> dict[str, Any]:
     """The ``model`` section a run's networks are built from, with their rare projection.
 
-    For ``model.rare_input: burden``, ``rare_projection`` holds the burden map of
-    ``train.data``'s variants from the ``burden`` section (:mod:`rvfedprs.burden`) and the
-    features' names (the regions: FedCE's Bloom filters hold the influential ones), so every
-    network of the run — the server's, the sites', the evaluation's, a checkpoint's — reads
-    the same features (:func:`~rvfedprs.model.projection_from_config`). Unchanged otherwise,
-    and when the projection is there already.
+    For ``model.rare_input: burden`` (and ``burden+top_k``), ``rare_projection`` holds the
+    burden map of ``train.data``'s variants from the ``burden`` section (:mod:`rvfedprs.burden`)
+    and the regions' names (FedCE's Bloom filters hold the influential ones), so every network
+    of the run — the server's, the sites', the evaluation's, a checkpoint's — reads the same
+    features (:func:`~rvfedprs.model.projection_from_config`). The top-k variants of
+    ``top_k`` and ``burden+top_k`` are chosen by the run's warm start, which adds them
+    (:meth:`GenomicTask.with_warm_start`). Unchanged otherwise, and when the projection is
+    there already.
 
     Raises
     ------
     ConfigError
-        For a burden input without the configuration to build its map from.
+        For a burden input without the configuration to build its map from, and for
+        ``model.top_k`` that does not fit ``model.rare_input`` (:func:`check_top_k_input`).
     """
     out = dict(model_config)
     rare_input = str(out.get("rare_input", "dosages"))
+    check_top_k_input(out)
     if rare_input == "dosages" or out.get("rare_projection") is not None:
+        return out
+    from rvfedprs.model import BURDEN_INPUTS
+
+    out["rare_projection"] = {}  # top_k: the variants come with the warm start
+    if rare_input not in BURDEN_INPUTS:
         return out
     if config is None:
         raise ConfigError(
@@ -97,6 +108,50 @@ def network_model_config(
     burden = burden_of(config)
     out["rare_projection"] = {"burden": burden.to_config(), "features": list(burden.regions)}
     return out
+
+
+def check_top_k_input(model_config: Mapping[str, Any]) -> None:
+    """Refuse a ``model.top_k`` that does not fit ``model.rare_input`` (each setting named).
+
+    A top-k input needs k >= 1 and the floor (``model.start_from_floor: true``): the variants
+    are chosen by score test on the sums of the floor's federated Newton rounds; the other
+    inputs take no k.
+
+    Raises
+    ------
+    ConfigError
+    """
+    from rvfedprs.model import TOP_K_INPUTS
+
+    rare_input = str(model_config.get("rare_input", "dosages"))
+    top_k = model_config.get("top_k", 0)
+    if rare_input not in TOP_K_INPUTS:
+        if top_k:
+            raise ConfigError(
+                f"model.top_k {top_k} is used only by model.rare_input {list(TOP_K_INPUTS)}, "
+                f"not {rare_input!r}; set model.top_k: 0"
+            )
+        return
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ConfigError(
+            f"model.rare_input {rare_input!r} reads the dosages of model.top_k chosen variants; "
+            f"set model.top_k to an integer >= 1, got {top_k!r}"
+        )
+    if not model_config.get("start_from_floor", True):
+        raise ConfigError(
+            f"model.rare_input {rare_input!r} needs model.start_from_floor: true, got false: "
+            "its top-k variants are chosen by score test during the floor's federated fit, "
+            "which model.start_from_floor: false turns off"
+        )
+
+
+def top_k_pending(model_config: Mapping[str, Any]) -> bool:
+    """True for a top-k input whose variants the run's warm start has not chosen yet."""
+    from rvfedprs.model import TOP_K_INPUTS
+
+    if str(model_config.get("rare_input", "dosages")) not in TOP_K_INPUTS:
+        return False
+    return (model_config.get("rare_projection") or {}).get("top_k") is None
 
 
 def local_training_config(
@@ -520,13 +575,21 @@ class GenomicTask(Task):
 
         With the floor fitted (``settings["floor"]``, :meth:`with_warm_start`) the model's
         logit is exactly the floor's (:func:`~rvfedprs.model.linear_parameters`); the rest of
-        the network keeps its random initialisation behind zero head weights.
+        the network keeps its random initialisation behind zero head weights. Before a top-k
+        input's variants are chosen (the warm start that chooses them starts from this), the
+        network reads the dosages: the floor's fit needs the width P of the dosages it screens.
         """
         from rvfedprs.model import get_parameters, linear_parameters, model_from_config
 
-        model = model_from_config(
-            int(settings["n_rare"]), settings["model"], random_seed=random_seed
-        )
+        model_config = settings["model"]
+        if top_k_pending(model_config):
+            if settings.get("floor") is not None:
+                raise ConfigError(
+                    f"the run settings hold a floor but model.rare_input "
+                    f"{model_config['rare_input']!r} has no chosen variants"
+                )
+            model_config = {**dict(model_config), "rare_input": "dosages"}
+        model = model_from_config(int(settings["n_rare"]), model_config, random_seed=random_seed)
         parameters = get_parameters(model)
         floor = settings.get("floor")
         if floor is None:
@@ -539,19 +602,42 @@ class GenomicTask(Task):
     def warm_start(self, settings: Mapping[str, Any], job: Mapping[str, Any]):
         """The floor (SPEC §4): an unpenalised federated GLM on PRS + covariates.
 
-        None when ``model.start_from_floor`` is false.
+        For a top-k input (``model.rare_input: top_k`` or ``burden+top_k``) whose variants
+        are not chosen yet, the floor's rounds also carry the sites' score sums and choose the
+        ``model.top_k`` variants (:class:`~rvfedprs.strategies.top_variants.FloorScreen`), as a
+        GLM on top-k features does. None when ``model.start_from_floor`` is false.
+
+        Raises
+        ------
+        ConfigError
+            When ``model.top_k`` is more than the federation's rare variants.
         """
-        if not dict(settings["model"]).get("start_from_floor", True):
+        model = dict(settings["model"])
+        if not model.get("start_from_floor", True):
             return None
         from rvfedprs.strategies.fedglm import FedGLM
 
-        return FedGLM(features="floor", l2=0.0, tol=FLOOR_TOL), FLOOR_ROUNDS
+        top_k = int(model.get("top_k", 0)) if top_k_pending(model) else 0
+        if top_k > int(settings["n_rare"]):
+            raise ConfigError(
+                f"model.top_k {top_k} is more than the federation's {settings['n_rare']} rare "
+                "variants"
+            )
+        return FedGLM(features="floor", l2=0.0, tol=FLOOR_TOL, top_k=top_k), FLOOR_ROUNDS
 
     def with_warm_start(self, settings, strategy, history) -> dict[str, Any]:
         """``settings["floor"]``: the floor's coefficients, rounds and convergence.
 
-        With DP-SGD on, the floor's sums (over PRS and covariates) are released outside ε,
-        as the Bloom filters are; the record says so.
+        A screening floor's chosen variants (largest score statistic first) go to
+        ``settings["floor"]["top_k"]`` and to the network's ``rare_projection["top_k"]``, so
+        the server, the sites, the evaluation and the checkpoints build the same network.
+        With DP-SGD on, the floor's sums (over PRS and covariates, and the score sums of the
+        top-k choice) are released outside ε, as the Bloom filters are; the record says so.
+
+        Raises
+        ------
+        InputDataError
+            When the screening floor did not converge: no variants were chosen.
         """
         floor = {
             "coef": strategy.coef.tolist(),
@@ -562,7 +648,19 @@ class GenomicTask(Task):
             floor["outside_dp"] = True
         if not strategy.converged:
             log.warning("the floor's federated fit did not converge in %d rounds", len(history))
-        return {**dict(settings), "floor": floor}
+        out = {**dict(settings), "floor": floor}
+        if strategy.top_k:
+            model = dict(settings["model"])
+            if strategy.top is None:
+                raise InputDataError(
+                    f"the floor's federated fit did not converge in {len(history)} rounds, so "
+                    f"model.rare_input {model['rare_input']!r} has no top-k variants (is the "
+                    "outcome separable by the PRS and covariates?)"
+                )
+            floor["top_k"] = strategy.top.tolist()
+            projection = {**(model.get("rare_projection") or {}), "top_k": floor["top_k"]}
+            out["model"] = {**model, "rare_projection": projection}
+        return out
 
     def build_strategy(self, spec: Mapping[str, Any], job: Mapping[str, Any]) -> Strategy:
         """Strategy ``spec["strategy"]`` with its options from the job's configuration.

@@ -19,7 +19,9 @@ or burdens and top-k dosages (``features``, :data:`~rvfedprs.training.glm.GLM_FE
 top-k features the fit has two phases: the floor's Newton rounds, which also carry the sites'
 score sums, until the floor converged and the server chose the k variants
 (:class:`~rvfedprs.strategies.top_variants.FloorScreen`); then the Newton rounds of the whole
-GLM, starting from the floor (its rare coefficients 0).
+GLM, starting from the floor (its rare coefficients 0). ``features: floor`` with ``top_k`` is the
+first phase alone: the floor, whose rounds also choose the k variants (:attr:`top`) — the warm
+start of a network reading top-k dosages (``model.rare_input``, :mod:`rvfedprs.genomic.task`).
 
 The fitted model is served as two-pathway network parameters
 (:func:`rvfedprs.model.linear_parameters`) whose logit is exactly the GLM's, so every evaluation,
@@ -96,9 +98,10 @@ def check_glm_features(features: str, burden: Any, top_k: int) -> None:
         raise ValueError(f"top_k must be an integer >= 0, got {top_k!r}")
     if features in TOP_K_FEATURES and top_k < 1:
         raise ValueError(f"features {features!r} need top_k >= 1 variants, got top_k {top_k}")
-    if features not in TOP_K_FEATURES and top_k > 0:
+    if features not in (*TOP_K_FEATURES, "floor") and top_k > 0:
         raise ValueError(
-            f"top_k {top_k} is used only by features {list(TOP_K_FEATURES)}, not {features!r}"
+            f"top_k {top_k} is used only by features {list(TOP_K_FEATURES)} (and floor, whose "
+            f"rounds then choose the variants), not {features!r}"
         )
 
 
@@ -159,7 +162,8 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
     top_k : int
         k of the top-k features (0 otherwise): the variants with the largest score statistic
         U² / V under the floor on the pooled training data
-        (:mod:`rvfedprs.strategies.top_variants`).
+        (:mod:`rvfedprs.strategies.top_variants`). With ``features: floor``, the floor's rounds
+        choose them (:attr:`top`) and the fit ends there.
     """
 
     name = "fedglm"
@@ -206,14 +210,21 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         return self.search.iterations + (0 if self.screen is None else self.screen.iterations)
 
     @property
+    def _fit_search(self) -> NewtonSearch:
+        """The Newton search of the final coefficients (a screened floor's is the screen's)."""
+        if self.features == "floor" and self.screen is not None:
+            return self.screen.search
+        return self.search
+
+    @property
     def converged(self) -> bool:
         """Whether the last accepted step was below the tolerance."""
-        return self.search.converged
+        return self._fit_search.converged
 
     @property
     def last_step(self) -> float:
         """Largest entry of the last step."""
-        return self.search.last_step
+        return self._fit_search.last_step
 
     # --- rounds ----------------------------------------------------------------------------
     def initialize(self, global_parameters, client_ids):
@@ -247,7 +258,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         self.coef = np.zeros(width)
         self._reset_search()
         self.parameters = self._message(self.coef)
-        if self.features in TOP_K_FEATURES:  # the floor's rounds first, then the top-k choice
+        if self.top_k > 0:  # the floor's rounds first, then the top-k choice (and the rest)
             self.screen = FloorScreen(self.top_k, 2 + n_covariates, n_rare, self.tol)
             self.coef = np.zeros(2 + n_covariates)
             self.parameters = self.screen.message()
@@ -304,7 +315,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
             dimensions = glm_dimensions(self.template)
             width = glm_width(self.features, *dimensions, n_burden, self.top_k)
             self.coef = np.concatenate([self.coef, np.zeros(width - self.coef.size)])
-            return self._message(self.coef)  # the whole GLM, from the floor
+            return self._message(self.coef)  # the whole GLM, from the floor (or the floor)
         gradient = n * (np.asarray(average["glm.gradient"]) - sent["glm.gradient"])
         hessian = n * (np.asarray(average["glm.hessian"]) - sent["glm.hessian"])
         n_covariates = glm_dimensions(self.template)[0]
@@ -335,7 +346,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         task fitted it): a validation choice (:class:`~rvfedprs.evaluation.selection.BestRound`)
         sees the floor as its round-0 candidate, not the all-zero model.
         """
-        if self.search.iterations == 0:
+        if self._fit_search.iterations == 0:
             return copy_parameters(self.template)
         return self.network_parameters()
 
