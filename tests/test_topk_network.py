@@ -180,6 +180,23 @@ def test_flower_simulation_equals_the_in_process_run(federation_dir, oracle, tmp
         np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6, err_msg=name)
 
 
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(federation_dir, tmp_path):
+    """The warm start runs again on resume and chooses the same variants for the saved model."""
+
+    def config(rounds):
+        out = _config(federation_dir)
+        out["train"].update(rounds=rounds, keep_checkpoints=0)
+        return out
+
+    full = train(config(3), tmp_path / "full")
+    train(config(2), tmp_path / "part")
+    resumed = train(config(3), tmp_path / "part", resume=True)
+    want, got = full.strategy.parameters, resumed.strategy.parameters
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert resumed.metrics["auc"] == full.metrics["auc"]
+
+
 def test_bad_top_k_settings_are_refused_by_name(federation_dir, tmp_path):
     no_floor = _config(federation_dir, model={"start_from_floor": False})
     with pytest.raises(ConfigError, match=r"model.rare_input 'top_k' needs "
