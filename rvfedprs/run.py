@@ -89,6 +89,10 @@ class _SelectAndTrack:
     def __init__(self, selection, track) -> None:
         self.selection, self.track = selection, track
 
+    def prepare(self, settings: Mapping[str, Any]) -> None:
+        """Validation scores the network of the run settings after the warm start."""
+        self.selection.prepare(settings)
+
     def start(self, strategy: Strategy) -> None:
         """The starting model (the floor) is a candidate."""
         self.selection.start(strategy)
@@ -162,15 +166,6 @@ def _with_validation(federation: Any, fraction: float, seed: int, model_config, 
     """The federation less its validation split, the selector, and the round callback."""
     from rvfedprs.evaluation.selection import BestRound, split_validation
     from rvfedprs.federation.seeds import derive_seed
-    from rvfedprs.genomic.task import top_k_pending
-
-    if top_k_pending(model_config):
-        raise ConfigError(
-            f"train.validation_fraction {fraction} with model.rare_input "
-            f"{model_config['rare_input']!r} is not supported: the validation choice scores the "
-            "starting network before the run's warm start has chosen its top-k variants; set "
-            "train.validation_fraction: 0"
-        )
 
     fit, validation = split_validation(
         federation, fraction, random_seed=derive_seed(seed, "validation")

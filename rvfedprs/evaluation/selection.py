@@ -24,7 +24,7 @@ import numpy as np
 from rvfedprs.evaluation import federation_metrics, predict_clients
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.seeds import derive_seed
-from rvfedprs.model import model_from_config
+from rvfedprs.model import TwoPathwayModel, model_from_config
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.training import ClientData
 
@@ -154,7 +154,8 @@ class BestRound:
         From :func:`split_validation`.
     n_rare : int
     model_config : mapping
-        ``common_hidden``, ``rare_hidden``, ``dropout``.
+        ``common_hidden``, ``rare_hidden``, ``dropout``, ``rare_input``: the network scored
+        until the engine hands over the run's own (:meth:`prepare`).
     criterion : str
         One of :data:`CRITERIA`: ``"auc"`` (highest wins) or ``"log_loss"`` (lowest wins).
     keep_predictions : bool
@@ -162,6 +163,9 @@ class BestRound:
 
     Attributes
     ----------
+    n_rare : int
+    model_config : dict
+        The network the clients' parameters are scored with (:attr:`model`).
     best_round : int
         1-based round of the kept models; 0 for the starting models (the floor) when no round
         beat them on validation (:meth:`start`), or before the first round.
@@ -191,7 +195,8 @@ class BestRound:
     ) -> None:
         self.criterion = check_criterion(criterion)
         self.validation = dict(validation)
-        self._model = model_from_config(n_rare, dict(model_config), initialise=False)
+        self.n_rare, self.model_config = int(n_rare), dict(model_config)
+        self._model: TwoPathwayModel | None = None
         self.best_round = 0
         self.best_auc = -np.inf
         self.best_log_loss = np.inf
@@ -207,6 +212,35 @@ class BestRound:
     def best_score(self) -> float:
         """The kept round's validation score on :attr:`criterion`."""
         return self.best_log_loss if self.criterion == "log_loss" else self.best_auc
+
+    def prepare(self, settings: Mapping[str, Any]) -> None:
+        """Score with the network of the run settings after the warm start.
+
+        Its ``model`` and ``n_rare``. The engine calls this before anything is scored
+        (:func:`~rvfedprs.federation.rounds.serve`): the warm start can change the network
+        (a top-k ``model.rare_input`` reads the variants it chooses), so the configuration's
+        network is not necessarily the one the rounds train.
+        """
+        self.n_rare, self.model_config = int(settings["n_rare"]), dict(settings["model"])
+        self._model = None
+
+    @property
+    def model(self) -> TwoPathwayModel:
+        """The network of :attr:`model_config`, built when first needed.
+
+        Raises
+        ------
+        ValueError
+            For a collapsed ``rare_input`` whose projection the run has not chosen yet (a
+            top-k input before the engine's :meth:`prepare`).
+        """
+        if self._model is None:
+            self._model = model_from_config(self.n_rare, self.model_config, initialise=False)
+        return self._model
+
+    def predict(self, datasets: Mapping[str, ClientData]) -> dict[str, np.ndarray]:
+        """Every client's probabilities on ``datasets`` under the kept round's models."""
+        return predict_clients(self.parameters_for, datasets, self.model)
 
     def start(self, strategy: Strategy) -> None:
         """Score the starting models (round 0: the floor) as the first candidate.
@@ -235,7 +269,7 @@ class BestRound:
         return row
 
     def _score(self, strategy: Strategy, server_round: int) -> dict[str, float]:
-        predictions = predict_clients(strategy.parameters_for, self.validation, self._model)
+        predictions = predict_clients(strategy.parameters_for, self.validation, self.model)
         if self.keep_predictions:
             self.predictions[server_round] = predictions
         return validation_scores(predictions, self.validation)

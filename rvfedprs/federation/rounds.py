@@ -94,8 +94,11 @@ class RunSpec:
         Where ``checkpoints/round_XXX.pt`` go (none written when None).
     evaluate_round : callable, optional
         ``f(strategy, server_round)`` after every round's aggregation; merged into the history.
-        One with a ``start(strategy)`` method (:class:`~rvfedprs.evaluation.selection.BestRound`)
-        is also shown the starting model of a fresh run, before round 1.
+        One with a ``prepare(settings)`` method is handed the run settings after the warm
+        start (the genomic floor and a top-k input's chosen variants: the network the rounds
+        train), on a fresh run and a resumed one, before anything is scored. One with a
+        ``start(strategy)`` method (:class:`~rvfedprs.evaluation.selection.BestRound`) is also
+        shown the starting model of a fresh run, before round 1.
     keep_checkpoints : int, optional
         Keep only the latest this many checkpoints (None or 0: all).
     """
@@ -611,6 +614,8 @@ def serve(
             resume=bool(job.get("resume", False)),
             client_state=state,
         )
+        if hasattr(run.evaluate_round, "prepare"):
+            run.evaluate_round.prepare(settings)  # the network after the warm start
         evaluate_pending(run.strategy, setup, history, run.evaluate_round, state)
         if start == 0 and hasattr(run.evaluate_round, "start"):
             run.evaluate_round.start(run.strategy)  # the starting model (the floor) is a candidate
