@@ -2,17 +2,20 @@
 
 On ``flower-deploy`` the study's coordinator program runs in the ServerApp, which the SuperLink
 starts (``flwr-serverapp``) for each submitted run. On a loopback deployment — a SuperLink and
-two SuperNodes, each given only its own site's configuration — the study runs, and once its
-round 1 is checkpointed the ServerApp process is killed with SIGKILL. Flower does not restart
-it: the SuperLink marks the run failed once its heartbeats stop, and the waiting ``rvfedprs
-study`` says so and that ``--resume`` continues. ``rvfedprs study --resume``, started at once on
-the same deployment, first waits for the killed run (the SuperLink still reports it running:
-two ServerApps must never write one study), then submits a new run that continues from the
-study's state and round 1's checkpoint: the preparation stages are not run again and round 1 is
-not trained again. ``study.json``, the run's metrics and final model equal the uninterrupted
-study's to 1e-9 and the coordinator's tables exactly — the guarantee between the deployment
-and the in-process engine (``tests/test_study.py``), which gives the uninterrupted study here
-at a fraction of a deployment's cost (each deployment exchange starts a ClientApp per site).
+two SuperNodes, each given only its own site's configuration — the ServerApp is killed with
+SIGKILL twice, the same SuperLink and SuperNodes serving every run: once the study's first
+preparation stage (``counts``) is recorded in its state, then, in the run that resumed it, once
+round 1 is checkpointed. Flower does not restart it: the SuperLink marks the run failed once its
+heartbeats stop, and the waiting ``rvfedprs study`` says so and that ``--resume`` continues.
+``rvfedprs study --resume``, started at once on the same deployment, first waits for the killed
+run (the SuperLink still reports it running: two ServerApps must never write one study), then
+submits a new run that continues from the study's state (and round 1's checkpoint): a recorded
+stage is not run again (its sites' request markers and the state's tables keep their times) and
+round 1 is not trained again. ``study.json``, the run's metrics and final model equal the
+uninterrupted study's to 1e-9 and the coordinator's tables exactly — the guarantee between the
+deployment and the in-process engine (``tests/test_study.py``), which gives the uninterrupted
+study here at a fraction of a deployment's cost (each deployment exchange starts a ClientApp per
+site).
 """
 
 from __future__ import annotations
@@ -79,24 +82,44 @@ def _serverapps(home: Path) -> list[int]:
     return found
 
 
-def _wait_for_round_one(out: Path, launcher: threading.Thread) -> None:
-    """Until round 1 of the study's run is checkpointed (and reported)."""
-    status = out / "flower" / "status.json"
-    checkpoint = checkpoint_path(out / "train" / STRATEGY, 1)
+def _wait_for(what: str, reached, launcher: threading.Thread) -> None:
+    """Until ``reached()`` (polled every 0.1 s) while the study's launcher runs."""
     deadline = time.monotonic() + 1500  # a loaded 2-core host: minutes per exchange
     while time.monotonic() < deadline and launcher.is_alive():
         try:
-            if checkpoint.is_file() and json.loads(status.read_text()).get("round", 0) >= 1:
+            if reached():
                 return
         except (OSError, ValueError):
             pass
-        time.sleep(0.2)
-    raise AssertionError(f"round 1 was not checkpointed (launcher alive: {launcher.is_alive()})")
+        time.sleep(0.1)
+    raise AssertionError(f"{what} was not reached (launcher alive: {launcher.is_alive()})")
+
+
+def _counts_recorded(out: Path) -> bool:
+    """The first preparation stage is recorded in the study's state."""
+    state = StudyState.read(out)
+    return state is not None and "counts" in state.stages
+
+
+def _round_one_checkpointed(out: Path) -> bool:
+    """Round 1 of the study's run is checkpointed (and reported)."""
+    status = out / "flower" / "status.json"
+    return (
+        checkpoint_path(out / "train" / STRATEGY, 1).is_file()
+        and json.loads(status.read_text()).get("round", 0) >= 1
+    )
+
+
+def _stage_files(root: Path, out: Path, sites: list[str], stage: str) -> list[Path]:
+    """What ``stage`` leaves: each site's marker of the request it answered, the state's tables."""
+    marker = "logs/counts.request" if stage == "counts" else "prepared/features.request"
+    tables = sorted((out / "study_state").glob(f"{stage}.*.parquet"))
+    return [root / "sites" / s / marker for s in sites] + tables
 
 
 @pytest.fixture(scope="module")
 def deployment(study_inputs, tmp_path_factory):
-    """The uninterrupted study (in-process), then the deployed one: killed, resumed."""
+    """The uninterrupted study (in-process), then the deployed one: killed twice, resumed."""
     root = tmp_path_factory.mktemp("deploy-resume")
     table = pd.read_csv(study_inputs / "sites" / "samplesheet.tsv", sep="\t")
     sites = sorted(table["site"].unique())[:SITES]
@@ -111,76 +134,100 @@ def deployment(study_inputs, tmp_path_factory):
         for s in sites
     }  # fmt: skip
     scores = study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
-    got: dict = {"sites": sites, "reference": root / "reference", "out": root / "study"}
+    out = root / "study"
+    got: dict = {"sites": sites, "reference": root / "reference", "out": out, "kills": {}}
 
-    def study(out: Path, link, **options):
+    def study(link, **options):
         return run_study_config(
             _config(out), scoring_file=scores, samplesheet=sheet, superlink=link, **options
         )
 
     run_study_config(_config(got["reference"], "inprocess"), scoring_file=scores, samplesheet=sheet)
 
-    def killed_launcher(link) -> None:
-        try:
-            study(got["out"], link)
-        except FlowerRunError as exc:
-            got["launcher_error"] = str(exc)
+    def launch(link, kill: str, **options) -> threading.Thread:
+        """The study (or its resume) in a thread, until its ServerApp is killed at ``kill``."""
 
-    with start_local(root / "link", simulation=False, nodes=nodes) as link:
-        home = (root / "link" / "home").resolve()
-        launcher = threading.Thread(target=killed_launcher, args=(link,), daemon=True)
-        launcher.start()
-        _wait_for_round_one(got["out"], launcher)
-        got["killed"] = _serverapps(home)
-        for pid in got["killed"]:
+        def launcher() -> None:
+            try:
+                study(link, **options)
+            except FlowerRunError as exc:
+                got["kills"][kill]["launcher_error"] = str(exc)
+
+        got["kills"][kill] = {}
+        thread = threading.Thread(target=launcher, daemon=True)
+        thread.start()
+        return thread
+
+    def kill_serverapp(kill: str, stages: list[str]) -> None:
+        """SIGKILL the ServerApp; what the study holds then."""
+        killed = got["kills"][kill]
+        killed["pids"] = _serverapps(home)
+        for pid in killed["pids"]:
             os.kill(pid, signal.SIGKILL)
-        got["killed_run"] = json.loads((got["out"] / "flower" / "run.json").read_text())["run_id"]
-        state = StudyState.read(got["out"])
-        got["state_at_kill"] = (list(state.stages), dict(state.runs))
-        got["held"] = {
-            p: p.stat().st_mtime_ns
-            for s in sites
-            for p in (root / "sites" / s / "logs" / "counts.request",
-                      root / "sites" / s / "prepared" / "features.request")
-        }  # fmt: skip
-        logger = logging.getLogger("rvfedprs")
-        records: list[logging.LogRecord] = []
-        handler = logging.Handler()
-        handler.emit = records.append
+        killed["run"] = json.loads((out / "flower" / "run.json").read_text())["run_id"]
+        state = StudyState.read(out)
+        killed["state"] = (list(state.stages), dict(state.runs))
+        killed["held"] = {
+            p: p.stat().st_mtime_ns for st in stages for p in _stage_files(root, out, sites, st)
+        }
+
+    logger = logging.getLogger("rvfedprs")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    with start_local(root / "link", simulation=False, nodes=nodes) as link:
+        got["vital"] = dict(link.processes.vital)
+        home = (root / "link" / "home").resolve()
         logger.addHandler(handler)
         try:
-            got["summary"] = study(got["out"], link, resume=True)
+            first = launch(link, "stage")
+            _wait_for("the counts stage recorded", lambda: _counts_recorded(out), first)
+            kill_serverapp("stage", ["counts"])
+            second = launch(link, "round", resume=True)
+            _wait_for("round 1 checkpointed", lambda: _round_one_checkpointed(out), second)
+            kill_serverapp("round", ["counts", "features"])
+            got["summary"] = study(link, resume=True)
         finally:
             logger.removeHandler(handler)
         got["log"] = "\n".join(r.getMessage() for r in records)
-        launcher.join(timeout=120)
-        got["launcher_alive"] = launcher.is_alive()
+        for kill, thread in (("stage", first), ("round", second)):
+            thread.join(timeout=120)
+            got["kills"][kill]["launcher_alive"] = thread.is_alive()
     return got
 
 
 @pytest.mark.slow
-def test_the_killed_serverapp_is_not_restarted_and_the_launcher_says_how_to_go_on(deployment):
-    assert len(deployment["killed"]) == 1
-    assert not deployment["launcher_alive"]
-    said = deployment["launcher_error"]
-    assert f"the ServerApp of Flower run {deployment['killed_run']} ended without" in said
+@pytest.mark.parametrize("kill", ["stage", "round"])
+def test_a_killed_serverapp_is_not_restarted_and_the_launcher_says_how_to_go_on(deployment, kill):
+    killed = deployment["kills"][kill]
+    assert len(killed["pids"]) == 1
+    assert not killed["launcher_alive"]
+    said = killed["launcher_error"]
+    assert f"the ServerApp of Flower run {killed['run']} ended without" in said
     assert "No heartbeat" in said and "--resume" in said
-    assert not any(alive(pid) for pid in deployment["killed"])
+    assert not any(alive(pid) for pid in killed["pids"])
+    assert deployment["vital"] == {"superlink": "the SuperLink"}  # the wait watches it
 
 
 @pytest.mark.slow
-def test_resume_waits_for_the_killed_run_then_continues_in_a_new_run(deployment):
-    out, killed = deployment["out"], deployment["killed_run"]
-    assert deployment["state_at_kill"] == (["counts", "features"], {STRATEGY: {"started": True}})
-    assert f"Flower run {killed} of this job is still running on the SuperLink" in deployment["log"]
-    assert f"Flower run {killed} ended without completing" in deployment["log"]
+def test_each_resume_waits_for_the_killed_run_then_continues_where_it_stopped(deployment):
+    out, kills = deployment["out"], deployment["kills"]
+    assert kills["stage"]["state"] == (["counts"], {})
+    assert kills["round"]["state"] == (["counts", "features"], {STRATEGY: {"started": True}})
+    runs, said = [kills["stage"]["run"], kills["round"]["run"]], deployment["log"]
+    for killed in runs:
+        assert f"Flower run {killed} of this job is still running on the SuperLink" in said
+        assert f"Flower run {killed} ended without completing" in said
     resumed = json.loads((out / "flower" / "run.json").read_text())["run_id"]
     status = json.loads((out / "flower" / "status.json").read_text())
-    assert resumed != killed and status["status"] == "completed" and status["run_id"] == resumed
-    # the preparation stages were not run again, round 1 was not trained again
-    held = deployment["held"]
-    assert {p: p.stat().st_mtime_ns for p in held} == held
-    assert "features" not in deployment["summary"]["traffic"]
+    assert len({*runs, resumed}) == 3
+    assert status["status"] == "completed" and status["run_id"] == resumed
+    # a recorded stage was not run again (by either resume), round 1 was not trained again
+    for kill in kills.values():
+        held = kill["held"]
+        assert held and {p: p.stat().st_mtime_ns for p in held} == held
+    assert len(kills["stage"]["held"]) == SITES + 4  # the markers, the 4 tables of the counts
+    assert not {"counts", "features"} & set(deployment["summary"]["traffic"])
     run_traffic = json.loads((out / "train" / STRATEGY / "metrics.json").read_text())["traffic"]
     assert run_traffic["fit"]["messages"] == SITES  # one round (2) of two trained here
 
