@@ -39,7 +39,6 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.config import deep_merge, validate_config
-from rvfedprs.evaluation import predict_clients
 from rvfedprs.evaluation.selection import (
     BestRound,
     check_criterion,
@@ -49,7 +48,6 @@ from rvfedprs.evaluation.selection import (
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.genomic.data import Federation
 from rvfedprs.genomic.engine import plan as genomic_plan
-from rvfedprs.model import model_from_config
 from rvfedprs.plan import run
 from rvfedprs.protocol.grids import LOGISTIC, configuration_overrides, configurations
 from rvfedprs.protocol.references import fit_logistic, logistic_scores
@@ -389,14 +387,14 @@ def run_trial(
         raise ConfigError(f"the protocol does not run {method!r} (it needs a distance matrix)")
     config = _trial_config(base_config, configuration, random_seed)
     strategy = strategy_from_config(method, config, clusters=groups)
-    model_config = data.fit.model_config(config["model"])
-    stopper = EarlyStopping(data.validation, data.n_rare, model_config, patience=patience,
-                            criterion=criterion, keep_predictions=keep_predictions)  # fmt: skip
-    client_state: dict[str, dict[str, Any]] = {}
     # the plan of `rvfedprs train` on this configuration (its privacy settings included),
-    # stopped early on validation
+    # stopped early on validation, scored with the run's network (the engine hands the stopper
+    # the settings after the warm start: a burden or top-k model.rare_input's projection)
     plan = genomic_plan(config, data=data.fit, strategy=strategy)
+    stopper = EarlyStopping(data.validation, data.n_rare, plan.model, patience=patience,
+                            criterion=criterion, keep_predictions=keep_predictions)  # fmt: skip
     plan = replace(plan, engine="inprocess", rounds=int(max_rounds), evaluate_round=stopper)
+    client_state: dict[str, dict[str, Any]] = {}
     try:
         run(plan, client_state=client_state)
     except StopTraining:
@@ -421,12 +419,7 @@ def run_trial(
         float(stopper.best_log_loss),
         [float(v) for v in stopper.log_losses],
     )
-    model = model_from_config(data.n_rare, model_config, initialise=False)
-
-    def predict(datasets: Mapping[str, ClientData]) -> dict[str, np.ndarray]:
-        return predict_clients(stopper.parameters_for, datasets, model)
-
-    return trial, Fitted(predict, clusters, stopper.predictions)
+    return trial, Fitted(stopper.predict, clusters, stopper.predictions)
 
 
 def tune(

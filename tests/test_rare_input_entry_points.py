@@ -1,0 +1,77 @@
+"""Every entry point takes every ``model.rare_input`` (dosages, burden, top_k, burden+top_k).
+
+A burden network reads the burden map of ``train.data``; a top-k one reads the dosages of the
+variants the run's warm start (the floor's federated Newton rounds) chooses, so whatever scores
+or probes a network must build it from the run settings after that warm start. Here: a tuning
+trial's early stopping, the distance probes (euclidean, ot; jaccard refuses a top-k input by
+name) and, slow, a consortium study. Oracle of the start: every network begins at the floor,
+so its first validation predictions are the pooled unpenalised PRS + covariates logistic fit's
+(scikit-learn on the trial's training samples).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.special import expit
+from sklearn.linear_model import LogisticRegression
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _federation_fixtures import write_federation  # noqa: E402
+
+from rvfedprs.config import validate_config  # noqa: E402
+from rvfedprs.genomic.data import load_federation, pool_clients  # noqa: E402
+from rvfedprs.protocol import run_trial, three_way_split  # noqa: E402
+from rvfedprs.training.glm import glm_design  # noqa: E402
+
+K = 5
+BURDEN = {"window_bp": 200, "max_maf": 0.05, "weights": "flat"}
+
+
+@pytest.fixture(scope="module")
+def federation_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rare_inputs")
+    return write_federation(root, n_clients=4, n_clusters=2, samples_per_client=150,
+                            covariates=("age",))["data"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def protocol_data(federation_dir):
+    return three_way_split(load_federation(federation_dir), 0.25, random_seed=3)
+
+
+def _config(data, rare_input: str, **sections) -> dict:
+    model = {"rare_input": rare_input, "rare_hidden": [8]}
+    if "top_k" in rare_input:
+        model["top_k"] = K
+    return validate_config({"train": {"data": str(data), "progress": False, "seed": 1},
+                            "model": model, "burden": BURDEN, **sections})  # fmt: skip
+
+
+@pytest.mark.parametrize("rare_input", ["burden", "top_k"])
+def test_a_tuning_trial_stops_early_on_the_network_of_its_rare_input(
+    federation_dir, protocol_data, rare_input
+):
+    data = protocol_data
+    trial, fitted = run_trial(data, "fedavg", {"train.lr": 0.1},
+                              base_config=_config(federation_dir, rare_input), max_rounds=2,
+                              patience=None, random_seed=1, keep_predictions=True)  # fmt: skip
+    assert trial.rounds_run == 2 and len(trial.validation_aucs) == 2
+    # round 0, the start, is the floor fitted on the trial's training samples
+    fit = pool_clients(data.fit.train)
+    floor = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12, max_iter=1000)
+    floor.fit(glm_design(fit, "floor").toarray()[:, 1:], fit.y.astype(int))
+    coef = np.concatenate([floor.intercept_, floor.coef_.ravel()])
+    start = fitted.validation_predictions[0]
+    for client, held in data.validation.items():
+        expected = expit(glm_design(held, "floor") @ coef)
+        np.testing.assert_allclose(start[client], expected, atol=1e-4, err_msg=client)
+    # the fitted predictor serves the kept round's models through the same network
+    best = fitted.validation_predictions[trial.best_round]
+    again = fitted.predict(data.validation)
+    for client in data.client_ids:
+        np.testing.assert_array_equal(again[client], best[client], err_msg=client)
