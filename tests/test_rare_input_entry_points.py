@@ -11,11 +11,13 @@ so its first validation predictions are the pooled unpenalised PRS + covariates 
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
@@ -23,9 +25,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
 
+from rvfedprs import similarity  # noqa: E402
 from rvfedprs.config import validate_config  # noqa: E402
+from rvfedprs.exceptions import ConfigError  # noqa: E402
+from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint  # noqa: E402
 from rvfedprs.genomic.data import load_federation, pool_clients  # noqa: E402
+from rvfedprs.genomic.distance import genomic_distance  # noqa: E402
+from rvfedprs.model import model_from_config, set_parameters  # noqa: E402
 from rvfedprs.protocol import run_trial, three_way_split  # noqa: E402
+from rvfedprs.run import train  # noqa: E402
+from rvfedprs.similarity.ot import section_options  # noqa: E402
+from rvfedprs.training import to_torch_sparse  # noqa: E402
 from rvfedprs.training.glm import glm_design  # noqa: E402
 
 K = 5
@@ -75,3 +85,55 @@ def test_a_tuning_trial_stops_early_on_the_network_of_its_rare_input(
     again = fitted.predict(data.validation)
     for client in data.client_ids:
         np.testing.assert_array_equal(again[client], best[client], err_msg=client)
+
+
+@pytest.fixture(scope="module")
+def top_k_round(federation_dir, tmp_path_factory):
+    """One FedAvg round of `rvfedprs train` on top-k variants: what the distance probe trains."""
+    config = _config(federation_dir, "top_k")
+    config["train"].update(strategy="fedavg", rounds=1)
+    out = tmp_path_factory.mktemp("top_k_round")
+    result = train(config, out)
+    record = load_checkpoint(latest_checkpoint(out))
+    return config, result, record["model_config"]
+
+
+@pytest.mark.parametrize("method", ["euclidean", "ot"])
+def test_the_distance_probe_reads_the_variants_its_round_chose(federation_dir, top_k_round,
+                                                               method):  # fmt: skip
+    """The probe is the run's first FedAvg round; its embeddings are of the top-k network."""
+    config, trained, model_config = top_k_round
+    federation = load_federation(federation_dir)
+    matrix, ids = genomic_distance(config, federation, method, seed=1)
+    assert len(model_config["rare_projection"]["top_k"]) == K
+    model = model_from_config(federation.n_rare, model_config, initialise=False)
+    set_parameters(model, trained.strategy.parameters_for(ids[0]))
+    model.eval()
+    embeddings, labels = [], []
+    with torch.no_grad():
+        for client in ids:
+            data = federation.train[client]
+            h = model.embed(torch.as_tensor(data.prs), to_torch_sparse(data.rare),
+                            covariates=torch.as_tensor(data.covariates))  # fmt: skip
+            embeddings.append(h.numpy().astype(np.float64))
+            labels.append(data.y.astype(np.int64))
+    options = config["distance"]
+    if method == "euclidean":
+        expected = similarity.compute(
+            "euclidean", embeddings, n_components=options["n_components"], random_seed=1
+        )
+    else:
+        expected = similarity.compute("ot", embeddings, labels, **section_options(options),
+                                      random_seed=1)  # fmt: skip
+    np.testing.assert_allclose(matrix, expected, rtol=0, atol=1e-9)
+    assert matrix.shape == (4, 4) and np.all(np.isfinite(matrix))
+
+
+@pytest.mark.parametrize("rare_input", ["top_k", "burden+top_k"])
+def test_jaccard_refuses_a_top_k_input_by_name(federation_dir, rare_input):
+    federation = load_federation(federation_dir)
+    config = _config(federation_dir, rare_input)
+    with pytest.raises(ConfigError, match=rf"distance method 'jaccard' cannot probe a network "
+                       rf"with model.rare_input '{re.escape(rare_input)}'.*chosen by the run's "
+                       "federated floor fit"):  # fmt: skip
+        genomic_distance(config, federation, "jaccard", seed=1)

@@ -26,6 +26,7 @@ from rvfedprs.genomic.task import (
     GenomicTask,
     initial_parameters,
     network_model_config,
+    top_k_pending,
     training_config,
 )
 from rvfedprs.model import set_parameters
@@ -39,9 +40,31 @@ from rvfedprs.training import to_torch_sparse
 __all__ = ["genomic_distance", "strategy_distance", "distance_from_config"]
 
 
+class _RunNetwork:
+    """The probe's ``evaluate_round``: keeps the network the engine hands it, scores nothing.
+
+    The run settings after the warm start (:func:`~rvfedprs.federation.rounds.serve`) hold the
+    network the round trained: for a top-k ``model.rare_input``, the variants the floor chose.
+    """
+
+    model_config: dict[str, Any] | None = None
+
+    def prepare(self, settings: Mapping[str, Any]) -> None:
+        """Keep the run's ``model`` config."""
+        self.model_config = dict(settings["model"])
+
+    def __call__(self, strategy: Any, server_round: int) -> dict[str, Any]:
+        return {}
+
+
 def _genomic_probe(config, federation, seed):
-    """The model after one FedAvg round from w^0 (the probe), and the model configuration."""
+    """The model after one FedAvg round from w^0 (the probe), and the model configuration.
+
+    The configuration is the run's (:class:`_RunNetwork`), a top-k input's chosen variants
+    included.
+    """
     model_config = network_model_config(federation.model_config(config["model"]), config)
+    network = _RunNetwork()
     probe = RunPlan(
         task=GenomicTask.name,
         data=federation,
@@ -50,9 +73,10 @@ def _genomic_probe(config, federation, seed):
         seed=seed,
         model=model_config,
         training=training_config(config, federation),
+        evaluate_round=network,
     )  # without the run's privacy settings, as the probe has always trained
     result = run(probe)
-    return result.strategy.parameters_for(federation.client_ids[0]), model_config
+    return result.strategy.parameters_for(federation.client_ids[0]), network.model_config
 
 
 def _genomic_embeddings(federation, params, model_config):
@@ -63,7 +87,8 @@ def _genomic_embeddings(federation, params, model_config):
     with torch.no_grad():
         for cid in federation.client_ids:
             d = federation.train[cid]
-            h = model.embed(torch.from_numpy(d.prs), to_torch_sparse(d.rare))
+            h = model.embed(torch.from_numpy(d.prs), to_torch_sparse(d.rare),
+                            covariates=torch.as_tensor(d.covariates))  # fmt: skip
             embs.append(h.numpy().astype(np.float64))
             labels.append(d.y.astype(np.int64))
     return embs, labels
@@ -113,10 +138,25 @@ def genomic_distance(
 
 
 def _genomic_jaccard(config, federation, seed) -> np.ndarray:
-    """1 − Jaccard of the clients' Bloom filters after one local round from w^0."""
+    """1 − Jaccard of the clients' Bloom filters after one local round from w^0.
+
+    Raises
+    ------
+    ConfigError
+        For a top-k ``model.rare_input``: its variants are chosen by a run's federated floor,
+        which this local round from w^0 does not fit.
+    """
+    model_config = network_model_config(federation.model_config(config["model"]), config)
+    if top_k_pending(model_config):
+        raise ConfigError(
+            f"distance method 'jaccard' cannot probe a network with model.rare_input "
+            f"{model_config['rare_input']!r}: its filters hold the influential features after "
+            "one local round from w^0, and a top-k network's variants are chosen by the run's "
+            "federated floor fit, which this probe does not run; use euclidean, ot or emd, or "
+            "model.rare_input 'dosages' or 'burden'"
+        )
     fedce = config["fedce"]
     key = read_bloom_key(fedce["bloom_key_file"])
-    model_config = network_model_config(federation.model_config(config["model"]), config)
     w0 = initial_parameters(federation.n_rare, model_config, seed)
     bloom_config = {
         "influence": True,
