@@ -1,7 +1,7 @@
 """Sites lost at an exchange: one ``min_replies`` rule, the lost named, the checkpoint kept.
 
 A tiny federation (three sites) trains on the in-process engine with the study's federated
-evaluation after every round (:func:`rvfedprs.study.coordinator.round_evaluation`). A site whose
+evaluation after every round (:func:`rvfedprs.study.coordinator.RoundEvaluation`). A site whose
 evaluation fails (its step raises, as a node that never replies is recorded) is named in the
 round's record and the pooled metrics cover the others; with too few sites left the run stops
 naming it, and the round's checkpoint, written before its evaluation, is on disk and loads.
@@ -43,7 +43,7 @@ from rvfedprs.genomic.engine import genomic_settings  # noqa: E402
 from rvfedprs.genomic.task import GenomicTask, sites_of  # noqa: E402
 from rvfedprs.model import model_from_config, set_parameters  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
-from rvfedprs.study.coordinator import federated_evaluation, round_evaluation  # noqa: E402
+from rvfedprs.study.coordinator import RoundEvaluation, federated_evaluation  # noqa: E402
 from rvfedprs.study.run import run_study_config, study_job, study_min_replies  # noqa: E402
 from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 from rvfedprs.training import LocalTrainingConfig, evaluate  # noqa: E402
@@ -99,7 +99,7 @@ def _serve(federation, out, *, lost=(), min_replies=None, rounds=2, evaluate_rou
     strategy = strategy_from_config("fedavg", load_config(None))
     if evaluate_round is None:
         needed = min_replies or len(transport.client_ids)
-        evaluate_round = round_evaluation(transport, settings, bins=BINS, min_replies=needed)
+        evaluate_round = RoundEvaluation(transport, settings, bins=BINS, min_replies=needed)
     run = RunSpec(strategy, out=out, evaluate_round=evaluate_round)
     return serve(task, transport, [run], job, settings)[0], strategy, transport, settings
 

@@ -11,6 +11,7 @@ so its first validation predictions are the pooled unpenalised PRS + covariates 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -137,3 +138,35 @@ def test_jaccard_refuses_a_top_k_input_by_name(federation_dir, rare_input):
                        rf"with model.rare_input '{re.escape(rare_input)}'.*chosen by the run's "
                        "federated floor fit"):  # fmt: skip
         genomic_distance(config, federation, "jaccard", seed=1)
+
+
+@pytest.mark.slow  # the cohort's per-site folders come from the Snakemake workflow
+def test_a_study_trains_and_evaluates_a_top_k_network(study_inputs, tmp_path):
+    """The sites evaluate every round, and at the end, the network of the chosen variants."""
+    from test_snakemake import SMALL_COHORT
+
+    from rvfedprs.config import load_config
+    from rvfedprs.study.run import run_study_config
+
+    out = tmp_path / "study"
+    config = load_config(None, overrides={
+        **{k: v for k, v in SMALL_COHORT.items() if k != "simulate"},
+        "train": {"rounds": 2, "seed": 3, "compare": ["fedavg"], "progress": False,
+                  "validation_fraction": 0},
+        "model": {"rare_input": "top_k", "top_k": K, "rare_hidden": [8]},
+        "evaluate": {"truth": None, "samples": None},
+        "study": {"enabled": True, "sites_dir": str(out / "sites"), "out": str(out)},
+    })  # fmt: skip
+    summary = run_study_config(config, scoring_file=study_inputs / "cohort" / "scores" /
+                               "PGS_sim.txt.gz", samplesheet=study_inputs / "sites" /
+                               "samplesheet.tsv")  # fmt: skip
+    assert summary["left_out"] == {} and summary["runs"]["fedavg"]["evaluation_failures"] == {}
+    record = load_checkpoint(latest_checkpoint(out / "train" / "fedavg"))
+    chosen = record["model_config"]["rare_projection"]["top_k"]
+    assert len(chosen) == K and record["floor"]["top_k"] == chosen
+    assert record["strategy_state"]["parameters"]["rare.input.weight"].shape == (8, K)
+    metrics = json.loads((out / "train" / "fedavg" / "metrics.json").read_text())
+    assert [e["round"] for e in metrics["history"]] == [1, 2]
+    # the final evaluation scores the last round's models with the same network
+    assert metrics["auc"] == metrics["history"][-1]["auc"] == summary["runs"]["fedavg"]["auc"]
+    assert 0 < metrics["auc"] < 1

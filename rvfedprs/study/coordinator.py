@@ -65,7 +65,7 @@ from rvfedprs.study.counts import check_secure_counts, sum_counts
 from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
 from rvfedprs.study.state import StudyState, digest
 
-__all__ = ["run_study", "federated_evaluation", "round_evaluation", "counts_table"]
+__all__ = ["run_study", "federated_evaluation", "RoundEvaluation", "counts_table"]
 
 log = logging.getLogger(__name__)
 
@@ -208,32 +208,48 @@ def federated_evaluation(
     return metrics
 
 
-def round_evaluation(
-    transport: Transport, settings: Mapping[str, Any], *, bins: int, min_replies: int
-) -> Callable[[Strategy, int], dict[str, Any]]:
+class RoundEvaluation:
     """The ``evaluate_round`` of a study's run: a federated evaluation after every round.
 
     Its history keys: ``auc`` (pooled over the sites that answered) and, when a site was lost,
-    ``evaluation_failed`` (site → why) and ``evaluated_sites``.
+    ``evaluation_failed`` (site → why) and ``evaluated_sites``. The sites evaluate the network
+    of :attr:`settings`: the engine replaces the run settings it was given by those after the
+    warm start (:meth:`prepare`), whose network can differ (a top-k ``model.rare_input`` reads
+    the variants the floor chose), so the run's final evaluation takes them from here too.
+
+    Parameters
+    ----------
+    transport : Transport
+    settings : mapping
+        The run settings before the warm start.
+    bins, min_replies : int
+        As :func:`federated_evaluation`.
     """
 
-    def evaluate_round(strategy: Strategy, server_round: int) -> dict[str, Any]:
-        metrics = federated_evaluation(
-            transport,
-            strategy,
-            settings,
-            bins=bins,
-            min_replies=min_replies,
-            step=f"round {server_round} evaluation",
-        )
+    def __init__(
+        self, transport: Transport, settings: Mapping[str, Any], *, bins: int, min_replies: int
+    ) -> None:
+        self.transport, self.settings = transport, dict(settings)
+        self.bins, self.min_replies = bins, min_replies
+
+    def prepare(self, settings: Mapping[str, Any]) -> None:
+        """Evaluate the network of the run settings after the warm start."""
+        self.settings = dict(settings)
+
+    def evaluate(self, strategy: Strategy, step: str) -> dict[str, Any]:
+        """:func:`federated_evaluation` of the strategy's models under :attr:`settings`."""
+        return federated_evaluation(self.transport, strategy, self.settings, bins=self.bins,
+                                    min_replies=self.min_replies, step=step)  # fmt: skip
+
+    def __call__(self, strategy: Strategy, server_round: int) -> dict[str, Any]:
+        """Round ``server_round``'s entry: its pooled AUC (and any lost sites)."""
+        metrics = self.evaluate(strategy, f"round {server_round} evaluation")
         log.info("%s round %d: pooled AUC %.4f", strategy.name, server_round, metrics["auc"])
         entry = {"auc": metrics["auc"]}
         if "evaluation_failed" in metrics:
             entry["evaluation_failed"] = metrics["evaluation_failed"]
             entry["evaluated_sites"] = metrics["evaluated_sites"]
         return entry
-
-    return evaluate_round
 
 
 class _Sites:
@@ -567,6 +583,9 @@ def _train(
     start = None if traffic is None else traffic.mark()
     moments = sites.ask("moments", {})
     settings = {**task.run_settings(job, moments), **sites.base}
+    evaluation = RoundEvaluation(
+        sites.transport, settings, bins=study["bins"], min_replies=sites.min_replies
+    )
     plan = RunPlan(
         task=task.name,
         data=None,  # the sites hold it
@@ -578,20 +597,11 @@ def _train(
         out=Path(spec["out"]),
         resume=resume,
         keep_checkpoints=config["train"]["keep_checkpoints"],
-        evaluate_round=round_evaluation(
-            sites.transport, settings, bins=study["bins"], min_replies=sites.min_replies
-        ),
+        evaluate_round=evaluation,
         min_replies=job.get("min_replies"),
     )
     result = run(plan, transport=sites.transport, settings=settings, on_round=on_round)
-    metrics = federated_evaluation(
-        sites.transport,
-        strategy,
-        settings,
-        bins=study["bins"],
-        min_replies=sites.min_replies,
-        step="final evaluation",
-    )
+    metrics = evaluation.evaluate(strategy, "final evaluation")  # the run's network
     record = {"strategy": spec["strategy"], "seed": int(job["seed"]), **metrics,
               "history": result.history}  # fmt: skip
     record.update(task.summary([result]))
