@@ -51,6 +51,8 @@ __all__ = ["RUN_FILE", "submit", "wait_status", "launch", "attach", "collect"]
 
 #: Beside the job (``<job out>/flower/``): the run id of the latest submission.
 RUN_FILE = "run.json"
+#: Seconds between a resume's questions to the SuperLink about the run it waits for.
+RESUME_POLL = 10.0
 
 
 def submit(
@@ -279,7 +281,9 @@ def _await_recorded(
     A resumed job must not run beside the run it resumes: both would write one study. While the
     SuperLink at ``address`` reports that run pending, starting or running (its ServerApp alive,
     or dead and not yet noticed: Flower marks it failed once 60 s pass without its heartbeat),
-    this waits for it, as :func:`wait_status`. None when there is no such run, or when it ended
+    this waits for it, as :func:`wait_status`, asking the SuperLink every
+    :data:`RESUME_POLL` seconds (a run resumed is most often dead: its end is then seen within
+    10 s of Flower marking it, not 30 s). None when there is no such run, or when it ended
     without completing (then a new run resumes the job).
     """
     recorded = work / RUN_FILE
@@ -298,7 +302,9 @@ def _await_recorded(
         run_id,
         state,
     )
-    status = wait_status(work / STATUS_FILE, processes, logs, timeout, run_id=run_id, env=env)
+    status = wait_status(
+        work / STATUS_FILE, processes, logs, timeout, run_id=run_id, env=env, poll_run=RESUME_POLL
+    )
     if status["status"] == "completed":
         log.info("Flower run %s completed: nothing to resume", run_id)
         return status
