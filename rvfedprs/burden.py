@@ -235,13 +235,31 @@ def burden_map(
     return BurdenMap(matrix, regions["region"].to_numpy()[used].astype(str).tolist(), excluded)
 
 
-def burden_from_config(data_dir: str | Path, section: Mapping[str, Any]) -> BurdenMap:
-    """The burden map of a prepared federation from a ``burden`` config section.
+def burden_from_config(
+    variants: str | Path | pd.DataFrame, section: Mapping[str, Any]
+) -> BurdenMap:
+    """The burden map of a variant set from a ``burden`` config section.
 
     ``regions`` (a region file) or else ``window_bp`` fixed windows; ``max_maf``, ``weights``,
     ``beta``, ``mask_column``.
+
+    Parameters
+    ----------
+    variants : str, Path or DataFrame
+        A prepared federation's folder (its ``rare_variants.tsv``), or the rare-variant table
+        itself (a consortium study's federated one, which no folder of the coordinator holds
+        before its counts stage).
+    section : mapping
+        The validated ``burden`` section.
     """
-    variants = pd.read_csv(Path(data_dir) / "rare_variants.tsv", sep="\t", dtype={"chrom": str})
+    if not isinstance(variants, pd.DataFrame):
+        path = Path(variants) / "rare_variants.tsv"
+        if not path.is_file():
+            raise InputDataError(
+                f"the burden map is built from the federation's rare-variant table, and {path} "
+                "does not exist (is train.data the prepared federation's folder?)"
+            )
+        variants = pd.read_csv(path, sep="\t", dtype={"chrom": str})
     if section.get("regions"):
         regions = read_regions(section["regions"])
     else:

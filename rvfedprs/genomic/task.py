@@ -69,12 +69,16 @@ __all__ = [
 
 
 def network_model_config(
-    model_config: Mapping[str, Any], config: Mapping[str, Any] | None
+    model_config: Mapping[str, Any],
+    config: Mapping[str, Any] | None,
+    *,
+    variants: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The ``model`` section a run's networks are built from, with their rare projection.
 
     For ``model.rare_input: burden`` (and ``burden+top_k``), ``rare_projection`` holds the
-    burden map of ``train.data``'s variants from the ``burden`` section (:mod:`rvfedprs.burden`)
+    burden map of the federation's variant set (``variants``, a consortium study's federated
+    table; default ``train.data``'s) from the ``burden`` section (:mod:`rvfedprs.burden`)
     and the regions' names (FedCE's Bloom filters hold the influential ones), so every network
     of the run — the server's, the sites', the evaluation's, a checkpoint's — reads the same
     features (:func:`~rvfedprs.model.projection_from_config`). The top-k variants of
@@ -105,7 +109,7 @@ def network_model_config(
         )
     from rvfedprs.strategies import burden_of
 
-    burden = burden_of(config)
+    burden = burden_of(config, variants)
     out["rare_projection"] = {"burden": burden.to_config(), "features": list(burden.regions)}
     return out
 
@@ -518,6 +522,10 @@ class GenomicTask(Task):
     ) -> dict[str, Any]:
         """Optimiser, model shape, federated PRS mean/sd, width and DP settings of the run.
 
+        A burden network's map is of ``job["rare_variants"]`` when the job holds the
+        federation's rare-variant table (a consortium study, after its counts stage), else of
+        ``train.data``'s (:func:`network_model_config`).
+
         Raises
         ------
         InputDataError
@@ -556,7 +564,9 @@ class GenomicTask(Task):
         settings: dict[str, Any] = {
             "training": dataclasses.asdict(training),
             "model": network_model_config(
-                {**dict(config["model"]), "n_covariates": len(covariates)}, config
+                {**dict(config["model"]), "n_covariates": len(covariates)},
+                config,
+                variants=job.get("rare_variants"),
             ),
             "prs_mean": mean,
             "prs_sd": sd,
@@ -666,7 +676,8 @@ class GenomicTask(Task):
         """Strategy ``spec["strategy"]`` with its options from the job's configuration.
 
         ``spec["distance"]`` (``matrix``, ``clients``) gives ``fedavg_w`` / ``cluster_fedavg``
-        a client distance matrix computed before the run.
+        a client distance matrix computed before the run; ``job["rare_variants"]`` (a study's
+        federated rare-variant table) is the variant set of the GLMs' burden features.
         """
         from rvfedprs.strategies import strategy_from_config
 
@@ -677,7 +688,9 @@ class GenomicTask(Task):
                 "distance": np.asarray(distance["matrix"], dtype=np.float64),
                 "distance_clients": list(distance["clients"]),
             }
-        return strategy_from_config(spec["strategy"], job["config"], **extra)
+        return strategy_from_config(
+            spec["strategy"], job["config"], variants=job.get("rare_variants"), **extra
+        )
 
     def checkpoint_extra(self, settings: Mapping[str, Any], job: Mapping[str, Any]) -> dict:
         """The model's width and shape and the configuration (``rvfedprs evaluate`` reads them)."""

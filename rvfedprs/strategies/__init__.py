@@ -135,6 +135,7 @@ def strategy_from_config(
     distance: Any = None,
     distance_clients: Any = None,
     clusters: Mapping[str, Any] | None = None,
+    variants: Any = None,
 ) -> Strategy:
     """Build strategy ``name`` from a validated configuration.
 
@@ -157,6 +158,9 @@ def strategy_from_config(
     clusters : mapping of client id to group, optional
         The true groups of ``fedce_oracle`` (default: read from the samples sheet named by
         ``strategies.oracle_groups``, else ``evaluate.samples``; none there leaves them unset).
+    variants : DataFrame, optional
+        The federation's rare-variant table, whose burden map the GLMs' burden features read
+        (a consortium study's federated one); default: ``train.data``'s ``rare_variants.tsv``.
 
     Raises
     ------
@@ -166,7 +170,7 @@ def strategy_from_config(
         aggregation.
     """
     cls = strategy_class(name)
-    context = StrategyContext(distance, distance_clients, clusters)
+    context = StrategyContext(distance, distance_clients, clusters, variants)
     build = _CONFIG_READERS.get(name, cls.from_config)
     with _named_errors(name):
         strategy = build(config, context)
@@ -175,11 +179,14 @@ def strategy_from_config(
     return strategy
 
 
-def _glm_options(cls: type[Strategy], config: Mapping[str, Any]) -> dict[str, Any]:
+def _glm_options(
+    cls: type[Strategy], config: Mapping[str, Any], context: StrategyContext
+) -> dict[str, Any]:
     """Every key of the ``fedglm`` section that ``cls``'s constructor takes, as keywords.
 
     A new GLM option so needs only its schema entry and constructor argument; the burden
-    features (``burden``, ``burden+top_k``) add the burden map of ``train.data``'s variants.
+    features (``burden``, ``burden+top_k``) add the burden map of the federation's variant set
+    (:func:`burden_of`).
     """
     from rvfedprs.training.glm import BURDEN_FEATURES
 
@@ -193,14 +200,14 @@ def _glm_options(cls: type[Strategy], config: Mapping[str, Any]) -> dict[str, An
     accepted = inspect.signature(cls).parameters
     options = {key: value for key, value in glm.items() if key in accepted}
     if glm["features"] in BURDEN_FEATURES:
-        options["burden"] = burden_of(config)
+        options["burden"] = burden_of(config, context.variants)
     return options
 
 
 def _fedglm_from_config(config: Mapping[str, Any], context: StrategyContext) -> Strategy:
     """FedGLM with the ``fedglm`` section's options."""
     cls = strategy_class("fedglm")
-    return cls(**_glm_options(cls, config))
+    return cls(**_glm_options(cls, config, context))
 
 
 def _fedce_glm_from_config(config: Mapping[str, Any], context: StrategyContext) -> Strategy:
@@ -224,7 +231,7 @@ def _fedce_glm_from_config(config: Mapping[str, Any], context: StrategyContext) 
     del options["head_aggregation"]  # the model is linear: no head
     # fedglm.top_k (the GLM's top-k variants) is not fedce.top_k (the Bloom filter's)
     top_k = config_section(config, "fedglm")["top_k"]
-    return cls(**options, **_glm_options(cls, config), glm_top_k=top_k)
+    return cls(**options, **_glm_options(cls, config, context), glm_top_k=top_k)
 
 
 #: The strategies whose options are read here, not by their class's ``from_config``.
@@ -234,8 +241,13 @@ _CONFIG_READERS: dict[str, Callable[[Mapping[str, Any], StrategyContext], Strate
 }
 
 
-def burden_of(config: Mapping[str, Any]):
-    """The burden map of ``train.data``'s variant set from the ``burden`` section."""
+def burden_of(config: Mapping[str, Any], variants: Any = None):
+    """The burden map of the federation's variant set from the ``burden`` section.
+
+    ``variants``: the rare-variant table (a consortium study's federated one, which its
+    coordinator holds after the counts stage); default: ``train.data``'s ``rare_variants.tsv``.
+    """
     from rvfedprs.burden import burden_from_config
 
-    return burden_from_config(config["train"]["data"], config_section(config, "burden"))
+    source = config["train"]["data"] if variants is None else variants
+    return burden_from_config(source, config_section(config, "burden"))

@@ -41,11 +41,15 @@ class StrategyContext:
         Row order of ``distance``.
     clusters : mapping of client id to group, optional
         The true groups of ``fedce_oracle`` (default: read from the configured samples sheet).
+    variants : DataFrame, optional
+        The federation's rare-variant table, whose burden map the GLMs' burden features read
+        (a consortium study's federated one; default: ``train.data``'s ``rare_variants.tsv``).
     """
 
     distance: Any = None
     distance_clients: Sequence[str] | None = None
     clusters: Mapping[str, Any] | None = None
+    variants: Any = None
 
 
 def config_section(config: Mapping[str, Any], name: str) -> dict[str, Any]:

@@ -443,7 +443,9 @@ def run_study(
         ``config`` (validated), ``seed``, ``rounds``, ``resume``, ``runs`` (one strategy and
         ``out`` each), ``study`` (``out``, ``scoring_file``, ``min_cell_count``, ``bins``,
         ``fingerprint``: :func:`~rvfedprs.study.state.config_fingerprint`), ``min_replies``,
-        ``task_settings`` (simulation: the sites).
+        ``task_settings`` (simulation: the sites). The counts stage adds ``rare_variants``
+        (the federated rare-variant table) to the job its runs are built from: the burden map
+        of a burden input is of this variant set.
 
     Returns
     -------
@@ -487,6 +489,9 @@ def run_study(
         tables = _count(sites, job, counts)
         state.record("counts", {**sites.record(), "request": counts["request"]}, tables)
     variants, rare = tables["variants"], tables["rare"]
+    # the runs' burden features (model.rare_input, fedglm.features) are of this variant set:
+    # the coordinator has no train.data, and every site builds these rare columns
+    job = {**job, "rare_variants": rare}
     variants.to_csv(out / "variants.tsv", sep="\t", index=False)
     rare.to_csv(out / "rare_variants.tsv", sep="\t", index=False)
     tables["excluded"].assign(site="").to_csv(out / "exclusions.tsv", sep="\t", index=False)
