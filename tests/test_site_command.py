@@ -207,3 +207,24 @@ def test_two_nodes_from_their_printed_commands_share_a_host(tmp_path, capsys):
                 os.killpg(proc.pid, signal.SIGTERM)  # the node and any ClientApp it started
                 proc.wait(timeout=30)
                 log.close()
+
+
+def test_the_node_polls_through_the_launcher_unless_flowers_own_is_asked(tmp_path, capsys):
+    config = _site(tmp_path / "p")
+    fast = site_node(config, superlink="127.0.0.1:9092", port=9400, clientapp="cold")
+    assert fast.argv[1:6] == ["-m", "rvfedprs.federation.flower.supernode", "--poll-seconds",
+                              "0.25", "--"]  # fmt: skip
+    assert fast.argv[6:8] == ["--insecure", "--superlink"]
+    # warm: the executor starts the launcher, which starts Flower's SuperNode
+    warm = site_node(config, superlink="127.0.0.1:9092", port=9400, node_poll_seconds=0.1)
+    inner = warm.argv[warm.argv.index("--") + 1 :]
+    assert inner[1:5] == ["-m", "rvfedprs.federation.flower.supernode", "--poll-seconds", "0.1"]
+    assert inner[-2:] == ["--isolation", "process"]
+    argv = ["site", "--config", str(config), "--superlink", "h:9092", "--insecure"]
+    assert main([*argv, "--node-poll-seconds", "3", "--dry-run"]) == 0
+    words = shlex.split(capsys.readouterr().out)
+    inner = words[words.index("--") + 1 :]
+    assert Path(inner[0]).name == "flower-supernode"  # Flower's own 3 s
+    assert "rvfedprs.federation.flower.supernode" not in words
+    assert main([*argv, "--node-poll-seconds", "0", "--dry-run"]) == 2
+    assert "--node-poll-seconds must be > 0 seconds, got 0.0" in capsys.readouterr().err

@@ -16,6 +16,8 @@ HELP = "start this site's Flower SuperNode for a consortium study (its own files
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``rvfedprs site``."""
+    from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS
+
     parser.add_argument("--config", type=Path, required=True, help="this site's YAML (site:)")
     parser.add_argument("--superlink", required=True, help="the SuperLink's Fleet API host:port")
     security = parser.add_mutually_exclusive_group(required=True)
@@ -60,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Flower and the tasks once; cold: Flower's fresh flwr-clientapp per message",
     )
     parser.add_argument(
+        "--node-poll-seconds",
+        type=float,
+        default=NODE_POLL_SECONDS,
+        help=f"longest wait between the node's asks for messages (default {NODE_POLL_SECONDS}; "
+        "3: Flower's own flower-supernode)",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="check every file, print the command and exit"
     )
 
@@ -82,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         max_wait_time=args.max_wait_time,
         flwr_home=args.flwr_home,
         clientapp=args.clientapp,
+        node_poll_seconds=args.node_poll_seconds,
     )
     if args.dry_run:
         print(node.shell_command())

@@ -4,10 +4,11 @@
 load_site_config`), checks that every file the node will read exists — genotypes (each with
 its companions: ``.bim``/``.fam``, ``.pvar``/``.psam``, ...), phenotypes, samples, truth, the
 Bloom key, the SuperLink's CA certificate, the node's private key — and builds the
-``flower-supernode`` command (``rvfedprs site``). Flower's state and the apps it receives go to
-the node's FLWR_HOME, by default ``FOLDER/flower`` under the site's folder. With warm ClientApps
-(the default) the command is the warm executor
-(:mod:`~rvfedprs.federation.flower.warm_clientapp`) starting the SuperNode with
+``flower-supernode`` command (``rvfedprs site``), through
+:mod:`~rvfedprs.federation.flower.supernode` when the node polls faster than Flower's 3 s.
+Flower's state and the apps it receives go to the node's FLWR_HOME, by default
+``FOLDER/flower`` under the site's folder. With warm ClientApps (the default) the command is
+the warm executor (:mod:`~rvfedprs.federation.flower.warm_clientapp`) starting the SuperNode with
 ``--isolation process`` and forking each message's ClientApp from its imports, done once.
 """
 
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.federation.flower.processes import CLIENTAPP_MODES, console_script, executor_argv
+from rvfedprs.federation.flower.processes import CLIENTAPP_MODES, executor_argv
+from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS, supernode_argv
 from rvfedprs.genotypes.formats import genotype_files
 from rvfedprs.study.task import load_site_config
 
@@ -69,6 +71,7 @@ def site_node(
     max_wait_time: float | None = None,
     flwr_home: str | Path | None = None,
     clientapp: str = "warm",
+    node_poll_seconds: float | None = NODE_POLL_SECONDS,
 ) -> SiteNode:
     """The ``flower-supernode`` command of the site configured in ``config``, files checked.
 
@@ -94,6 +97,10 @@ def site_node(
         ``--isolation process``) and forks each message's ClientApp from a process that
         imported Flower and the tasks once; ``cold``: ``flower-supernode`` alone, a fresh
         ``flwr-clientapp`` per message.
+    node_poll_seconds : float or None
+        The longest wait between the node's asks for messages: the SuperNode then runs through
+        :mod:`~rvfedprs.federation.flower.supernode`; None or 3 or more: Flower's own
+        ``flower-supernode`` (3 s).
 
     Raises
     ------
@@ -122,6 +129,8 @@ def site_node(
         raise ConfigError(f"--port must be in [1, 65535], got {port}")
     if clientapp not in CLIENTAPP_MODES:
         raise ConfigError(f"--clientapp must be one of {CLIENTAPP_MODES}, got {clientapp!r}")
+    if node_poll_seconds is not None and not node_poll_seconds > 0:
+        raise ConfigError(f"--node-poll-seconds must be > 0 seconds, got {node_poll_seconds!r}")
     if '"' in str(config) or "\n" in str(config):
         raise ConfigError(f"the site configuration's path cannot hold '\"' or a newline: {config}")
     security = ["--insecure"]
@@ -132,8 +141,7 @@ def site_node(
     retries = [] if max_retries is None else ["--max-retries", str(int(max_retries))]
     if max_wait_time is not None:
         retries += ["--max-wait-time", str(float(max_wait_time))]
-    argv = [
-        console_script("flower-supernode"),
+    flower_args = [
         *security,
         "--superlink",
         superlink,
@@ -145,6 +153,7 @@ def site_node(
         "--node-config",
         f"site-config={json.dumps(str(config))}",  # a TOML string, as Flower parses it
     ]
+    argv = supernode_argv(node_poll_seconds, flower_args)
     if clientapp == "warm":  # the executor reaches the node's Runtime API where it listens
         local = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
         address = f"[{local}]:{int(port)}" if ":" in local else f"{local}:{int(port)}"

@@ -28,6 +28,7 @@ from rvfedprs.federation.flower.processes import (
     start_supernode,
     wait_port,
 )
+from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS, supernode_argv
 
 __all__ = ["LocalSuperLink", "start_local", "write_connection"]
 
@@ -83,6 +84,7 @@ def start_local(
     node_keys: Mapping[str, str | Path] | None = None,
     ray_address: str | None = None,
     clientapp: str = "cold",
+    node_poll_seconds: float | None = NODE_POLL_SECONDS,
 ):
     """Start a SuperLink on a free loopback port (and one SuperNode per entry of ``nodes``).
 
@@ -115,6 +117,9 @@ def start_local(
         message's process from one that imported Flower and the tasks once; ``cold`` (the
         default here; a configuration's ``flower.clientapp`` defaults to ``warm``) is Flower's
         fresh ``flwr-clientapp`` per message.
+    node_poll_seconds : float or None
+        The longest wait between a SuperNode's asks for messages
+        (:mod:`~rvfedprs.federation.flower.supernode`); None: Flower's own 3 s.
 
     Yields
     ------
@@ -185,18 +190,20 @@ def start_local(
             start_supernode(
                 procs,
                 label,
-                [
-                    console_script("flower-supernode"),
-                    *node_security,
-                    "--superlink",
-                    address,
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(node_port),
-                    "--node-config",
-                    " ".join(f"{k}={json.dumps(str(v))}" for k, v in node_config.items()),
-                ],
+                supernode_argv(
+                    node_poll_seconds,
+                    [
+                        *node_security,
+                        "--superlink",
+                        address,
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(node_port),
+                        "--node-config",
+                        " ".join(f"{k}={json.dumps(str(v))}" for k, v in node_config.items()),
+                    ],
+                ),
                 port=node_port,
                 clientapp=clientapp,
             )

@@ -1,0 +1,175 @@
+"""Flower's SuperNode with a shorter wait between its asks for messages.
+
+An idle Flower 1.41 SuperNode asks the SuperLink for a message, and when none is waiting sleeps
+a hard-coded 3 s (``time.sleep(3)`` in ``flwr/supernode/start_client_internal.py``); while a
+ClientApp works it checks for the reply every 0.5 s. A node so sees a message 1.5 s late on
+average, and a round waits for the latest of its sites. This launcher gives that module a
+``time`` whose ``sleep`` waits at most ``poll`` seconds (every other name is the real ``time``'s),
+then runs Flower's own ``flower-supernode`` entry point with the remaining arguments::
+
+    python -m rvfedprs.federation.flower.supernode --poll-seconds 0.25 -- <flower-supernode args>
+
+Every wait in that module is a poll for something another process does (a message at the
+SuperLink, a ClientApp's reply, a reply's contents), so all are capped, not only the 3 s: a
+node reacts within ``poll`` to each. If the pinned Flower's module no longer has the wait to
+patch, the launcher fails at start, naming the Flower version and what is missing, instead of
+running with Flower's 3 s unnoticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import types
+from collections.abc import Sequence
+
+from rvfedprs.federation.flower.processes import console_script
+
+__all__ = [
+    "NODE_POLL_SECONDS",
+    "PATCHED_MODULE",
+    "ENTRY_POINT",
+    "CappedSleep",
+    "patch_node_poll",
+    "flower_entry_point",
+    "supernode_argv",
+    "main",
+]
+
+#: The default longest wait (s) between a SuperNode's asks for messages (``flower.
+#: node_poll_seconds``, ``rvfedprs site --node-poll-seconds``); Flower's own is 3.
+NODE_POLL_SECONDS = 0.25
+
+#: The Flower module whose module-level ``time`` the launcher replaces.
+PATCHED_MODULE = "flwr.supernode.start_client_internal"
+
+#: Where ``flower-supernode`` (the console script) leads: module, function.
+ENTRY_POINT = ("flwr.supernode.cli", "flower_supernode")
+
+
+class CappedSleep(types.ModuleType):
+    """The ``time`` module with ``sleep(seconds)`` waiting ``min(seconds, poll)``.
+
+    Parameters
+    ----------
+    poll : float
+        The longest wait, in seconds (> 0).
+
+    Raises
+    ------
+    ValueError
+        When ``poll`` is not a positive number.
+    """
+
+    def __init__(self, poll: float) -> None:
+        super().__init__("time")
+        if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not poll > 0:
+            raise ValueError(
+                f"the SuperNode's poll must be a positive number of seconds, got {poll!r}"
+            )
+        self.poll = float(poll)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, at most :attr:`poll`."""
+        time.sleep(min(seconds, self.poll))
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def patch_node_poll(poll: float) -> CappedSleep:
+    """Cap every wait of Flower's SuperNode loop at ``poll`` seconds (in this process).
+
+    Returns
+    -------
+    CappedSleep
+        What the module's ``time`` now is.
+
+    Raises
+    ------
+    RuntimeError
+        When the installed Flower has no ``time`` module in :data:`PATCHED_MODULE` (or no such
+        module): the poll cannot be changed, said with Flower's version.
+    """
+    import importlib
+
+    try:
+        module = importlib.import_module(PATCHED_MODULE)
+    except ImportError as exc:
+        raise RuntimeError(f"{_flower()}: cannot import {PATCHED_MODULE} ({exc}); the "
+                           "SuperNode's poll cannot be changed") from exc  # fmt: skip
+    current = getattr(module, "time", None)
+    if current is not time and not isinstance(current, CappedSleep):
+        raise RuntimeError(
+            f"{_flower()}: {PATCHED_MODULE} has no module-level 'time' (found {current!r}), "
+            "so its hard-coded 3 s wait between asks for messages cannot be changed; set "
+            "flower.node_poll_seconds to null (rvfedprs site --node-poll-seconds 3) for "
+            "Flower's own poll, or update rvfedprs.federation.flower.supernode"
+        )
+    capped = CappedSleep(poll)
+    module.time = capped
+    return capped
+
+
+def supernode_argv(poll: float | None, flower_args: Sequence[str]) -> list[str]:
+    """The command that runs a SuperNode with ``flower_args`` and this ``poll``.
+
+    ``poll`` None (or 3 s or more: Flower's own wait) is the plain ``flower-supernode``
+    console script beside this interpreter.
+    """
+    if poll is None or poll >= 3:
+        return [console_script("flower-supernode"), *flower_args]
+    CappedSleep(poll)  # a bad value fails here, not in the started process
+    return [sys.executable, "-m", __name__, "--poll-seconds", repr(float(poll)), "--",
+            *flower_args]  # fmt: skip
+
+
+def flower_entry_point():
+    """Flower's ``flower-supernode`` function (:data:`ENTRY_POINT`).
+
+    Raises
+    ------
+    RuntimeError
+        When the installed Flower has no such function, said with its version.
+    """
+    import importlib
+
+    module, name = ENTRY_POINT
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise RuntimeError(f"{_flower()}: flower-supernode's entry point {module}.{name} "
+                           f"not found ({exc})") from exc  # fmt: skip
+
+
+def _flower() -> str:
+    """``Flower <version>`` (the installed one)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"Flower {version('flwr')}"
+    except PackageNotFoundError:
+        return "Flower (not installed)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``--poll-seconds S -- <flower-supernode arguments>``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--poll-seconds", type=float, required=True,
+                        help="longest wait between two asks for a message (Flower: 3)")  # fmt: skip
+    parser.add_argument("flower", nargs=argparse.REMAINDER, help="-- flower-supernode arguments")
+    args = parser.parse_args(argv)
+    rest = args.flower[1:] if args.flower[:1] == ["--"] else args.flower
+    try:
+        patch_node_poll(args.poll_seconds)
+        entry = flower_entry_point()
+    except (ValueError, RuntimeError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    sys.argv = ["flower-supernode", *rest]
+    entry()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

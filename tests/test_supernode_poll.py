@@ -1,0 +1,133 @@
+"""The SuperNode launcher that shortens Flower's wait between asks for messages.
+
+The patch target must exist in the pinned Flower (a module-level ``time`` in
+``flwr.supernode.start_client_internal`` whose only waits are the idle 3 s and the 0.5 s reply
+polls), the shim must cap those waits and pass everything else to ``time``, a Flower without
+the target must fail the launcher by name, and the launcher must reach Flower's own
+``flower-supernode`` with the remaining arguments.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from rvfedprs.config import load_config
+from rvfedprs.exceptions import ConfigError
+from rvfedprs.federation.flower.supernode import (
+    ENTRY_POINT,
+    NODE_POLL_SECONDS,
+    PATCHED_MODULE,
+    CappedSleep,
+    flower_entry_point,
+    main,
+    patch_node_poll,
+    supernode_argv,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sleep_calls(module) -> list[float]:
+    """The argument of every ``time.sleep(...)`` call in ``module``'s source (constants only)."""
+    calls = []
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "sleep"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "time"
+        ):
+            assert len(node.args) == 1 and isinstance(node.args[0], ast.Constant), ast.dump(node)
+            calls.append(node.args[0].value)
+    return calls
+
+
+def test_the_patch_target_exists_in_the_pinned_flower():
+    pinned = re.search(r"^flwr==(\S+)$", (ROOT / "constraints.txt").read_text(), re.M)
+    assert pinned is not None and version("flwr") == pinned.group(1)
+    module = importlib.import_module(PATCHED_MODULE)
+    assert module.time is time  # what the launcher replaces
+    # every wait of the module is a poll: the idle 3 s, the 0.5 s reply and content waits; a
+    # Flower upgrade that adds or changes one must be looked at before it is capped too
+    assert sorted(_sleep_calls(module)) == [0.5, 0.5, 3]
+    loop = inspect.getsource(module.start_client_internal)
+    assert "time.sleep(3)" in loop and "if run_id is None:" in loop
+    assert callable(flower_entry_point())
+    script = Path(sys.executable).parent / "flower-supernode"
+    assert f"from {ENTRY_POINT[0]} import {ENTRY_POINT[1]}" in script.read_text()
+
+
+def test_the_shim_caps_every_wait_and_delegates_the_rest(monkeypatch):
+    module = importlib.import_module(PATCHED_MODULE)
+    monkeypatch.setattr(module, "time", time)  # restored after the test
+    capped = patch_node_poll(0.05)
+    assert module.time is capped and capped.poll == 0.05
+    start = time.monotonic()
+    module.time.sleep(3)  # Flower's idle wait
+    module.time.sleep(0.5)  # its reply poll
+    assert time.monotonic() - start < 0.5
+    start = time.monotonic()
+    module.time.sleep(0.02)  # a shorter wait is kept
+    assert time.monotonic() - start >= 0.02
+    assert module.time.monotonic is time.monotonic and module.time.time is time.time
+    assert patch_node_poll(0.1).poll == 0.1  # patching again replaces the cap
+    for bad in (0, -1, float("nan"), True, "0.25"):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            CappedSleep(bad)
+
+
+def test_a_flower_without_the_target_fails_by_name(monkeypatch, capsys):
+    module = importlib.import_module(PATCHED_MODULE)
+    monkeypatch.delattr(module, "time")  # as a Flower that no longer imports time there
+    message = rf"Flower {re.escape(version('flwr'))}: {PATCHED_MODULE} has no module-level 'time'"
+    with pytest.raises(RuntimeError, match=message):
+        patch_node_poll(0.25)
+    with pytest.raises(SystemExit) as stop:
+        main(["--poll-seconds", "0.25", "--", "--insecure"])
+    assert stop.value.code == 2
+    assert "has no module-level 'time'" in capsys.readouterr().err
+    monkeypatch.setattr("rvfedprs.federation.flower.supernode.ENTRY_POINT", ("flwr", "nothing"))
+    with pytest.raises(RuntimeError, match=r"entry point flwr.nothing not found"):
+        flower_entry_point()
+
+
+def test_the_command_and_the_setting():
+    fast = supernode_argv(0.25, ["--insecure", "--superlink", "h:1"])
+    assert fast == [sys.executable, "-m", "rvfedprs.federation.flower.supernode",
+                    "--poll-seconds", "0.25", "--", "--insecure", "--superlink", "h:1"]  # fmt: skip
+    for flowers_own in (None, 3, 3.0):
+        argv = supernode_argv(flowers_own, ["--insecure"])
+        assert Path(argv[0]).name == "flower-supernode" and argv[1:] == ["--insecure"]
+    with pytest.raises(ValueError, match="got -1"):
+        supernode_argv(-1, [])
+    assert load_config(None)["flower"]["node_poll_seconds"] == NODE_POLL_SECONDS
+    assert (
+        load_config(None, overrides={"flower": {"node_poll_seconds": None}})["flower"][
+            "node_poll_seconds"
+        ]
+        is None
+    )
+    for bad in (0, 5, "fast"):
+        with pytest.raises(ConfigError, match="node_poll_seconds"):
+            load_config(None, overrides={"flower": {"node_poll_seconds": bad}})
+
+
+def test_the_launcher_runs_flowers_own_supernode():
+    """``--help`` after ``--`` reaches flower-supernode's own parser, in a fresh interpreter."""
+    done = subprocess.run(
+        [*supernode_argv(0.25, ["--help"])], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: flower-supernode")
+    assert "--superlink" in done.stdout
