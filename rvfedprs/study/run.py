@@ -37,6 +37,7 @@ from rvfedprs.federation.inprocess import InProcessTransport
 from rvfedprs.federation.rounds import run_job
 from rvfedprs.federation.task import Transport
 from rvfedprs.provenance import draw_seed
+from rvfedprs.strategies import strategy_class
 from rvfedprs.study.samplesheet import SiteInputs, read_samplesheet, read_site_ids
 from rvfedprs.study.site import StudySite
 from rvfedprs.study.state import StudyState, config_fingerprint
@@ -266,10 +267,10 @@ def run_study_config(
             )
             nodes[f"supernode-{s}"] = {"site-config": str(path.resolve())}
         locators = [site_locator(sites[s], folders[s], key_file) for s in sorted(sites)]
+    # the ServerApp's study builds each run's strategy after its counts stage (a GLM's burden
+    # map is of the federated variant set); here only the strategies that pool are left out
     runs = [
-        FlowerRun(spec, task.build_strategy(spec, job))
-        for spec in job["runs"]
-        if not task.build_strategy(spec, job).pooled
+        FlowerRun(spec, None) for spec in job["runs"] if not strategy_class(spec["strategy"]).pooled
     ]
     job["runs"] = [run.spec for run in runs]
     status = submit_job(

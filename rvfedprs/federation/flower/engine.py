@@ -58,8 +58,10 @@ class FlowerRun:
     ----------
     spec : mapping
         What the ServerApp builds the run from: ``strategy``, ``out`` and the task's options.
-    strategy : Strategy
+    strategy : Strategy or None
         A fresh copy of the same strategy, restored from the run's final checkpoint on return.
+        None when the ServerApp's own program builds it (a consortium study, after its counts
+        stage) and the launcher collects no result.
     evaluate_round : callable, optional
         ``f(strategy, round)`` on the strategy restored from each round's checkpoint; merged
         into the history, as the in-process engine's callback.
@@ -68,7 +70,7 @@ class FlowerRun:
     """
 
     spec: Mapping[str, Any]
-    strategy: Strategy
+    strategy: Strategy | None
     evaluate_round: RoundCallback | None = None
     keep_checkpoints: int | None = None
 
@@ -230,7 +232,7 @@ def submit_job(
     """
     simulation, remote = check_flower_settings(engine, flower, superlink)
     for run in runs:
-        if run.strategy.pooled:
+        if run.strategy is not None and run.strategy.pooled:
             raise ConfigError(
                 f"strategy {run.spec['strategy']!r} pools every client's data and cannot run "
                 "on Flower; use --engine inprocess"
