@@ -46,6 +46,7 @@ from rvfedprs.evaluation.attacks.mia import (
 from rvfedprs.evaluation.attacks.outputs import example_confidence, example_logits
 from rvfedprs.evaluation.attacks.run import AuditResult, RoundView, audit_run, channel_rows
 from rvfedprs.evaluation.attacks.shadows import (
+    ShadowModels,
     ShadowSet,
     TrainShadow,
     reference_population,
@@ -64,6 +65,7 @@ __all__ = [
     "AuditSet",
     "RoundView",
     "SeenUpdate",
+    "ShadowModels",
     "ShadowSet",
     "TrainShadow",
     "attack_metrics",

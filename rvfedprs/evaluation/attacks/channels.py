@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from rvfedprs.bloom import BloomSpec
 from rvfedprs.evaluation.attacks.bloom import server_membership_tests
@@ -57,11 +58,18 @@ class SeenUpdate:
     expected: np.ndarray | None = None
 
 
-def carried_mask(data: ClientData) -> np.ndarray:
-    """Which rare-variant columns ``data`` carries (at least one non-zero dosage), shape (P,)."""
+def carried_mask(data: ClientData, projection: sp.spmatrix | None = None) -> np.ndarray:
+    """Which columns of the specialist's input ``data`` carries.
+
+    The rare-variant columns with at least one non-zero dosage, shape (P,); with the
+    network's rare projection R (P × F, a burden or top-k ``model.rare_input``), the features
+    a carried variant feeds (a region burden, a chosen variant), shape (F,).
+    """
     out = np.zeros(data.n_rare, dtype=bool)
     out[data.carried_variants()] = True
-    return out
+    if projection is None:
+        return out
+    return np.asarray(abs(projection)[out].sum(axis=0)).ravel() > 0
 
 
 def _update_inference(

@@ -10,7 +10,8 @@ federation and writes it beside the run's other outputs:
   report can pool them over seeds;
 - ``channels.json`` — with a :class:`RoundView`, what the server infers of each client's carried
   rare variants from one round's updates and Bloom filters, as it would see them without and
-  with secure aggregation (:func:`channel_rows`).
+  with secure aggregation (:func:`channel_rows`); of a burden or top-k ``model.rare_input``,
+  the features of the specialist's first layer (regions, chosen variants) the client carries.
 
 The engine-specific parts come from the caller: the target's ``parameters_for``, a
 ``train_shadow`` that reruns the target's training on other data, and the round view.
@@ -42,6 +43,7 @@ from rvfedprs.evaluation.attacks.shadows import (
 )
 from rvfedprs.evaluation.metrics import cluster_label
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.model import projection_from_config, rare_feature_names
 from rvfedprs.training import ClientData, LocalTrainingConfig
 
 __all__ = ["RoundView", "AuditResult", "channel_rows", "audit_run"]
@@ -176,6 +178,8 @@ def audit_run(
         Members and non-members of each client.
     variant_keys : sequence of str, shape (P,)
     model_config : mapping
+        The target's network, its rare projection included (a burden map, the chosen top-k
+        variants: the run's checkpoint records it); the offline references' too.
     settings : mapping
         The validated ``mia`` section: ``attacks``, ``targets``, ``n_reference``,
         ``reference_epochs`` (resolved: an int), ``n_shadow``, ``rmia_gamma``, ``fpr_levels``.
@@ -258,6 +262,8 @@ def audit_run(
     flat = {f"{c}__{k}": v for c, s in scores.items() for k, v in s.items()}
     channels = None
     if round_view is not None:
-        carried = {c: carried_mask(train[c]) for c in round_view.sent}
-        channels = {**base, "rows": channel_rows(round_view, carried, variant_keys)}
+        projection = projection_from_config(len(variant_keys), model_config)
+        carried = {c: carried_mask(train[c], projection) for c in round_view.sent}
+        features = rare_feature_names(model_config, variant_keys)
+        channels = {**base, "rows": channel_rows(round_view, carried, features)}
     return AuditResult(mia=mia, scores=flat, channels=channels)

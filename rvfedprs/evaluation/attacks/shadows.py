@@ -9,7 +9,9 @@
   training and test samples together), via a caller-supplied ``train_shadow`` — this library
   knows no engine. Shadow federations come in complementary pairs, so every candidate is IN in
   exactly half of them and OUT in the other half (Carlini et al.'s online LiRA; RMIA's
-  reference models).
+  reference models). A shadow federation whose run chooses its own network (a top-k
+  ``model.rare_input``: its warm start chooses its variants) returns it with its models
+  (:class:`ShadowModels`), and its models are scored through it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rvfedprs.training import ClientData, LocalTrainingConfig, local_update
 __all__ = [
     "Parameters",
     "TrainShadow",
+    "ShadowModels",
     "reference_population",
     "train_reference_models",
     "shadow_splits",
@@ -38,8 +41,28 @@ __all__ = [
 
 #: A model's parameters by name.
 Parameters = Mapping[str, np.ndarray]
-#: Trains one shadow federation: (each client's training set, seed) → client id → its model.
-TrainShadow = Callable[[Mapping[str, ClientData], int], Callable[[str], Parameters]]
+
+
+@dataclass(frozen=True)
+class ShadowModels:
+    """One shadow federation's models and the network they fill.
+
+    Attributes
+    ----------
+    parameters_for : callable
+        Client id → the parameters that client ends with.
+    model_config : mapping
+        The network of the shadow's own run (:func:`~rvfedprs.model.model_from_config`): a
+        top-k ``model.rare_input`` reads the variants its own warm start chose.
+    """
+
+    parameters_for: Callable[[str], Parameters]
+    model_config: Mapping[str, Any]
+
+
+#: Trains one shadow federation: (each client's training set, seed) → client id → its model
+#: (the target's network), or :class:`ShadowModels` (the shadow run's own network).
+TrainShadow = Callable[[Mapping[str, ClientData], int], Callable[[str], Parameters] | ShadowModels]
 
 
 def reference_population(
@@ -252,8 +275,10 @@ def train_shadow_federations(
         The target's splits: members and non-members of each client.
     train_shadow : callable
         ``(training sets by client, seed) → (client id → parameters)``: the target's training
-        procedure (same strategy, rounds and settings) on other data.
+        procedure (same strategy, rounds and settings) on other data; or ``→``
+        :class:`ShadowModels` when each shadow run builds its own network.
     model_config : mapping
+        The network of the shadow models that come without their own.
     n_shadow : int
         Even, at least 4 (online LiRA needs two models on each side of every example).
     random_seed : int
@@ -281,9 +306,13 @@ def train_shadow_federations(
     for s in range(n_shadow):
         sets = {c: candidates[c].subset(splits[c][s]) for c in clients}
         seed = int(child[len(clients) + s].generate_state(1)[0] >> 1)
-        parameters_for = train_shadow(sets, seed)
+        trained = train_shadow(sets, seed)
+        if not isinstance(trained, ShadowModels):
+            trained = ShadowModels(trained, model_config)
         for c in clients:
-            confidence[c][s] = example_confidence(parameters_for(c), everyone, model_config)
+            confidence[c][s] = example_confidence(
+                trained.parameters_for(c), everyone, trained.model_config
+            )
         if on_trained is not None:
             on_trained(s)
     return ShadowSet(
