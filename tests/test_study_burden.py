@@ -33,7 +33,7 @@ BURDEN = {"window_bp": WINDOW, "max_maf": MAX_MAF}  # beta weights, (1, 25)
 HIDDEN = 8
 
 
-def _study(study_inputs, out: Path, **sections) -> dict:
+def _study(study_inputs, out: Path, engine: str = "inprocess", **sections) -> dict:
     from test_snakemake import SMALL_COHORT
 
     from rvfedprs.config import load_config
@@ -43,7 +43,8 @@ def _study(study_inputs, out: Path, **sections) -> dict:
         **{k: v for k, v in SMALL_COHORT.items() if k != "simulate"},
         "evaluate": {"truth": None, "samples": None},
         "burden": BURDEN,
-        "study": {"enabled": True, "sites_dir": str(out / "sites"), "out": str(out)},
+        "study": {"enabled": True, "sites_dir": str(out / "sites"), "out": str(out),
+                  "engine": engine},
         **sections,
     })  # fmt: skip
     config["train"] = {**config["train"], "data": str(out / "no_train_data")}  # the sites have it
@@ -139,9 +140,11 @@ def test_a_study_trains_a_burden_network_on_the_pooled_burdens(study_inputs, tmp
 
 
 @pytest.mark.slow  # the cohort's per-site folders come from the Snakemake workflow
-def test_a_study_fits_a_burden_glm_equal_to_the_pooled_fit(study_inputs, tmp_path):
+@pytest.mark.parametrize("engine", ["inprocess", "flower-sim"])
+def test_a_study_fits_a_burden_glm_equal_to_the_pooled_fit(study_inputs, tmp_path, engine):
+    """On Flower the launcher builds no strategy: the study builds it after its counts."""
     out = tmp_path / "study"
-    summary = _study(study_inputs, out, fedglm={"features": "burden", "l2": L2},
+    summary = _study(study_inputs, out, engine, fedglm={"features": "burden", "l2": L2},
                      train={"rounds": 25, "seed": 3, "compare": ["fedglm"], "progress": False,
                             "validation_fraction": 0})  # fmt: skip
     assert summary["left_out"] == {} and 0 < summary["runs"]["fedglm"]["auc"] < 1
