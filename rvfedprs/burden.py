@@ -5,22 +5,31 @@ the rare-variant field pools carriers over a gene or region (burden tests, SKAT,
 REGENIE's gene-based tests). A burden score of sample i in region g is
 ``Σ_{j ∈ g} w_j a_ij`` over the region's rare variants, with MAF weights w_j (SKAT's
 Beta(1, 25) density by default, up-weighting the rarest), a MAF ceiling and an optional
-functional mask column. The map from the federation's variant set (``rare_variants.tsv``, the
-same at every site) to the regions is a sparse P × G matrix B, so a site's burdens are
-``A @ B`` and a linear model on burdens is a linear model on dosages with coefficients
-``B @ β`` — which is how a burden GLM is served as two-pathway network parameters.
+functional mask column — of an annotation file (VEP/ANNOVAR-style, joined on the variant key)
+or of ``rare_variants.tsv`` itself. The map from the federation's variant set
+(``rare_variants.tsv``, the same at every site) to the regions is a sparse P × G matrix B, so a
+site's burdens are ``A @ B`` and a linear model on burdens is a linear model on dosages with
+coefficients ``B @ β`` — which is how a burden GLM is served as two-pathway network parameters.
 
 Regions come from a file — BED (0-based start, end exclusive, name in column 4) or a table with
 a header ``chrom, start, end`` and a name column (``gene``/``region``/``name``; 1-based,
 inclusive, as the simulator's ``regions/genes.tsv``) — or fixed windows over the variants'
-positions. Every variant left out of every burden (MAF above the ceiling, masked, outside every
-region) is listed with its reason.
+positions. Every variant left out of every burden (MAF above the ceiling, masked, unannotated,
+outside every region) is listed with its reason.
+
+An annotation file is public metadata of the variant set, read only where the map is built (a
+consortium study's coordinator; the sites receive B): a TSV, optionally gzipped, keyed by a
+``variant_key`` column (``chrom:pos:ref:alt``, as the pipeline's tables) or else by ``chrom, pos,
+ref, alt`` columns, alleles as in the genotypes. A variant of the set without a mask value (absent
+from the file, or an empty cell) is *unannotated*: counted, logged, and left out (``exclude``,
+listed with that reason) or kept (``include``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +38,24 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.stats import beta as beta_distribution
 
-from rvfedprs.exceptions import InputDataError
+from rvfedprs.exceptions import ConfigError, InputDataError
 
-__all__ = ["BurdenMap", "read_regions", "window_regions", "burden_map", "burden_from_config"]
+__all__ = [
+    "BurdenMap",
+    "read_regions",
+    "window_regions",
+    "read_annotations",
+    "burden_map",
+    "burden_from_config",
+]
+
+log = logging.getLogger(__name__)
 
 _NAME_COLUMNS = ("gene", "region", "name")
+_KEY_COLUMNS = ("chrom", "pos", "ref", "alt")
+_TRUE, _FALSE = ("1", "1.0", "true"), ("0", "0.0", "false")
+#: What :func:`burden_map` does with a variant without a mask value.
+UNANNOTATED_RULES = ("exclude", "include")
 
 
 @dataclass(frozen=True)
@@ -48,11 +70,14 @@ class BurdenMap:
         Region names, column order of B.
     excluded : pandas.DataFrame
         ``variant_key, reason`` of every variant in no burden.
+    unannotated : list of str
+        Keys of the variants without a mask value (left out or kept per the rule).
     """
 
     matrix: sp.csr_matrix
     regions: list[str]
     excluded: pd.DataFrame
+    unannotated: list[str] = field(default_factory=list)
 
     @property
     def n_regions(self) -> int:
@@ -153,6 +178,70 @@ def window_regions(variants: pd.DataFrame, window_bp: int) -> pd.DataFrame:
     )
 
 
+def _mask_values(values: pd.Series, column: str, source: str) -> np.ndarray:
+    """A mask column as 1.0 / 0.0, NaN where empty; any other value is an error, named."""
+    text = values.astype("string").str.strip().str.lower()
+    empty = text.isna() | (text == "")
+    out = np.where(text.isin(_TRUE), 1.0, np.where(text.isin(_FALSE), 0.0, np.nan))
+    bad = np.flatnonzero(np.isnan(out) & ~empty.to_numpy())
+    if bad.size:
+        raise InputDataError(
+            f"{source}: column {column!r} holds {values.iloc[bad[0]]!r} on data row "
+            f"{bad[0] + 1}; a mask value must be 0/1 or true/false ({bad.size} such rows)"
+        )
+    return out
+
+
+def read_annotations(path: str | Path, column: str) -> pd.Series:
+    """The mask column of an annotation file, by variant key.
+
+    Parameters
+    ----------
+    path : str or Path
+        A TSV (``.gz`` read as gzip) with a ``variant_key`` column (``chrom:pos:ref:alt``) or
+        else ``chrom, pos, ref, alt`` columns, and ``column``.
+    column : str
+        The 0/1 or true/false mask column; empty cells stay NaN (unannotated).
+
+    Returns
+    -------
+    Series of float (1.0, 0.0 or NaN), indexed by variant key, one row per key
+
+    Raises
+    ------
+    InputDataError
+        For a missing file, no key columns, a missing mask column, a value other than
+        0/1/true/false, or a key listed twice with different values (each named).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputDataError(f"annotation file {path} does not exist")
+    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, na_values=[""])
+    if column not in table.columns:
+        raise InputDataError(
+            f"annotation file {path} lacks the mask column {column!r} (has {list(table.columns)})"
+        )
+    if "variant_key" in table.columns:
+        keys = table["variant_key"].astype(str)
+    elif all(c in table.columns for c in _KEY_COLUMNS):
+        keys = table[list(_KEY_COLUMNS)].astype(str).agg(":".join, axis=1)
+    else:
+        raise InputDataError(
+            f"annotation file {path} needs a variant_key column or chrom, pos, ref, alt columns "
+            f"(has {list(table.columns)})"
+        )
+    keys = keys.str.strip().str.replace(r"^chr", "", case=False, regex=True)
+    mask = pd.Series(_mask_values(table[column], column, str(path)), index=keys, name=column)
+    values = mask.fillna(-1.0).groupby(level=0).nunique()
+    if (values > 1).any():
+        key = str(values.index[values > 1][0])
+        raise InputDataError(
+            f"annotation file {path} lists {key} more than once with different {column!r} "
+            f"values {table.loc[(keys == key).to_numpy(), column].tolist()}"
+        )
+    return mask[~mask.index.duplicated()]
+
+
 def burden_map(
     variants: pd.DataFrame,
     regions: pd.DataFrame,
@@ -161,6 +250,8 @@ def burden_map(
     weights: str = "beta",
     beta: tuple[float, float] = (1.0, 25.0),
     mask_column: str | None = None,
+    annotations: pd.Series | None = None,
+    unannotated: str = "exclude",
 ) -> BurdenMap:
     """The map B from the variant table's rows to the regions' burdens.
 
@@ -178,8 +269,14 @@ def burden_map(
     beta : (float, float)
         The Beta distribution's (a, b).
     mask_column : str, optional
-        A boolean/0-1 column of ``variants``: only true variants enter (e.g. predicted loss of
-        function).
+        A 0/1 or true/false column (of ``annotations`` when given, else of ``variants``): only
+        true variants enter (e.g. predicted loss of function).
+    annotations : Series, optional
+        The mask by variant key (:func:`read_annotations`), joined to ``variants``.
+    unannotated : {"exclude", "include"}
+        A variant without a mask value (not in ``annotations``, or an empty cell) is left out
+        (reason ``unannotated``) or enters; either way counted, logged and listed in
+        :attr:`BurdenMap.unannotated`.
 
     Returns
     -------
@@ -189,20 +286,40 @@ def burden_map(
     Raises
     ------
     InputDataError
-        For missing columns, an unknown weighting, or no variant in any region.
+        For missing columns, a mask value other than 0/1/true/false, an unknown weighting or
+        rule, or no variant in any region.
     """
-    needed = ["variant_key", "chrom", "pos", "maf"] + ([mask_column] if mask_column else [])
+    in_table = mask_column if mask_column and annotations is None else None
+    needed = ["variant_key", "chrom", "pos", "maf"] + ([in_table] if in_table else [])
     missing = [c for c in needed if c not in variants.columns]
     if missing:
         raise InputDataError(f"the rare-variant table lacks the columns {missing}")
     if weights not in ("beta", "flat"):
         raise InputDataError(f"burden weights {weights!r} unknown; choose beta or flat")
+    if unannotated not in UNANNOTATED_RULES:
+        raise InputDataError(
+            f"burden.unannotated {unannotated!r} unknown; choose exclude or include"
+        )
     maf = variants["maf"].to_numpy(np.float64)
     reason = np.full(len(variants), "", dtype=object)
     reason[maf > max_maf] = f"maf above {max_maf}"
+    missing_mask = np.zeros(len(variants), dtype=bool)
     if mask_column:
-        keep = variants[mask_column].astype(str).str.lower().isin(("1", "true", "yes"))
-        reason[(reason == "") & ~keep.to_numpy()] = f"{mask_column} false"
+        if annotations is not None:
+            mask = annotations.reindex(variants["variant_key"].astype(str)).to_numpy(np.float64)
+        else:
+            mask = _mask_values(variants[mask_column], mask_column, "the rare-variant table")
+        missing_mask = np.isnan(mask)
+        if missing_mask.any():
+            keys = variants["variant_key"].to_numpy()[missing_mask]
+            log.warning(
+                "burden: %d of %d variants have no %r value (e.g. %s): %s (burden.unannotated)",
+                keys.size, len(variants), mask_column, ", ".join(map(str, keys[:3])),
+                "left out" if unannotated == "exclude" else "kept",
+            )  # fmt: skip
+            if unannotated == "exclude":
+                reason[(reason == "") & missing_mask] = "unannotated"
+        reason[(reason == "") & (mask == 0.0)] = f"{mask_column} false"
     w = beta_distribution.pdf(maf, *beta) if weights == "beta" else np.ones(len(variants))
     chrom = variants["chrom"].astype(str).str.removeprefix("chr").to_numpy()
     pos = variants["pos"].to_numpy(np.int64)
@@ -232,7 +349,12 @@ def burden_map(
     excluded = pd.DataFrame(
         {"variant_key": variants["variant_key"].to_numpy()[left_out], "reason": reason[left_out]}
     )
-    return BurdenMap(matrix, regions["region"].to_numpy()[used].astype(str).tolist(), excluded)
+    return BurdenMap(
+        matrix,
+        regions["region"].to_numpy()[used].astype(str).tolist(),
+        excluded,
+        variants["variant_key"].to_numpy()[missing_mask].astype(str).tolist(),
+    )
 
 
 def burden_from_config(
@@ -241,7 +363,8 @@ def burden_from_config(
     """The burden map of a variant set from a ``burden`` config section.
 
     ``regions`` (a region file) or else ``window_bp`` fixed windows; ``max_maf``, ``weights``,
-    ``beta``, ``mask_column``.
+    ``beta``; ``mask_column``, a column of the ``annotations`` file (joined on the variant key)
+    or, without one, of the variant table; ``unannotated``.
 
     Parameters
     ----------
@@ -251,7 +374,24 @@ def burden_from_config(
         before its counts stage).
     section : mapping
         The validated ``burden`` section.
+
+    Raises
+    ------
+    ConfigError
+        For ``annotations`` without ``mask_column``.
+    InputDataError
+        For a missing table, or bad regions or annotations (:func:`read_regions`,
+        :func:`read_annotations`, :func:`burden_map`).
     """
+    mask_column = section.get("mask_column")
+    annotations = None
+    if section.get("annotations"):
+        if not mask_column:
+            raise ConfigError(
+                f"burden.annotations {section['annotations']!r} is given without "
+                "burden.mask_column: name its 0/1 column that selects the variants"
+            )
+        annotations = read_annotations(section["annotations"], mask_column)
     if not isinstance(variants, pd.DataFrame):
         path = Path(variants) / "rare_variants.tsv"
         if not path.is_file():
@@ -270,5 +410,7 @@ def burden_from_config(
         max_maf=float(section["max_maf"]),
         weights=str(section["weights"]),
         beta=tuple(float(v) for v in section["beta"]),
-        mask_column=section.get("mask_column"),
+        mask_column=mask_column,
+        annotations=annotations,
+        unannotated=str(section.get("unannotated", "exclude")),
     )

@@ -63,7 +63,7 @@ def config_fingerprint(
     sites : JSON-like
         The sites and their inputs as the coordinator knows them (or only their ids).
     scoring_file : str or Path
-        Hashed by its content.
+        Hashed by its content, as the burden section's region and annotation files.
     min_replies : int
         The fewest sites an exchange needs (``study.min_replies`` or ``flower.min_replies``).
     """
@@ -74,6 +74,10 @@ def config_fingerprint(
                 entries[f"{section}.{key}"] = digest(value)
     entries["sites"] = digest(sites)
     entries["scoring_file"] = file_sha256(scoring_file)[:16]
+    for key in ("regions", "annotations"):  # the burden map's files: by content too
+        path = (config.get("burden") or {}).get(key)
+        if path and Path(path).is_file():
+            entries[f"burden.{key}.content"] = file_sha256(path)[:16]
     entries["min_replies"] = digest(int(min_replies))
     return entries
 
