@@ -184,7 +184,8 @@ def compare(data: Path, clients: list[str], settings: dict, repeats: int) -> dic
 def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
     """One FedAvg run (the configuration's run plan); its exchanges' seconds from its traffic.
 
-    ``engine`` ``flower-deploy:warm`` / ``flower-deploy:cold`` sets ``flower.clientapp``.
+    ``engine`` ``flower-deploy:warm`` / ``flower-deploy:cold`` sets ``flower.clientapp``; a
+    suffix ``@S`` sets ``flower.node_poll_seconds`` to S (``@flower``: null, Flower's own 3 s).
     """
     from dataclasses import replace
 
@@ -193,6 +194,10 @@ def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
     from rvfedprs.plan import run
 
     label = engine
+    engine, _, poll = engine.partition("@")
+    if poll:
+        seconds = None if poll == "flower" else float(poll)
+        config = {**config, "flower": {**config["flower"], "node_poll_seconds": seconds}}
     engine, _, clientapp = engine.partition(":")
     if clientapp:
         config = {**config, "flower": {**config["flower"], "clientapp": clientapp}}
@@ -253,7 +258,8 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--engines", nargs="+",
         default=["inprocess", "flower-deploy:warm", "flower-deploy:cold"],
-        help="flower-deploy:warm|cold sets flower.clientapp",
+        help="flower-deploy:warm|cold sets flower.clientapp; a suffix @S sets "
+        "flower.node_poll_seconds (@flower: Flower's own 3 s)",
     )  # fmt: skip
     parser.add_argument("--data", type=Path, help="an existing per-client folder (read only)")
     parser.add_argument("--stages-only", action="store_true", help="skip the end-to-end runs")
@@ -319,7 +325,7 @@ def main(argv=None) -> None:
             report["runs"] = []
             for repeat in range(args.repeat):
                 for engine in engines:
-                    out = root / f"{engine.replace(':', '-')}-{repeat}"
+                    out = root / f"{engine.replace(':', '-').replace('@', '-')}-{repeat}"
                     row = run_round(engine, federation, config, args.rounds, out)
                     report["runs"].append(row)
                     print(json.dumps({k: v for k, v in row.items() if k != "traffic"}))
