@@ -69,18 +69,24 @@ def _pooled(out: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray, np.nda
     return *pooled, np.concatenate(prs), np.concatenate(y).astype(np.float64)
 
 
-def _oracle_burden(out: Path, dosages: sp.csr_matrix) -> tuple[np.ndarray, list[str]]:
-    """B (variants × windows) and the windows' names from the pooled dosages and positions."""
+def _oracle_burden(
+    out: Path, dosages: sp.csr_matrix, masked: set[str] | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """B (variants × windows) and the windows' names from the pooled dosages and positions.
+
+    ``masked``: the keys of the only variants that may enter (an annotation mask).
+    """
     rare = pd.read_csv(out / "sites" / "client01" / "prepared" / "rare_variants.tsv", sep="\t",
                        dtype={"chrom": str})  # fmt: skip
     maf = np.asarray(dosages.astype(np.float64).sum(axis=0)).ravel() / (2 * dosages.shape[0])
     window = (rare["pos"].to_numpy() - 1) // WINDOW
-    cells = sorted({(c, int(k)) for c, k, m in zip(rare["chrom"], window, maf, strict=True)
-                    if m <= MAX_MAF})  # fmt: skip
+    enter = (maf <= MAX_MAF) & (rare["variant_key"].isin(masked) if masked is not None else True)
+    cells = sorted({(c, int(k)) for c, k, e in zip(rare["chrom"], window, enter, strict=True)
+                    if e})  # fmt: skip
     column = {cell: g for g, cell in enumerate(cells)}
     matrix = np.zeros((len(rare), len(cells)))
-    for j, (c, k, m) in enumerate(zip(rare["chrom"], window, maf, strict=True)):
-        if m <= MAX_MAF:
+    for j, (c, k, m, e) in enumerate(zip(rare["chrom"], window, maf, enter, strict=True)):
+        if e:
             matrix[j, column[(c, int(k))]] = 25 * (1 - m) ** 24  # Beta(1, 25) density
     names = [f"{c}:{k * WINDOW + 1}-{(k + 1) * WINDOW}" for c, k in cells]
     return matrix, names
@@ -137,6 +143,44 @@ def test_a_study_trains_a_burden_network_on_the_pooled_burdens(study_inputs, tmp
     assert weight.shape == (HIDDEN, len(names))
     assert [e["round"] for e in record["history"]] == [1, 2]
     assert 0 < summary["runs"]["fedavg"]["auc"] < 1
+
+
+@pytest.mark.slow  # the cohort's per-site folders come from the Snakemake workflow
+def test_a_study_masks_its_burdens_with_the_shared_annotation_file(study_inputs, tmp_path):
+    """burden.annotations: the coordinator joins the file to the federated variant set.
+
+    Every third variant is marked 0, every seventh is absent from the file (unannotated, left
+    out by default); the sites receive the map and need no copy of the file.
+    """
+    bim = pd.read_csv(study_inputs / "cohort" / "genotypes" / "cohort.bim", sep=r"\s+",
+                      header=None, names=["chrom", "id", "cm", "pos", "a1", "a2"],
+                      dtype={"chrom": str})  # fmt: skip
+    # a PLINK 1 .bim holds the ALT allele in column 5 (a1) and REF in column 6 (a2)
+    keys = [f"chr{c}:{p}:{r}:{a}" for c, p, r, a in
+            bim[["chrom", "pos", "a2", "a1"]].itertuples(False)]  # fmt: skip
+    listed = bim["pos"].to_numpy() % 7 != 0
+    lof = (bim["pos"].to_numpy() % 3 != 0).astype(int)
+    annotations = pd.DataFrame({"variant_key": keys, "lof": lof})[listed]
+    annotations.to_csv(tmp_path / "vep.tsv.gz", sep="\t", index=False)
+    masked = {k.removeprefix("chr") for k in annotations.loc[annotations["lof"] == 1,
+                                                             "variant_key"]}  # fmt: skip
+    out = tmp_path / "study"
+    summary = _study(study_inputs, out, model={"rare_input": "burden", "rare_hidden": [HIDDEN]},
+                     burden={**BURDEN, "annotations": str(tmp_path / "vep.tsv.gz"),
+                             "mask_column": "lof"},
+                     train={"rounds": 1, "seed": 3, "compare": ["fedavg"], "progress": False,
+                            "validation_fraction": 0})  # fmt: skip
+    assert summary["left_out"] == {} and summary["runs"]["fedavg"]["evaluation_failures"] == {}
+    projection = load_checkpoint(latest_checkpoint(out / "train" / "fedavg"))["model_config"][
+        "rare_projection"
+    ]
+    everyone, _, _, _ = _pooled(out)
+    expected, names = _oracle_burden(out, everyone, masked)
+    unmasked, _ = _oracle_burden(out, everyone)
+    assert projection["features"] == names
+    assert 0 < np.count_nonzero(expected) < np.count_nonzero(unmasked)
+    got = BurdenMap.matrix_from_config(projection["burden"]).toarray()
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
 
 
 @pytest.mark.slow  # the cohort's per-site folders come from the Snakemake workflow
