@@ -55,7 +55,9 @@ def run(
         over it in this process and ``plan.engine`` opens nothing.
     settings : mapping, optional
         The run settings every site receives (with ``transport``: those the coordinator
-        derived from its sites' replies; default: the task's :meth:`~Task.plan_settings`).
+        derived from its sites' replies, their declared sample counts included; default: the
+        task's :meth:`~Task.plan_settings`, with the counts the sites declare in their
+        ``setup`` reports: :func:`~rvfedprs.federation.rounds.declare_samples`).
     on_round : callable, optional
         ``f(run_index, entry)`` after every round run in this process.
 
@@ -118,7 +120,7 @@ def run_plans(
     task = get_task(first.task)
     if transport is None and first.engine != "inprocess":
         return _run_flower(task, plans, Path(out) if out is not None else first.out, client_state)
-    from rvfedprs.federation.rounds import RunSpec, serve
+    from rvfedprs.federation.rounds import RunSpec, declare_samples, open_sites, serve
 
     job = {
         "seed": int(first.seed),
@@ -142,7 +144,9 @@ def run_plans(
         )
         for plan in plans
     ]
-    settings = task.plan_settings(first) if settings is None else dict(settings)
+    if settings is None:  # this process's own sites: their setup reports fix the counts
+        reports, transport, _ = open_sites(task, transport, job)
+        settings = declare_samples(task, task.plan_settings(first), reports)
     return serve(
         task, transport, specs, job, settings, client_state=client_state, on_round=on_round,
         progress=any(plan.progress for plan in plans),

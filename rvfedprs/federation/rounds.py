@@ -6,7 +6,8 @@ replies come back. Everything else lives here, so that all engines give the same
 same seed:
 
 - :func:`negotiate` — the ``setup`` step: every site reports (its PRS moments and case count,
-  say), the task turns the reports into the run-wide settings;
+  say), the task turns the reports into the run-wide settings, and each site's training-sample
+  count is fixed (:func:`declare_samples`, the only aggregation weight accepted later);
 - :func:`begin_run` — initialise a strategy with w^0 (``initial_seed(seed)``) or restore it,
   with the sites' persistent state, from the latest checkpoint;
 - :func:`run_rounds` — configure, send, collect, check ``min_replies``, aggregate
@@ -62,6 +63,8 @@ __all__ = [
     "RunSpec",
     "RunSetup",
     "negotiate",
+    "open_sites",
+    "declare_samples",
     "begin_run",
     "finish_round",
     "evaluate_pending",
@@ -201,16 +204,48 @@ def negotiate(
     FederationError
         When fewer than ``min_replies`` sites answered.
     """
+    reports, transport, failures = open_sites(task, transport, job)
+    settings = {**task.run_settings(job, reports), "task": task.name}
+    return declare_samples(task, settings, reports), transport, failures
+
+
+def open_sites(
+    task: Task, transport: Transport, job: Mapping[str, Any]
+) -> tuple[dict[str, Any], Transport, dict[str, str]]:
+    """Send every site the ``setup`` request; its reports, the transport of those that answered.
+
+    ``job`` as :func:`negotiate`'s. Returns the reports (site → report), the transport
+    restricted to the sites that answered and who did not answer, and why.
+
+    Raises
+    ------
+    FederationError
+        When fewer than ``min_replies`` sites answered.
+    """
     payload = {"task": task.name, **dict(job.get("task_settings") or {})}
     reports, failures = transport.open(payload)
     total = int(job.get("expected_clients") or len(reports) + len(failures))
     count = f"only {len(reports)} of {total} clients answered the setup"
     require_replies("setup", count, len(reports), required_replies(job, total), failures)
-    settings = {**task.run_settings(job, reports), "task": task.name}
+    return dict(reports), transport.subset(sorted(reports)), dict(failures)
+
+
+def declare_samples(
+    task: Task, settings: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """``settings`` with ``declared_samples``: each site's training-sample count, fixed once.
+
+    Every entry point fixes the counts here, before training, from the reports the sites gave
+    once (:meth:`~rvfedprs.federation.task.Task.declared_samples`): the ``setup`` reports of
+    :func:`negotiate` and of an in-process run, a study's features stage. They are the only
+    aggregation weights accepted afterwards: :func:`update_screen` refuses, naming the site,
+    a reply whose ``n`` differs. Left out (nothing checked) when a report declares no count.
+    """
     declared = {c: task.declared_samples(r) for c, r in reports.items()}
+    out = dict(settings)
     if declared and all(v is not None for v in declared.values()):
-        settings["declared_samples"] = declared  # the only aggregation weights accepted later
-    return settings, transport.subset(sorted(reports)), failures
+        out["declared_samples"] = declared
+    return out
 
 
 def begin_run(

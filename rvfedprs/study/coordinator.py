@@ -25,7 +25,9 @@ in ``study.json`` (``left_out``) and left out of the rest of the study. A site l
 round or in a federated evaluation is named in that round's record (``failed``,
 ``evaluation_failed``) and in ``study.json`` (per run: ``failures``, ``evaluation_failures``);
 the pooled metrics are then over the sites that answered (``evaluated_sites``). Each round's
-checkpoint is written before its evaluation.
+checkpoint is written before its evaluation. Each site's training-sample count, its aggregation
+weight, is fixed by its features summary: a training reply reporting another count is refused
+and the site named in that round's record, as a lost one.
 
 Each finished stage and run is recorded in ``study_state.json`` (only aggregates the
 coordinator holds anyway, :mod:`rvfedprs.study.state`): a study whose coordinator died resumes
@@ -48,7 +50,12 @@ from rvfedprs.evaluation.metrics import cluster_ari
 from rvfedprs.evaluation.summaries import pooled_metrics
 from rvfedprs.federation.metering import traffic_of
 from rvfedprs.federation.plan import Privacy, RunPlan, enabled_secagg
-from rvfedprs.federation.rounds import FederationError, require_replies, required_replies
+from rvfedprs.federation.rounds import (
+    FederationError,
+    declare_samples,
+    require_replies,
+    required_replies,
+)
 from rvfedprs.federation.secagg.protocol import SecAggParams
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Task, Transport
@@ -103,7 +110,6 @@ def _secure_counts(
     settings: Mapping[str, Any],
     counted: Mapping[str, Mapping[str, Any]],
     pipeline: Mapping[str, Any],
-    skipped: list[pd.DataFrame],
     *,
     params: SecAggParams,
     seed: int,
@@ -141,7 +147,8 @@ def _secure_counts(
         pipeline,
         n_samples=sum(int(counted[c]["n_samples"]) for c in included),
         hwe_failing={c: np.asarray(counted[c]["hwe_failing"], dtype=bool) for c in included},
-        skipped=skipped,
+        # a site dropped from the sum is out of the study: the variants it skipped are not named
+        skipped=[pd.DataFrame(counted[c]["skipped"]) for c in included],
     )
     return included, dict(outcome.dropped), tables
 
@@ -363,7 +370,6 @@ def _count(
     if secure:
         check_secure_counts(len(sites.ids), params)
     counted = sites.ask("counts", request)
-    skipped = [pd.DataFrame(r["skipped"]) for r in counted.values()]
     first = next(iter(counted.values()))
     keys = pd.Series(first["variants"]["variant_key"], dtype=object)
     if secure:
@@ -372,7 +378,6 @@ def _count(
             sites.base,
             counted,
             pipeline,
-            skipped,
             params=params,
             seed=int(job["seed"]),
         )
@@ -382,6 +387,7 @@ def _count(
         counted = {c: counted[c] for c in included}
     else:
         tables = {site: counts_table(reply) for site, reply in counted.items()}
+        skipped = [pd.DataFrame(r["skipped"]) for r in counted.values()]
         variants, rare, excluded = combine_counts(tables, pipeline, skipped=skipped)
     suppressed = _suppressed(counted, keys)
     if len(suppressed):
@@ -559,6 +565,7 @@ def run_study(
             job,
             spec,
             strategy,
+            summaries,
             resume=resumed,
             on_round=None if on_round is None else lambda _, e, i=index: on_round(i, e),
         )
@@ -575,19 +582,27 @@ def _train(
     job: Mapping[str, Any],
     spec: Mapping[str, Any],
     strategy: Strategy,
+    summaries: Mapping[str, Mapping[str, Any]],
     *,
     resume: bool,
     on_round: Callable[[int, dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
     """One run of a study: train (on ``resume`` from the latest checkpoint), evaluate.
 
-    Writes the run's ``metrics.json``; returns its entry of ``study.json``.
+    Each site's training-sample count is the one its features summary declared (``summaries``,
+    recorded in the study's state, so a resume keeps it): a reply reporting another is refused
+    and named (:func:`~rvfedprs.federation.rounds.declare_samples`). Writes the run's
+    ``metrics.json``; returns its entry of ``study.json``.
     """
     config, study = job["config"], job["study"]
     traffic = traffic_of(sites.transport)
     start = None if traffic is None else traffic.mark()
     moments = sites.ask("moments", {})
-    settings = {**task.run_settings(job, moments), **sites.base}
+    settings = declare_samples(
+        task,
+        {**task.run_settings(job, moments), **sites.base},
+        {c: summaries[c] for c in sites.ids},
+    )
     evaluation = RoundEvaluation(
         sites.transport, settings, bins=study["bins"], min_replies=sites.min_replies
     )

@@ -142,6 +142,10 @@ class StudyTask(Task):
         """The site's id (its data are read by the later steps)."""
         return {"site": site.site}
 
+    def declared_samples(self, report: Mapping[str, Any]) -> int | None:
+        """The training split's size (``n_train``) a ``features`` summary declares."""
+        return int(report["n_train"]) if "n_train" in report else None
+
     def step_counts(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
         """Validation, sample QC and the released counts (:meth:`StudySite.counts`).
 
