@@ -4,7 +4,9 @@ A site's reply is aggregated with weight n_k and moves the model by its update �
 one site can take over the federation without tripping any shape or finiteness check:
 
 - **an inflated sample count**: the weight comes from the reply's ``n``. The count each site
-  declared at setup (the task's report) is the only one accepted afterwards;
+  declared before training is the only one accepted afterwards (fixed once, on every entry
+  point, by :func:`~rvfedprs.federation.rounds.declare_samples`: from its ``setup`` report, or
+  in a study from its features summary);
 - **a scaled update** (×1e6, finite): the update's norm is compared with the round's median;
   one above ``factor`` × the median is refused (with at least 3 replies, so a median means
   something). ``train.update_norm_factor`` sets the factor (100 by default: honest sites of
