@@ -102,6 +102,47 @@ class BurdenMap:
             (np.asarray(config["weights"], float), (config["rows"], config["cols"])), shape=shape
         )
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """B as packed arrays, what a GLM round sends a site.
+
+        int32 ``rows``/``cols`` and float64 ``weights`` of its non-zero entries in row-major
+        order, int64 ``shape``.
+        """
+        coo = sp.csr_matrix(self.matrix, copy=True)
+        coo.sum_duplicates()
+        coo = coo.tocoo()
+        return {
+            "rows": coo.row.astype(np.int32),
+            "cols": coo.col.astype(np.int32),
+            "weights": coo.data.astype(np.float64),
+            "shape": np.asarray(self.matrix.shape, dtype=np.int64),
+        }
+
+    @staticmethod
+    def matrix_from_arrays(arrays: Mapping[str, np.ndarray]) -> sp.csr_matrix:
+        """B back from :meth:`to_arrays`.
+
+        Raises
+        ------
+        ConfigError
+            When an array is missing or the entries do not fit the shape.
+        """
+        missing = sorted({"rows", "cols", "weights", "shape"} - set(arrays))
+        if missing:
+            raise ConfigError(f"a burden map's arrays lack {missing}")
+        shape = tuple(int(v) for v in np.asarray(arrays["shape"]).reshape(-1))
+        rows, cols = np.asarray(arrays["rows"]), np.asarray(arrays["cols"])
+        weights = np.asarray(arrays["weights"], dtype=np.float64)
+        if len(shape) != 2 or not rows.shape == cols.shape == weights.shape:
+            raise ConfigError(
+                f"a burden map's arrays do not fit: shape {list(shape)}, {rows.size} rows, "
+                f"{cols.size} cols, {weights.size} weights"
+            )
+        if rows.size and (rows.min() < 0 or rows.max() >= shape[0] or cols.min() < 0
+                          or cols.max() >= shape[1]):  # fmt: skip
+            raise ConfigError(f"a burden map's entries fall outside its shape {list(shape)}")
+        return sp.csr_matrix((weights, (rows, cols)), shape=shape)
+
 
 def read_regions(path: str | Path) -> pd.DataFrame:
     """Regions of a BED file or a ``chrom, start, end, name`` table, 1-based inclusive.

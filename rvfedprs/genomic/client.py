@@ -37,6 +37,7 @@ from rvfedprs.model import (
     set_parameters,
 )
 from rvfedprs.strategies.base import FitInstruction, FitResult
+from rvfedprs.strategies.burden_delivery import site_burden
 from rvfedprs.strategies.client import LocalRun, client_update
 from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
 from rvfedprs.training.glm import glm_reply
@@ -181,17 +182,21 @@ def glm_fit(
     variant_keys: Sequence[str] = (),
     *,
     bloom_key: bytes | None = None,
+    state: dict[str, Any] | None = None,
 ) -> FitResult:
     """A federated GLM round (``instruction.config["glm"]``): the site's sums, no training.
 
     See :func:`~rvfedprs.training.glm.glm_reply`; ``metrics["loss"]`` is the mean log-loss at
     the coefficients sent. With ``bloom`` in the config (FedCE-GLM), the reply carries the Bloom
-    filter of the site's influential variants (their influence from the same pass).
+    filter of the site's influential variants (their influence from the same pass). A burden
+    map sent is kept in ``state`` (the site's per-run client state) for the rounds that name it
+    only by fingerprint (:func:`~rvfedprs.strategies.burden_delivery.site_burden`).
     """
     config = instruction.config
     want_bloom = config.get("bloom") is not None
+    burden = site_burden(config["glm"], {} if state is None else state, data.client_id)
     parameters, loss, influence = glm_reply(
-        instruction.parameters, data, config["glm"], influence=want_bloom
+        instruction.parameters, data, config["glm"], burden=burden, influence=want_bloom
     )
     bits = None
     if want_bloom:

@@ -435,7 +435,7 @@ class GenomicTask(Task):
 
         if "glm" in instruction.config:  # a federated GLM round: sums, no training
             return glm_fit(instruction, site.training_data(settings), site.variant_keys,
-                           bloom_key=site.bloom_key)  # fmt: skip
+                           bloom_key=site.bloom_key, state=state)  # fmt: skip
         dp = settings.get("dp")
         if dp is not None and "dp" not in state:
             state["dp"] = DPState.from_settings(dp)

@@ -48,6 +48,7 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.model import linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters, weighted_average
 from rvfedprs.strategies.base import FitInstruction, FitResult, _sorted_results
+from rvfedprs.strategies.burden_delivery import BurdenDelivery
 from rvfedprs.strategies.fedce import FedCE
 from rvfedprs.strategies.fedglm import (
     PENALIZE,
@@ -80,6 +81,7 @@ class FedCEGLM(ScreenedGLM, FedCE):
         As :class:`~rvfedprs.strategies.fedglm.FedGLM` (``max_features`` bounds the joint
         system: common + clusters × rare).
     burden : BurdenMap, optional
+        Sent to each site once per run (:mod:`rvfedprs.strategies.burden_delivery`).
     glm_top_k : int
         k of the top-k features (``fedglm.top_k``; ``fedce.top_k`` is the Bloom filter's), chosen
         globally before clustering.
@@ -119,7 +121,7 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self.l2, self.tol, self.max_features = float(l2), float(tol), int(max_features)
         self.penalize = penalize
         self.burden = burden
-        self._burden_config = None if burden is None else burden.to_config()
+        self._delivery = None if burden is None else BurdenDelivery(burden)
         self.glm_top_k = int(glm_top_k)
         self.cluster_round = int(cluster_round)
         self.template: Parameters = {}
@@ -148,8 +150,6 @@ class FedCEGLM(ScreenedGLM, FedCE):
         if self.screening:
             return {"glm": FloorScreen.config()}
         glm: dict[str, Any] = {"features": self.features, "hessian": True}
-        if self._burden_config is not None:
-            glm["burden"] = self._burden_config
         if self.top is not None:
             glm["top_k"] = self.top.tolist()
         return {**super().client_config(server_round), "influence": False, "glm": glm}
@@ -208,11 +208,12 @@ class FedCEGLM(ScreenedGLM, FedCE):
                 },
                 dict(config),
             )
-        return out
+        return out if self._delivery is None else self._delivery.attach(out)
 
     def aggregate_fit(self, server_round, results):
         """Cluster when due; per-cluster sums of the sites' statistics; one joint Newton step."""
         ordered: list[FitResult] = _sorted_results(results)
+        self._received(ordered)
         if self.screening:
             mean = weighted_average([r.parameters for r in ordered], [r.n_samples for r in ordered])
             self._screen_step(ordered, mean, noise=0.0)
@@ -225,6 +226,10 @@ class FedCEGLM(ScreenedGLM, FedCE):
             n = float(sum(r.n_samples for r in members))
             sums[label] = _cluster_sums(mean, n)
         self._step(server_round, ordered, new, sums, noise=0.0)
+
+    def _received(self, results: list[FitResult]) -> None:
+        if self._delivery is not None:
+            self._delivery.received(r.client_id for r in results)
 
     def secure_groups(self, server_round, results, *, min_clients, small_clusters):
         """One sum per cluster (small clusters merged or refused as FedCE's), ω = n_k / N_m."""
@@ -249,6 +254,7 @@ class FedCEGLM(ScreenedGLM, FedCE):
     def aggregate_sums(self, server_round, results, sums):
         """The joint Newton step from the clusters' secure sums."""
         ordered = _sorted_results(results)
+        self._received(ordered)
         if self.screening:
             group = sums["floor"]
             noise = float(group.error_bound) / max(float(group.weight), 1e-300)

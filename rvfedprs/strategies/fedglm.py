@@ -40,6 +40,7 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.model import linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import FitResult, GlobalModelStrategy
+from rvfedprs.strategies.burden_delivery import BurdenDelivery
 from rvfedprs.strategies.newton import NewtonSearch
 from rvfedprs.strategies.top_variants import FloorScreen, ScreenedGLM
 from rvfedprs.training.glm import BURDEN_FEATURES, GLM_FEATURES, TOP_K_FEATURES, glm_width
@@ -157,8 +158,9 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         The most coefficients the dense Newton system may have (each site sends a p × p
         Hessian); more is refused with advice.
     burden : BurdenMap, optional
-        The region map (:mod:`rvfedprs.burden`) of the burden features; sent to every site
-        with each round (it is public: the federation's variant set and the region file).
+        The region map (:mod:`rvfedprs.burden`) of the burden features (public: the
+        federation's variant set and the region file); sent to each site once per run,
+        later rounds naming it by fingerprint (:mod:`rvfedprs.strategies.burden_delivery`).
     top_k : int
         k of the top-k features (0 otherwise): the variants with the largest score statistic
         U² / V under the floor on the pooled training data
@@ -193,7 +195,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         self.tol = float(tol)
         self.max_features = int(max_features)
         self.burden = burden
-        self._burden_config = None if burden is None else burden.to_config()
+        self._delivery = None if burden is None else BurdenDelivery(burden)
         self.top_k = int(top_k)
         self.template: Parameters = {}
         self.coef = np.zeros(0)
@@ -257,6 +259,8 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
             )
         self.coef = np.zeros(width)
         self._reset_search()
+        if self._delivery is not None:  # a new run: no site holds the map yet
+            self._delivery.holders.clear()
         self.parameters = self._message(self.coef)
         if self.top_k > 0:  # the floor's rounds first, then the top-k choice (and the rest)
             self.screen = FloorScreen(self.top_k, 2 + n_covariates, n_rare, self.tol)
@@ -281,14 +285,18 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         if self.screening:
             return {"glm": FloorScreen.config()}
         glm: dict[str, Any] = {"features": self.features, "hessian": True}
-        if self._burden_config is not None:
-            glm["burden"] = self._burden_config
         if self.top is not None:
             glm["top_k"] = self.top.tolist()
         return {"glm": glm}
 
+    def configure_fit(self, server_round, client_ids):
+        """Every site's GLM instruction; the burden map only to sites not known to hold it."""
+        instructions = super().configure_fit(server_round, client_ids)
+        return instructions if self._delivery is None else self._delivery.attach(instructions)
+
     def aggregate_fit(self, server_round, results):
         """Newton step from the n_k-weighted average of the sites' statistics."""
+        self._received(results)
         self._n_total = float(sum(r.n_samples for r in results))
         self._mean_loss = _mean_loss(results)
         self._noise = 0.0
@@ -296,10 +304,15 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
 
     def aggregate_sums(self, server_round, results, sums):
         """Newton step from the secure sum (its quantisation error bounds the tolerance)."""
+        self._received(results)
         self._n_total = float(sum(r.n_samples for r in results))
         self._mean_loss = _mean_loss(results)
         self._noise = float(sums["model"].error_bound) / max(float(sums["model"].weight), 1e-300)
         super().aggregate_sums(server_round, results, sums)
+
+    def _received(self, results: Sequence[FitResult]) -> None:
+        if self._delivery is not None:
+            self._delivery.received(r.client_id for r in results)
 
     def server_update(self, server_round: int, average: Parameters) -> Parameters:
         """The next coefficients to evaluate (a Newton step, or a halved one)."""

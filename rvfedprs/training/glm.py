@@ -188,6 +188,7 @@ def glm_reply(
     data: ClientData,
     config: Mapping[str, Any],
     *,
+    burden: sp.spmatrix | None = None,
     influence: bool = False,
 ) -> tuple[dict[str, np.ndarray], float, np.ndarray | None]:
     """A site's answer to a GLM round: its sums per training sample, as an update.
@@ -204,10 +205,12 @@ def glm_reply(
     data : ClientData
         The site's training split (standardised).
     config : mapping
-        ``features`` (:data:`GLM_FEATURES`), ``hessian`` (bool), for the burden features the
-        burden map (:meth:`~rvfedprs.burden.BurdenMap.to_config`), for the top-k features
+        ``features`` (:data:`GLM_FEATURES`), ``hessian`` (bool), for the top-k features
         ``top_k`` (the chosen columns) and, in the floor's rounds before the top k are chosen,
         ``score: true`` (the reply then also carries :data:`SCORE_TENSORS`, :func:`score_sums`).
+    burden : scipy.sparse matrix, optional
+        B of the burden features (:func:`~rvfedprs.strategies.burden_delivery.site_burden`:
+        the map the instruction refers to).
 
     influence : bool
         Also return each rare variant's influence at the coefficients sent,
@@ -226,11 +229,6 @@ def glm_reply(
     ConfigError
         When the coefficients sent do not fit the site's design matrix.
     """
-    burden = config.get("burden")
-    if burden is not None:
-        from rvfedprs.burden import BurdenMap
-
-        burden = BurdenMap.matrix_from_config(burden)
     x = glm_design(data, str(config["features"]), burden, config.get("top_k"))
     coef = np.asarray(parameters["glm.coef"], dtype=np.float64)
     if coef.shape != (x.shape[1],):
