@@ -128,6 +128,12 @@ def train_sections(strategy):
     return sections
 
 
+def burden_files(wildcards):
+    """The region and annotation files the strategy's burden map reads (editing one retrains)."""
+    burden = train_sections(wildcards.strategy).get("burden") or {}
+    return [burden[key] for key in ("regions", "annotations") if burden.get(key)]
+
+
 def split_sites(pattern):
     """An input function expanding ``pattern`` over the sites of the one-machine split."""
 

@@ -40,6 +40,7 @@ rule train_strategy:
         samples=per_client("results/clients/{client}/samples.parquet"),
         dosages=per_client("results/clients/{client}/rare_dosages.npz"),
         truth=TRUTH_FILES,
+        burden=burden_files,
     output:
         metrics=f"{TRAIN}/{{strategy}}/metrics.json",
         checkpoint=f"{TRAIN}/{{strategy}}/{FINAL_CHECKPOINT}",

@@ -152,3 +152,29 @@ def test_each_strategy_config_carries_the_sections_it_reads(tmp_path):
     assert "burden" in written["fedglm"]
     assert "fedce" in written["fedce_oracle"] and "fedglm" not in written["fedce_oracle"]
     assert "fedce" not in written["fedavg"] and "burden" not in written["fedavg"]
+
+
+@pytest.mark.slow
+def test_burden_region_and_annotation_files_are_inputs_of_the_train_rule(tmp_path):
+    """Editing burden.regions or burden.annotations retrains the strategies reading them."""
+    regions, annotations = tmp_path / "genes.tsv", tmp_path / "annotations.tsv"
+    (tmp_path / "c.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "fedglm": {"features": "burden"},
+                "burden": {"regions": str(regions), "annotations": str(annotations),
+                           "mask_column": "lof"},
+                "train": {"compare": ["fedglm", "fedavg"]},
+            }
+        )
+    )  # fmt: skip
+    args = ["-n", "--cores", "1", "--directory", str(tmp_path),
+            "--configfile", str(tmp_path / "c.yaml")]  # fmt: skip
+    # neither file exists: the GLM's training job is missing both
+    result = run(["results/train/fedglm/metrics.json", *args], ROOT)
+    text = result.stdout + result.stderr
+    assert result.returncode != 0 and "Missing input files for rule train_strategy" in text
+    assert str(regions) in text and str(annotations) in text
+    # FedAvg reads no burden map: its job does not depend on them
+    result = run(["results/train/fedavg/metrics.json", *args], ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
