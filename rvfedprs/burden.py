@@ -47,7 +47,11 @@ __all__ = [
     "read_annotations",
     "burden_map",
     "burden_from_config",
+    "write_exclusions",
 ]
+
+#: The file, in a run's output folder, listing the variants left out of every burden.
+EXCLUSIONS_FILE = "burden_exclusions.tsv"
 
 log = logging.getLogger(__name__)
 
@@ -455,3 +459,17 @@ def burden_from_config(
         annotations=annotations,
         unannotated=str(section.get("unannotated", "exclude")),
     )
+
+
+def write_exclusions(burden: BurdenMap, folder: str | Path) -> Path:
+    """Write ``folder/burden_exclusions.tsv``: ``variant_key, reason`` of each variant in no burden.
+
+    The project's rule: no silent drops. The reasons are those of :func:`burden_map` (MAF above
+    the ceiling, the mask false, unannotated, outside every region); a map that leaves nothing
+    out writes the header alone.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / EXCLUSIONS_FILE
+    burden.excluded[["variant_key", "reason"]].to_csv(path, sep="\t", index=False)
+    return path

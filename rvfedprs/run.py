@@ -248,6 +248,25 @@ def write_metrics(out: str | Path, metrics: Mapping[str, Any]) -> Path:
     return path
 
 
+def write_burden_exclusions(
+    config: Mapping[str, Any], strategy: Strategy, out: str | Path
+) -> Path | None:
+    """The run's burden exclusions table (:func:`~rvfedprs.burden.write_exclusions`), if any.
+
+    A run reads a burden map when its GLM's features are burdens (the strategy holds the map)
+    or its network's ``model.rare_input`` is; otherwise nothing is written and None returned.
+    """
+    from rvfedprs.burden import write_exclusions
+    from rvfedprs.model import BURDEN_INPUTS
+
+    burden = getattr(strategy, "burden", None)
+    if burden is None and config["model"].get("rare_input", "dosages") in BURDEN_INPUTS:
+        from rvfedprs.strategies import burden_of
+
+        burden = burden_of(config)
+    return None if burden is None else write_exclusions(burden, out)
+
+
 def input_files(federation: Any) -> list[Path]:
     """The per-client input files a run read (their checksums go into provenance)."""
     inputs = [federation.data_dir / "rare_variants.tsv", federation.data_dir / "clients.tsv"]
@@ -384,13 +403,17 @@ def train(
     record.update(dp_epsilon(result.client_state))
     record["warnings"] = metric_warnings(name, record)
     path = write_metrics(out, record)
+    extra = {"metrics": str(path), "checkpoints": [str(p) for p in result.checkpoints]}
+    exclusions = write_burden_exclusions(config, strategy, out)
+    if exclusions is not None:
+        extra["burden_exclusions"] = str(exclusions)
     write_provenance(
         out,
         command="rvfedprs train",
         parameters=config,
         seed=seed,
         inputs=input_files(federation),
-        extra={"metrics": str(path), "checkpoints": [str(p) for p in result.checkpoints]},
+        extra=extra,
     )
     result.metrics = record
     return result

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import beta
 
-from rvfedprs.burden import BurdenMap, burden_map, read_regions, window_regions
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _federation_fixtures import write_federation  # noqa: E402
+
+from rvfedprs.burden import (
+    BurdenMap,
+    burden_from_config,
+    burden_map,
+    read_regions,
+    window_regions,
+    write_exclusions,
+)
+from rvfedprs.config import validate_config
 from rvfedprs.exceptions import InputDataError
 
 
@@ -79,3 +94,42 @@ def test_bad_regions_are_named(tmp_path):
     with pytest.raises(InputDataError, match="no rare variant .* falls in any of the 1 regions"):
         burden_map(_variants(), pd.DataFrame({"chrom": ["9"], "start": [1], "end": [9],
                                               "region": ["X"]}))  # fmt: skip
+
+
+def test_exclusions_table_lists_every_left_out_variant_with_its_reason(tmp_path):
+    (tmp_path / "g.tsv").write_text("chrom\tstart\tend\tgene\n1\t1000\t1010\tG1\n")
+    found = burden_map(_variants(), read_regions(tmp_path / "g.tsv"), max_maf=0.01,
+                       mask_column="lof")  # fmt: skip
+    written = pd.read_csv(write_exclusions(found, tmp_path / "run"), sep="\t", dtype=str)
+    assert written.columns.tolist() == ["variant_key", "reason"]
+    assert dict(zip(written["variant_key"], written["reason"], strict=True)) == {
+        "1:1011:A:G": "outside every region",
+        "1:5000:A:G": "maf above 0.01",
+        "1:7000:A:G": "lof false",
+        "2:1005:C:T": "outside every region",
+    }
+
+
+def test_rvfedprs_train_writes_the_burden_exclusions_next_to_its_metrics(tmp_path):
+    from rvfedprs.run import train
+
+    data = write_federation(tmp_path / "fed", n_clients=3, n_clusters=1)["data"]
+    variants = pd.read_csv(data / "rare_variants.tsv", sep="\t", dtype={"chrom": str})
+    first = variants.iloc[: len(variants) // 2]  # a region over half the variants
+    (tmp_path / "g.tsv").write_text(
+        f"chrom\tstart\tend\tgene\n{first.chrom.iloc[0]}\t{first.pos.min()}\t{first.pos.max()}\tG\n"
+    )
+    section = {"regions": str(tmp_path / "g.tsv"), "max_maf": 0.05}
+    config = validate_config({
+        "train": {"data": str(data), "strategy": "fedglm", "rounds": 2, "seed": 1,
+                  "progress": False},
+        "fedglm": {"features": "burden", "l2": 1.0},
+        "burden": section,
+    })  # fmt: skip
+    train(config, tmp_path / "run")
+    assert (tmp_path / "run" / "metrics.json").is_file()
+    written = pd.read_csv(tmp_path / "run" / "burden_exclusions.tsv", sep="\t", dtype=str)
+    expected = burden_from_config(data, validate_config({"burden": section})["burden"]).excluded
+    assert len(written) >= len(variants) // 2
+    assert set(written["reason"]) == {"outside every region"}
+    assert written.values.tolist() == expected[["variant_key", "reason"]].values.tolist()
