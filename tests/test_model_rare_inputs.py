@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 import torch
@@ -149,6 +150,8 @@ def test_networks_train_on_burdens_end_to_end(federation_dir, tmp_path, strategy
     result = train(config, tmp_path / "run")
     burden = burden_from_config(federation_dir["data"],
                                 validate_config({"burden": BURDEN})["burden"])  # fmt: skip
+    excluded = pd.read_csv(tmp_path / "run" / "burden_exclusions.tsv", sep="\t", dtype=str)
+    assert excluded.values.tolist() == burden.excluded[["variant_key", "reason"]].values.tolist()
     record = load_checkpoint(latest_checkpoint(tmp_path / "run"))
     chosen = record["model_config"]["rare_projection"]
     assert chosen["features"] == burden.regions
