@@ -34,6 +34,7 @@ from rvfedprs.federation.flower.processes import (  # noqa: E402
     flower_env,
     start_supernode,
 )
+from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
 from rvfedprs.genomic.engine import plan as genomic_plan  # noqa: E402
 from rvfedprs.plan import run as run_plan  # noqa: E402
@@ -131,5 +132,7 @@ def test_warm_deployment_equals_inprocess(data, tmp_path):
         assert f"supernode-{client}-clientapp" in pids
         node_log = (flower / "logs" / f"supernode-{client}.log").read_text()
         assert "flwr-clientapp" not in node_log  # a cold node's ClientApps log there
+        # the node ran through the launcher at flower.node_poll_seconds (the default)
+        assert f"SuperNode waits capped at {NODE_POLL_SECONDS:g} s" in node_log
     assert [pid for pid in pids.values() if alive(pid)] == []
     assert processes_using(flower / "home") == []

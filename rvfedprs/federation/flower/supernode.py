@@ -166,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         entry = flower_entry_point()
     except (ValueError, RuntimeError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
+    print(f"rvfedprs: SuperNode waits capped at {args.poll_seconds:g} s ({_flower()})",
+          file=sys.stderr, flush=True)  # fmt: skip
     sys.argv = ["flower-supernode", *rest]
     entry()
     return 0
