@@ -319,6 +319,8 @@ def test_flower_section_defaults_and_checks():
         "clientapp": "warm",
         "ray_address": None,
         "node_keys": None,
+        "node_poll_seconds": 0.25,
+        "reply_poll_seconds": 0.1,
     }
     with pytest.raises(ConfigError, match=r"'flower.superlink': 'localhost' does not match"):
         load_config(None, overrides={"flower": {"superlink": "localhost"}})

@@ -8,10 +8,13 @@ test_flower_engines.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from uuid import uuid4
 
 import numpy as np
 import pytest
@@ -42,11 +45,20 @@ SEED = 5
 class LocalGrid(Grid):
     """Delivers messages to the real ClientApp in this process; ``tamper`` may alter replies.
 
-    ``tamper(client_id, message, reply)`` returns the reply to deliver, or None to drop it
-    (the server then waits out its timeout).
+    Like Flower's grids, ``push_messages`` gives each message an id and ``pull_messages`` hands
+    over (once) the replies that have arrived for the ids asked about. ``tamper(client_id,
+    message, reply)`` returns the reply to deliver, or None to drop it (the server then waits
+    out its timeout); ``delay(client_id, message)`` gives the seconds after the push at which
+    the reply arrives (None: at once). ``asks[group]`` holds the seconds after that group's push
+    at which each ask for its replies came.
     """
 
-    def __init__(self, nodes: dict[int, dict], tamper: Callable | None = None) -> None:
+    def __init__(
+        self,
+        nodes: dict[int, dict],
+        tamper: Callable | None = None,
+        delay: Callable | None = None,
+    ) -> None:
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
         self.contexts = {
             node: Context(
@@ -55,8 +67,12 @@ class LocalGrid(Grid):
             for node, cfg in nodes.items()
         }
         self.tamper = tamper
+        self.delay = delay
         self.sent: list[Message] = []
         self.replies: dict[tuple[str, str], Message] = {}
+        self.outbox: dict[str, tuple[float, Message]] = {}  # message id → (arrival, reply)
+        self.asks: dict[str, list[float]] = {}
+        self._pushes: dict[str, tuple[str, float]] = {}  # message id → (group, push end)
 
     def set_run(self, run_id):  # noqa: D102
         pass
@@ -72,14 +88,10 @@ class LocalGrid(Grid):
         return list(self.contexts)
 
     def push_messages(self, messages):  # noqa: D102
-        raise NotImplementedError
-
-    def pull_messages(self, message_ids):  # noqa: D102
-        raise NotImplementedError
-
-    def send_and_receive(self, messages, *, timeout=None):  # noqa: D102
-        replies = []
+        ids = []
         for msg in messages:
+            msg.metadata.__dict__["_message_id"] = str(uuid4())  # as Flower's grids do
+            ids.append(msg.metadata.message_id)
             self.sent.append(msg)
             context = self.contexts[msg.metadata.dst_node_id]
             client = str(context.node_config["client-id"])
@@ -91,8 +103,27 @@ class LocalGrid(Grid):
                 reply = self.tamper(client, msg, reply)
             if reply is not None:
                 self.replies[(client, msg.metadata.group_id)] = reply
-                replies.append(reply)
-        return replies
+                late = 0.0 if self.delay is None else self.delay(client, msg) or 0.0
+                self.outbox[msg.metadata.message_id] = (late, reply)
+        pushed = time.monotonic()
+        for msg in messages:
+            self._pushes[msg.metadata.message_id] = (msg.metadata.group_id, pushed)
+            if msg.metadata.message_id in self.outbox:
+                late, reply = self.outbox[msg.metadata.message_id]
+                self.outbox[msg.metadata.message_id] = (pushed + late, reply)
+        return ids
+
+    def pull_messages(self, message_ids):  # noqa: D102
+        now = time.monotonic()
+        message_ids = list(message_ids)
+        if message_ids:
+            group, pushed = self._pushes[message_ids[0]]
+            self.asks.setdefault(group, []).append(now - pushed)
+        arrived = [i for i in message_ids if i in self.outbox and self.outbox[i][0] <= now]
+        return [self.outbox.pop(i)[1] for i in arrived]
+
+    def send_and_receive(self, messages, *, timeout=None):  # noqa: D102
+        raise NotImplementedError("the transport pushes and pulls itself")
 
 
 @pytest.fixture(scope="module")
@@ -271,6 +302,47 @@ def test_faulty_client_is_named_and_the_rest_aggregated(fed, tmp_path, how, stra
                 record_to_parameters(r.content.array_records["parameters"])[key] for r in replies
             ]
             np.testing.assert_allclose(value, np.average(stack, axis=0, weights=n), rtol=1e-6)
+
+
+@pytest.mark.parametrize(("late", "kept"), [(0.3, True), (2.0, False)])
+def test_replies_are_pulled_every_reply_poll_until_the_timeout(fed, tmp_path, late, kept):
+    """A reply arriving within the timeout is taken at the next ask; a later one is named lost."""
+    victim = fed.client_ids[1]
+
+    def delay(client, msg):
+        return late if client == victim and msg.metadata.message_type == "train" else None
+
+    grid = LocalGrid(_nodes(fed), delay=delay)
+    job = {**_job(fed, tmp_path, rounds=1, min_replies=2), "reply_poll_seconds": 0.05}
+    summary = server_app.run_server(grid, job)
+    failed, asks = summary["failures"].get(1, {}), grid.asks["1"]
+    if kept:  # asked again every 0.05 s until it came
+        assert failed == {} and len(asks) >= 3 and late <= asks[-1] < 0.5
+    else:  # waited out the 0.5 s timeout (the last ask at it), not the reply's 2 s
+        assert list(failed) == [victim] and "no reply within 0.5 s" in failed[victim]
+        assert 0.5 <= asks[-1] < 1.0 and len(asks) >= 3
+    assert all(b - a < 0.5 for a, b in itertools.pairwise(asks))  # no 3 s waits
+
+
+def test_reply_poll_setting_is_checked():
+    from rvfedprs.exceptions import ConfigError
+    from rvfedprs.federation.flower.transport import REPLY_POLL_SECONDS
+
+    assert load_config(None)["flower"]["reply_poll_seconds"] == REPLY_POLL_SECONDS
+    for bad in (0, -1, 5, "fast"):
+        with pytest.raises(ConfigError, match="reply_poll_seconds"):
+            load_config(None, overrides={"flower": {"reply_poll_seconds": bad}})
+    with pytest.raises(ConfigError, match="reply_poll_seconds must be > 0 seconds, got 0"):
+        write_job(
+            "unused.json",
+            config={},
+            strategy="fedavg",
+            rounds=1,
+            seed=1,
+            out=".",
+            expected_clients=1,
+            reply_poll_seconds=0,
+        )
 
 
 def test_too_few_replies_fails_and_status_says_why(fed, tmp_path):

@@ -261,6 +261,7 @@ def submit_job(
         resume=resume,
         min_replies=min_replies,
         round_timeout=round_timeout,
+        reply_poll_seconds=settings.get("reply_poll_seconds"),
         node_wait=float(settings.get("node_wait") or 60.0),
         task_settings=task_settings,
         extra=extra,

@@ -60,6 +60,7 @@ def write_job(
     resume: bool = False,
     min_replies: int | None = None,
     round_timeout: float | None = None,
+    reply_poll_seconds: float | None = None,
     node_wait: float = 60.0,
     task_settings: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
@@ -89,6 +90,9 @@ def write_job(
         Fewest clients a round may aggregate (default: all expected clients).
     round_timeout : float, optional
         Seconds to wait for replies each round (None: until every reply arrives).
+    reply_poll_seconds : float, optional
+        Seconds between the server's asks for an exchange's replies (None: the transport's
+        default, :data:`~rvfedprs.federation.flower.transport.REPLY_POLL_SECONDS`).
     task_settings : mapping, optional
         JSON-serialisable job-level settings of the task, sent with the setup request (the
         imaging task's partition: ``data``, ``client_ids``, ``fold``, ``class_counts``, ...).
@@ -98,7 +102,8 @@ def write_job(
     Raises
     ------
     ConfigError
-        For an unknown task, no runs, or ``min_replies`` outside [1, expected_clients].
+        For an unknown task, no runs, ``min_replies`` outside [1, expected_clients], or
+        ``reply_poll_seconds`` not > 0.
     """
     from rvfedprs.tasks import TASK_NAMES
 
@@ -121,6 +126,7 @@ def write_job(
         "resume": bool(resume),
         "min_replies": int(expected_clients if min_replies is None else min_replies),
         "round_timeout": None if round_timeout is None else float(round_timeout),
+        "reply_poll_seconds": None if reply_poll_seconds is None else float(reply_poll_seconds),
         "node_wait": float(node_wait),
         "task_settings": json.loads(json.dumps(dict(task_settings or {}))),
         **json.loads(json.dumps(dict(extra or {}))),
@@ -130,6 +136,8 @@ def write_job(
             f"min_replies must be in [1, {expected_clients}] (the number of clients), "
             f"got {min_replies}"
         )
+    if reply_poll_seconds is not None and not job["reply_poll_seconds"] > 0:
+        raise ConfigError(f"reply_poll_seconds must be > 0 seconds, got {reply_poll_seconds!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(job, indent=2))

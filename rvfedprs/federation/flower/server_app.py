@@ -33,7 +33,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.flower.job import read_job, write_status
-from rvfedprs.federation.flower.transport import FlowerTransport
+from rvfedprs.federation.flower.transport import REPLY_POLL_SECONDS, FlowerTransport
 from rvfedprs.federation.rounds import run_job
 from rvfedprs.tasks import get_task
 
@@ -84,6 +84,7 @@ def run_server(grid: Grid, job: Mapping[str, Any], *, run_id: str | None = None)
         grid,
         task,
         timeout=job.get("round_timeout"),
+        reply_poll=job.get("reply_poll_seconds") or REPLY_POLL_SECONDS,
         expected=int(job["expected_clients"]),
         node_wait=float(job["node_wait"]),
         site_nodes=job.get("site_nodes"),  # the registered keys' nodes: who may be which site

@@ -10,12 +10,19 @@ state (a fresh node on a resumed run). Replies are checked before anything is ag
 missing, an error, or malformed is recorded as a failure with its reason
 (:func:`~rvfedprs.federation.replies.collect`). A securely aggregated round's replies must carry
 no parameters at all.
+
+An exchange pushes its messages with the grid's ``push_messages`` and asks for the replies with
+``pull_messages`` every ``reply_poll`` seconds (:meth:`FlowerTransport._send_and_receive`), as
+Flower's ``Grid.send_and_receive`` does but without its fixed wait: Flower 1.41's SuperLink grid
+sleeps a hard-coded 3 s between its asks, so each exchange ended up to 3 s after its last reply.
+On a SuperLink one ask is one small request to it (no reply waiting: nothing else moves).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,9 +43,13 @@ from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY
 from rvfedprs.federation.task import Replies, Request, Task, Transport
 from rvfedprs.strategies.base import FitInstruction, FitResult
 
-__all__ = ["FlowerTransport"]
+__all__ = ["FlowerTransport", "REPLY_POLL_SECONDS"]
 
 log = logging.getLogger(__name__)
+
+#: Default seconds between the server's asks for an exchange's replies (``flower.
+#: reply_poll_seconds``); Flower's SuperLink grid waits 3.
+REPLY_POLL_SECONDS = 0.1
 
 
 #: What makes a node's reply a failure: none or an error (:class:`NoReply`), or a malformed one.
@@ -66,6 +77,8 @@ class FlowerTransport(Transport):
         :meth:`Task.restore_state`).
     timeout : float, optional
         Seconds to wait for an exchange's replies (None: until every reply arrives).
+    reply_poll : float
+        Seconds between asks for an exchange's replies while some are missing.
     expected : int
         Nodes to wait for (up to ``node_wait`` seconds) before the setup exchange.
     node_wait : float
@@ -82,6 +95,7 @@ class FlowerTransport(Transport):
         task: Task,
         *,
         timeout: float | None = None,
+        reply_poll: float = REPLY_POLL_SECONDS,
         expected: int = 0,
         node_wait: float = 60.0,
         client_node: Mapping[str, int] | None = None,
@@ -89,7 +103,10 @@ class FlowerTransport(Transport):
     ) -> None:
         self.grid = grid
         self.task = task
+        if not reply_poll > 0:
+            raise ValueError(f"reply_poll must be > 0 seconds, got {reply_poll!r}")
         self.timeout = timeout
+        self.reply_poll = float(reply_poll)
         self.expected = int(expected)
         self.node_wait = float(node_wait)
         self.client_node = dict(client_node or {})
@@ -107,6 +124,7 @@ class FlowerTransport(Transport):
             self.grid,
             self.task,
             timeout=self.timeout,
+            reply_poll=self.reply_poll,
             expected=self.expected,
             node_wait=self.node_wait,
             client_node={c: self.client_node[c] for c in client_ids},
@@ -120,7 +138,7 @@ class FlowerTransport(Transport):
             Message(content, dst_node_id=node, message_type=message_type, group_id=group)
             for node, content in contents.items()
         ]
-        replies = self.grid.send_and_receive(messages, timeout=self.timeout)
+        replies = self._send_and_receive(messages)
         # a SuperLink's grid gives each message its id when it pushes it
         addressed = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}
         addressed.pop("", None)
@@ -133,6 +151,27 @@ class FlowerTransport(Transport):
                 node = reply.metadata.src_node_id
             by_node[node] = reply
         return by_node
+
+    def _send_and_receive(self, messages: Sequence[Message]) -> list[Message]:
+        """Push ``messages``; pull their replies every ``reply_poll`` s until all or the timeout.
+
+        Flower's ``Grid.send_and_receive`` with a shorter wait: it waits for the ids the push
+        returned, counts the timeout from the end of the push, and returns the replies that
+        arrived by then (the rest are missing). A message the SuperLink refused (no id) gets no
+        reply and is not waited for; one last ask is made at the deadline.
+        """
+        pending = {message_id for message_id in self.grid.push_messages(messages) if message_id}
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        replies: list[Message] = []
+        while pending:
+            pulled = list(self.grid.pull_messages(sorted(pending)))
+            replies.extend(pulled)
+            pending.difference_update(reply.metadata.reply_to_message_id for reply in pulled)
+            left = math.inf if deadline is None else deadline - time.monotonic()
+            if not pending or left <= 0:
+                break
+            time.sleep(min(self.reply_poll, left))
+        return replies
 
     def _wait_for_nodes(self) -> list[int]:
         deadline = time.monotonic() + self.node_wait
