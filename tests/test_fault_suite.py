@@ -28,6 +28,17 @@ A site answers a ``secagg.*`` step in milliseconds, too fast to kill it reliably
 the test freezes it there with the test hook of :mod:`rvfedprs.federation.secagg.site`
 (:data:`~rvfedprs.federation.secagg.site.FREEZE_DIR_ENV`) and kills its SuperNode once it says
 it has reached the step. Training takes long enough to kill a node from its log.
+
+A study on a second loopback deployment — four SuperNodes, each given only its own site's
+configuration, counts summed securely (t = 3), one round, ``min_replies: 2`` — loses a node in
+preparation and another in federated evaluation. The first is frozen and killed in the share
+step of the secure sum of the counts: it is left out of the study (``study.json``'s
+``left_out``: "secure sum of counts: secagg.share: …"), asked for no features, no moments, no
+training, no evaluation. The second is killed once round 1 is checkpointed (the checkpoint is
+written before the round's evaluation): named in round 1's ``evaluation_failed`` and in the
+run's ``evaluation_failures`` (round 1 and the final evaluation), the pooled metrics over the
+two sites left. (The training deployment above is a ``train`` run over prepared folders, not a
+study: its nodes hold no site inputs, so the study needs its own.)
 """
 
 from __future__ import annotations
@@ -43,12 +54,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
 from _flower_processes import alive, processes_using, wait_for_line  # noqa: E402
+from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # noqa: E402
@@ -77,6 +90,8 @@ from rvfedprs.genomic.task import (  # noqa: E402
 from rvfedprs.plan import run as run_plan  # noqa: E402
 from rvfedprs.run import train  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
+from rvfedprs.study.run import run_study_config, write_site_config  # noqa: E402
+from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -386,3 +401,129 @@ def test_no_process_of_the_deployment_is_left(deployment):
     assert len(deployment["pids"]) >= 1 + SITES  # the SuperLink and the SuperNodes
     assert [pid for pid in deployment["pids"] if alive(pid)] == []
     assert processes_using(deployment["home"]) == []
+
+
+# --- a study: a node killed in the secure sum of the counts, another in an evaluation ----------
+#: The study's run and its one round: round 1's evaluation, then the final one.
+STUDY_RUN = "fedavg"
+STUDY_MIN_REPLIES = 2
+
+
+def _study_config(out: Path) -> dict:
+    """Four sites, counts summed securely (t = 3), one round, ``min_replies: 2``."""
+    return load_config(
+        None,
+        overrides={
+            **{k: v for k, v in SMALL_COHORT.items() if k != "simulate"},
+            "model": {"start_from_floor": False},
+            "train": {"rounds": 1, "seed": 3, "compare": [STUDY_RUN], "progress": False,
+                      "validation_fraction": 0},
+            "evaluate": {"truth": None, "samples": None},
+            "flower": {"round_timeout": ROUND_TIMEOUT, "timeout": 1500},
+            "study": {"enabled": True, "engine": "flower-deploy", "out": str(out),
+                      "sites_dir": str(out / "sites"), "count_aggregation": "secure",
+                      "min_replies": STUDY_MIN_REPLIES},
+        },
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def study_deployment(study_inputs, tmp_path_factory):
+    """A study on four SuperNodes: one killed frozen in the counts' ``secagg.share``, another
+    once round 1 is checkpointed (before its evaluation: the checkpoint is written first)."""
+    root = tmp_path_factory.mktemp("fault-study")
+    sheet = study_inputs / "sites" / "samplesheet.tsv"
+    inputs = read_samplesheet(sheet)
+    sites = sorted(inputs)
+    prep, evaluation = sites[1], sites[2]
+    out = root / "study"
+    nodes = {
+        f"supernode-{s}": {
+            "site-config": str(write_site_config(inputs[s], out / "sites" / s,
+                                                 root / "node" / s / "site.yaml"))
+        }
+        for s in sites
+    }  # fmt: skip
+    freeze = root / "freeze"
+    freeze.mkdir()
+    (freeze / f"{prep}@{STEP_SHARE}").touch()
+    got: dict = {"sites": sites, "prep": prep, "evaluation": evaluation, "out": out}
+    kills: dict = {}
+    done: dict = {}
+    scores = study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(FREEZE_DIR_ENV, str(freeze))
+        with start_local(root / "deploy", simulation=False, nodes=nodes) as link:
+            pids = link.processes.pids()
+            got["pids"] = list(pids.values())
+            started = time.monotonic()
+            runner = _in_thread(
+                run_study_config, done, _study_config(out), scoring_file=scores,
+                samplesheet=sheet, superlink=link,
+            )  # fmt: skip
+            _kill_frozen(freeze, prep, STEP_SHARE, pids, runner, kills)
+            round_one = checkpoint_path(out / "train" / STUDY_RUN, 1)
+            kills[evaluation] = _wait_for_file(round_one, timeout=1500, while_alive=runner)
+            if kills[evaluation]:
+                os.kill(pids[f"supernode-{evaluation}"], signal.SIGKILL)
+            runner.join(timeout=1500)
+            got["seconds"] = time.monotonic() - started
+            got["alive"] = {s: alive(pids[f"supernode-{s}"]) for s in sites}
+    if "error" in done:
+        raise done["error"]
+    assert all(kills.values()), f"not every node reached the point it was to be killed at: {kills}"
+    assert "result" in done, "the study had not finished 1500 s after it started"
+    got["summary"] = done["result"]
+    got["home"] = (root / "deploy" / "home").resolve()
+    print(f"fault suite: the study {got['seconds']:.0f} s")
+    return got
+
+
+def test_a_site_killed_in_the_secure_sum_of_the_counts_is_left_out_of_the_study(
+    study_deployment,
+):
+    got = study_deployment
+    prep, out = got["prep"], got["out"]
+    kept = [s for s in got["sites"] if s != prep]
+    written = json.loads((out / "study.json").read_text())
+    for summary in (got["summary"], written):
+        assert summary["sites"] == kept
+        assert list(summary["left_out"]) == [prep], summary["left_out"]
+        assert re.fullmatch(
+            rf"secure sum of counts: {re.escape(STEP_SHARE)}: {LOST}", summary["left_out"][prep]
+        ), summary["left_out"]
+    # it never comes back: no features built there, not trained, not evaluated
+    assert not (out / "sites" / prep / "prepared" / "features.request").exists()
+    for site in kept:
+        assert (out / "sites" / site / "prepared" / "features.request").is_file()
+    assert sorted(pd.read_csv(out / "clients.tsv", sep="\t")["client"]) == kept
+    metrics = json.loads((out / "train" / STUDY_RUN / "metrics.json").read_text())
+    assert metrics["traffic"]["fit"]["messages"] == len(kept)  # round 1 asked the three left
+    assert prep not in json.dumps(metrics["history"])
+
+
+def test_a_site_killed_before_an_evaluation_is_named_and_the_rest_are_pooled(study_deployment):
+    got = study_deployment
+    lost, out = got["evaluation"], got["out"]
+    evaluated = [s for s in got["sites"] if s not in (got["prep"], lost)]
+    run = json.loads((out / "study.json").read_text())["runs"][STUDY_RUN]
+    assert run["failures"] == {}  # it trained round 1 before it was killed
+    assert sorted(run["evaluation_failures"]) == ["1", "final"], run["evaluation_failures"]
+    for failed in run["evaluation_failures"].values():
+        assert list(failed) == [lost] and re.fullmatch(LOST, failed[lost]), failed
+    assert run["evaluated_sites"] == evaluated
+    metrics = json.loads((out / "train" / STUDY_RUN / "metrics.json").read_text())
+    assert metrics["evaluated_sites"] == evaluated and sorted(metrics["client_auc"]) == evaluated
+    (record,) = metrics["history"]
+    assert list(record["evaluation_failed"]) == [lost], record
+    assert load_checkpoint(checkpoint_path(out / "train" / STUDY_RUN, 1))["round"] == 1
+
+
+def test_no_process_of_the_study_deployment_is_left_and_only_the_killed_nodes_died(
+    study_deployment,
+):
+    got = study_deployment
+    # every node was up until the deployment closed, but the two killed
+    assert {s for s, up in got["alive"].items() if not up} == {got["prep"], got["evaluation"]}
+    assert [pid for pid in got["pids"] if alive(pid)] == []
+    assert processes_using(got["home"]) == []
