@@ -37,6 +37,7 @@ from rvfedprs.federation.rounds import (  # noqa: E402
     begin_run,
     serve,
 )
+from rvfedprs.federation.secagg.protocol import STEP_UNMASK  # noqa: E402
 from rvfedprs.federation.task import Transport  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
 from rvfedprs.genomic.engine import genomic_settings  # noqa: E402
@@ -183,15 +184,16 @@ def test_a_study_honours_either_min_replies_and_refuses_two_that_disagree(tmp_pa
         study_min_replies(_config(study={"min_replies": 6}), 5)
 
 
-class LosingEvaluations(Transport):
-    """An engine's transport whose ``evaluate`` requests to ``lost`` go unanswered (a dead node).
+class LosingReplies(Transport):
+    """An engine's transport whose ``step`` requests to ``lost`` go unanswered (a dead node).
 
     Every other message is delivered by ``inner``, as it would be before the node died.
     """
 
-    def __init__(self, inner: Transport, lost: str) -> None:
+    def __init__(self, inner: Transport, lost: str, step: str = "evaluate") -> None:
         self.inner = inner
         self.lost = lost
+        self.step = step
 
     @property
     def client_ids(self) -> list[str]:
@@ -201,10 +203,10 @@ class LosingEvaluations(Transport):
         return self.inner.open(payload)
 
     def subset(self, client_ids):
-        return LosingEvaluations(self.inner.subset(client_ids), self.lost)
+        return LosingReplies(self.inner.subset(client_ids), self.lost, self.step)
 
     def query(self, requests, settings):
-        dropped = {c for c, r in requests.items() if c == self.lost and r.step == "evaluate"}
+        dropped = {c for c, r in requests.items() if c == self.lost and r.step == self.step}
         replies, failures = self.inner.query(
             {c: r for c, r in requests.items() if c not in dropped}, settings
         )
@@ -238,7 +240,7 @@ def test_a_study_survives_a_site_lost_in_evaluation_and_names_it(study_inputs, t
         config,
         scoring_file=scores,
         samplesheet=sheet,
-        wrap=lambda t: LosingEvaluations(t, lost),
+        wrap=lambda t: LosingReplies(t, lost),
     )
     kept = [s for s in sites if s != lost]
     run = summary["runs"]["fedavg"]
@@ -256,9 +258,38 @@ def test_a_study_survives_a_site_lost_in_evaluation_and_names_it(study_inputs, t
     with pytest.raises(FederationError, match=rf"round 1 evaluation: only 3 of 4 .*{lost}"):
         run_study_config(
             config, scoring_file=scores, samplesheet=sheet,
-            wrap=lambda t: LosingEvaluations(t, lost),
+            wrap=lambda t: LosingReplies(t, lost),
         )  # fmt: skip
     assert load_checkpoint(checkpoint_path(tmp_path / "stops" / "train" / "fedavg", 1))
+
+
+@pytest.mark.slow
+def test_a_site_silent_in_the_unmask_step_of_the_secure_counts_is_out_of_the_study(
+    study_inputs, tmp_path
+):
+    """Its masked counts arrived, so they are in the sum (SecAgg's rule), but it did not answer
+    a step: it is left out of the rest of the study, named with the step and that its counts
+    are in the sum — not kept in to be lost at the next step under another name."""
+    sheet = study_inputs / "sites" / "samplesheet.tsv"
+    sites = sorted(read_samplesheet(sheet))
+    lost = sites[1]
+    out = tmp_path / "study"
+    config, scores = _study(study_inputs, out, min_replies=3, count_aggregation="secure")
+    config["train"] = {**config["train"], "rounds": 1}
+    summary = run_study_config(
+        config, scoring_file=scores, samplesheet=sheet,
+        wrap=lambda t: LosingReplies(t, lost, STEP_UNMASK),
+    )  # fmt: skip
+    kept = [s for s in sites if s != lost]
+    why = f"secure sum of counts: {STEP_UNMASK}: no reply within 180.0 s"
+    why += " (its counts are in the sum)"
+    written = json.loads((out / "study.json").read_text())
+    for got in (summary, written):
+        assert got["sites"] == kept and got["left_out"] == {lost: why}
+    assert sorted(pd.read_csv(out / "clients.tsv", sep="\t")["client"]) == kept
+    assert not (out / "sites" / lost / "prepared" / "features.request").exists()
+    metrics = json.loads((out / "train" / "fedavg" / "metrics.json").read_text())
+    assert metrics["evaluated_sites"] == kept and not metrics["history"][0].get("evaluation_failed")
 
 
 @pytest.mark.slow

@@ -113,7 +113,9 @@ def _secure_counts(
     *,
     params: SecAggParams,
     seed: int,
-) -> tuple[list[str], dict[str, str], tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+) -> tuple[
+    list[str], dict[str, str], dict[str, str], tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+]:
     """The global tables from a secure sum of the sites' held counts.
 
     Returns
@@ -122,6 +124,9 @@ def _secure_counts(
         The sites whose counts are in the sum.
     dropped : dict of str to str
         Site → why its counts are in no sum (it is left out of the study).
+    faults : dict of str to str
+        Site → a fault after its vector arrived (e.g. no reply in the unmask step): its counts
+        are in the sum.
     tables : (variants, rare, excluded)
         :func:`~rvfedprs.prepare.coordinator.combine_secure_counts`.
     """
@@ -150,7 +155,7 @@ def _secure_counts(
         # a site dropped from the sum is out of the study: the variants it skipped are not named
         skipped=[pd.DataFrame(counted[c]["skipped"]) for c in included],
     )
-    return included, dict(outcome.dropped), tables
+    return included, dict(outcome.dropped), dict(outcome.faults), tables
 
 
 def federated_evaluation(
@@ -373,7 +378,7 @@ def _count(
     first = next(iter(counted.values()))
     keys = pd.Series(first["variants"]["variant_key"], dtype=object)
     if secure:
-        included, dropped, (variants, rare, excluded) = _secure_counts(
+        included, dropped, faults, (variants, rare, excluded) = _secure_counts(
             sites.transport,
             sites.base,
             counted,
@@ -381,10 +386,14 @@ def _count(
             params=params,
             seed=int(job["seed"]),
         )
-        sites.keep(included, dropped, "secure sum of counts")
-        _checked("secure sum of counts", dict.fromkeys(included), dropped, sites.total,
+        # a site at fault after its vector arrived (silent or malformed in the unmask step): its
+        # counts are in the sum, but it did not answer a step, so it is out of the study
+        lost = {**dropped, **{c: f"{why} (its counts are in the sum)" for c, why in faults.items()}}
+        kept = [c for c in included if c not in faults]
+        sites.keep(kept, lost, "secure sum of counts")
+        _checked("secure sum of counts", dict.fromkeys(kept), lost, sites.total,
                  sites.min_replies)  # fmt: skip
-        counted = {c: counted[c] for c in included}
+        counted = {c: counted[c] for c in included}  # whose counts the tables hold
     else:
         tables = {site: counts_table(reply) for site, reply in counted.items()}
         skipped = [pd.DataFrame(r["skipped"]) for r in counted.values()]
