@@ -249,12 +249,14 @@ def write_metrics(out: str | Path, metrics: Mapping[str, Any]) -> Path:
 
 
 def write_burden_exclusions(
-    config: Mapping[str, Any], strategy: Strategy, out: str | Path
+    config: Mapping[str, Any], strategy: Strategy, out: str | Path, variants: Any = None
 ) -> Path | None:
     """The run's burden exclusions table (:func:`~rvfedprs.burden.write_exclusions`), if any.
 
     A run reads a burden map when its GLM's features are burdens (the strategy holds the map)
     or its network's ``model.rare_input`` is; otherwise nothing is written and None returned.
+    ``variants``: the rare-variant table the map is of (a study's federated one; default
+    ``train.data``'s).
     """
     from rvfedprs.burden import write_exclusions
     from rvfedprs.model import BURDEN_INPUTS
@@ -263,7 +265,7 @@ def write_burden_exclusions(
     if burden is None and config["model"].get("rare_input", "dosages") in BURDEN_INPUTS:
         from rvfedprs.strategies import burden_of
 
-        burden = burden_of(config)
+        burden = burden_of(config, variants)
     return None if burden is None else write_exclusions(burden, out)
 
 

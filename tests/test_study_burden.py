@@ -181,6 +181,14 @@ def test_a_study_masks_its_burdens_with_the_shared_annotation_file(study_inputs,
     assert 0 < np.count_nonzero(expected) < np.count_nonzero(unmasked)
     got = BurdenMap.matrix_from_config(projection["burden"]).toarray()
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
+    # nothing dropped silently: the run's exclusions table names each rare variant in no burden
+    rare = pd.read_csv(out / "rare_variants.tsv", sep="\t")
+    excluded = pd.read_csv(out / "train" / "fedavg" / "burden_exclusions.tsv", sep="\t")
+    in_no_burden = set(rare["variant_key"][~got.any(axis=1)])
+    assert set(excluded["variant_key"]) == in_no_burden and in_no_burden
+    absent = {k.removeprefix("chr") for k, kept in zip(keys, listed, strict=True) if not kept}
+    unannotated = set(excluded.loc[excluded["reason"] == "unannotated", "variant_key"])
+    assert unannotated and unannotated <= absent
 
 
 @pytest.mark.slow  # the cohort's per-site folders come from the Snakemake workflow

@@ -67,6 +67,7 @@ from rvfedprs.prepare.coordinator import (
     write_weights,
 )
 from rvfedprs.provenance import jsonable, write_provenance
+from rvfedprs.run import write_burden_exclusions
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.study.counts import check_secure_counts, sum_counts
 from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
@@ -639,6 +640,7 @@ def _train(
     folder = Path(spec["out"])
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "metrics.json").write_text(json.dumps(jsonable(record), indent=2) + "\n")
+    write_burden_exclusions(config, strategy, folder, job.get("rare_variants"))
     write_provenance(
         folder,
         command="rvfedprs study",
