@@ -44,6 +44,7 @@ __all__ = [
     "RARE_INPUTS",
     "BURDEN_INPUTS",
     "TOP_K_INPUTS",
+    "top_k_pending",
     "rare_projection",
     "projection_from_config",
     "rare_feature_names",
@@ -61,6 +62,13 @@ RARE_INPUTS: tuple[str, ...] = ("dosages", "burden", "top_k", "burden+top_k")
 #: The inputs with region burdens, and those with chosen variants' dosages.
 BURDEN_INPUTS: tuple[str, ...] = ("burden", "burden+top_k")
 TOP_K_INPUTS: tuple[str, ...] = ("top_k", "burden+top_k")
+
+
+def top_k_pending(model_config: Mapping[str, Any]) -> bool:
+    """True for a top-k input whose variants the run's warm start has not chosen yet."""
+    if str(model_config.get("rare_input", "dosages")) not in TOP_K_INPUTS:
+        return False
+    return (model_config.get("rare_projection") or {}).get("top_k") is None
 
 
 def rare_projection(

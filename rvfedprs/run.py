@@ -138,7 +138,7 @@ class _RunModel:
     """
 
     def __init__(self, planned: Mapping[str, Any], out: Path) -> None:
-        from rvfedprs.genomic.task import top_k_pending
+        from rvfedprs.model import top_k_pending
 
         self.pending = top_k_pending(planned)
         self.out = out

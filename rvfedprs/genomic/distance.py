@@ -26,10 +26,9 @@ from rvfedprs.genomic.task import (
     GenomicTask,
     initial_parameters,
     network_model_config,
-    top_k_pending,
     training_config,
 )
-from rvfedprs.model import set_parameters
+from rvfedprs.model import set_parameters, top_k_pending
 from rvfedprs.plan import RunPlan, run
 from rvfedprs.similarity.ot import section_options
 from rvfedprs.strategies import DISTANCE_METHODS, DISTANCE_STRATEGIES

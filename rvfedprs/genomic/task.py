@@ -64,7 +64,6 @@ __all__ = [
     "genomic_settings",
     "network_model_config",
     "check_top_k_input",
-    "top_k_pending",
 ]
 
 
@@ -147,15 +146,6 @@ def check_top_k_input(model_config: Mapping[str, Any]) -> None:
             "its top-k variants are chosen by score test during the floor's federated fit, "
             "which model.start_from_floor: false turns off"
         )
-
-
-def top_k_pending(model_config: Mapping[str, Any]) -> bool:
-    """True for a top-k input whose variants the run's warm start has not chosen yet."""
-    from rvfedprs.model import TOP_K_INPUTS
-
-    if str(model_config.get("rare_input", "dosages")) not in TOP_K_INPUTS:
-        return False
-    return (model_config.get("rare_projection") or {}).get("top_k") is None
 
 
 def local_training_config(
@@ -589,7 +579,12 @@ class GenomicTask(Task):
         input's variants are chosen (the warm start that chooses them starts from this), the
         network reads the dosages: the floor's fit needs the width P of the dosages it screens.
         """
-        from rvfedprs.model import get_parameters, linear_parameters, model_from_config
+        from rvfedprs.model import (
+            get_parameters,
+            linear_parameters,
+            model_from_config,
+            top_k_pending,
+        )
 
         model_config = settings["model"]
         if top_k_pending(model_config):
@@ -625,6 +620,7 @@ class GenomicTask(Task):
         model = dict(settings["model"])
         if not model.get("start_from_floor", True):
             return None
+        from rvfedprs.model import top_k_pending
         from rvfedprs.strategies.fedglm import FedGLM
 
         top_k = int(model.get("top_k", 0)) if top_k_pending(model) else 0
