@@ -17,8 +17,9 @@ that imported Flower, the app and the tasks once
 3. **A plain round end to end** — FedAvg on ``--clients`` sites, in-process and on a loopback
    ``flower-deploy`` with warm and with cold ClientApps (and ``flower-sim`` with ``--sim``),
    ``--repeat`` times, the engines alternating; the seconds of every exchange read from the
-   run's traffic table (``metrics["traffic"]``, the history's per-round ``traffic``), and the
-   medians per engine.
+   run's traffic table (``metrics["traffic"]``, the history's per-round ``traffic``), the CPU
+   seconds of the deployment's ServerApp and SuperLink processes (sampled every 0.2 s: what the
+   server's asks for replies cost), and the medians per engine.
 
 Usage: python benchmarks/bench_exchange.py [--clients 5] [--samples 250] [--rounds 2]
        [--repeat 3] [--data DIR] [--stages-only] [--sim] [--json FILE]
@@ -181,11 +182,57 @@ def compare(data: Path, clients: list[str], settings: dict, repeats: int) -> dic
     }
 
 
+class DeploymentCPU:
+    """CPU seconds (user + system) of this process's ServerApp and SuperLink descendants, sampled.
+
+    ``seconds[name]`` sums the last sample of every process whose command line holds
+    ``flwr-serverapp`` (``serverapp``) or ``flower-superlink`` (``superlink``).
+    """
+
+    NAMES = {"serverapp": "flwr-serverapp", "superlink": "flower-superlink"}
+
+    def __init__(self, every: float = 0.2) -> None:
+        import threading
+
+        self.every = every
+        self.seen: dict[tuple[str, int], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self._stop.wait(self.every):
+            for child in me.children(recursive=True):
+                try:
+                    line = " ".join(child.cmdline())
+                    for name, marker in self.NAMES.items():
+                        if marker in line:
+                            times = child.cpu_times()
+                            self.seen[name, child.pid] = times.user + times.system
+                except psutil.Error:
+                    continue
+
+    def __enter__(self) -> DeploymentCPU:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def seconds(self, name: str) -> float | None:
+        found = [cpu for (who, _), cpu in self.seen.items() if who == name]
+        return round(sum(found), 2) if found else None
+
+
 def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
     """One FedAvg run (the configuration's run plan); its exchanges' seconds from its traffic.
 
     ``engine`` ``flower-deploy:warm`` / ``flower-deploy:cold`` sets ``flower.clientapp``; a
-    suffix ``@S`` sets ``flower.node_poll_seconds`` to S (``@flower``: null, Flower's own 3 s).
+    suffix ``@S`` sets ``flower.node_poll_seconds`` to S (``@flower``: null, Flower's own 3 s),
+    then ``~R`` ``flower.reply_poll_seconds`` to R (3: Flower's own wait between asks).
     """
     from dataclasses import replace
 
@@ -194,6 +241,9 @@ def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
     from rvfedprs.plan import run
 
     label = engine
+    engine, _, reply_poll = engine.partition("~")
+    if reply_poll:
+        config = {**config, "flower": {**config["flower"], "reply_poll_seconds": float(reply_poll)}}
     engine, _, poll = engine.partition("@")
     if poll:
         seconds = None if poll == "flower" else float(poll)
@@ -215,12 +265,15 @@ def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
     else:
         plan = replace(plan, timeout=3600)
     start = time.time()
-    result = run(plan)
+    with DeploymentCPU() as cpu:
+        result = run(plan)
     traffic = result.metrics.get("traffic", {})
     return {
         "engine": label,
         "load_average": round(os.getloadavg()[0], 1),
         "wall_s": round(time.time() - start, 2),
+        "serverapp_cpu_s": cpu.seconds("serverapp"),
+        "superlink_cpu_s": cpu.seconds("superlink"),
         "setup_s": traffic.get("setup", {}).get("seconds"),
         "round_s": [e["traffic"]["fit"]["seconds"] for e in result.history],
         "round_bytes": [
@@ -244,6 +297,9 @@ def medians(runs: list[dict]) -> dict:
             "round1_s": round(statistics.median(r["round_s"][0] for r in mine), 2),
             "later_rounds_s": round(statistics.median(later), 2) if later else None,
             "rounds_s": round(statistics.median(s for r in mine for s in r["round_s"]), 2),
+            "serverapp_cpu_s": [r.get("serverapp_cpu_s") for r in mine],
+            "superlink_cpu_s": [r.get("superlink_cpu_s") for r in mine],
+            "wall_s": [r["wall_s"] for r in mine],
             "load_average": [r["load_average"] for r in mine],
         }
     return out
@@ -259,7 +315,8 @@ def main(argv=None) -> None:
         "--engines", nargs="+",
         default=["inprocess", "flower-deploy:warm", "flower-deploy:cold"],
         help="flower-deploy:warm|cold sets flower.clientapp; a suffix @S sets "
-        "flower.node_poll_seconds (@flower: Flower's own 3 s)",
+        "flower.node_poll_seconds (@flower: Flower's own 3 s), then ~R "
+        "flower.reply_poll_seconds (~3: Flower's own wait between asks for replies)",
     )  # fmt: skip
     parser.add_argument("--data", type=Path, help="an existing per-client folder (read only)")
     parser.add_argument("--stages-only", action="store_true", help="skip the end-to-end runs")
@@ -325,7 +382,10 @@ def main(argv=None) -> None:
             report["runs"] = []
             for repeat in range(args.repeat):
                 for engine in engines:
-                    out = root / f"{engine.replace(':', '-').replace('@', '-')}-{repeat}"
+                    out = (
+                        root
+                        / f"{engine.replace(':', '-').replace('@', '-').replace('~', '-')}-{repeat}"
+                    )
                     row = run_round(engine, federation, config, args.rounds, out)
                     report["runs"].append(row)
                     print(json.dumps({k: v for k, v in row.items() if k != "traffic"}))
