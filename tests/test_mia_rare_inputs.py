@@ -18,12 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from scipy.special import expit
-from sklearn.linear_model import LogisticRegression
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
+from _score_oracle import pooled_score_test, ranking  # noqa: E402
 
 from rvfedprs.burden import BurdenMap  # noqa: E402
 from rvfedprs.cli import main  # noqa: E402
@@ -32,7 +31,6 @@ from rvfedprs.evaluation.attacks.outputs import example_logits, stack_clients  #
 from rvfedprs.evaluation.attacks.shadows import shadow_splits  # noqa: E402
 from rvfedprs.genomic.data import pool_clients  # noqa: E402
 from rvfedprs.genomic.task import training_config  # noqa: E402
-from rvfedprs.training.glm import glm_design  # noqa: E402
 
 K = 4
 BURDEN = {"window_bp": 200, "max_maf": 0.05, "weights": "flat"}
@@ -155,16 +153,4 @@ def test_each_shadow_federation_chooses_its_own_top_k_variants(audited):
 
 def _pooled_top_k(pooled) -> list[int]:
     """The K largest score statistics U²/V under the pooled unpenalised floor."""
-    z = glm_design(pooled, "floor").toarray()
-    floor = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12, max_iter=1000)
-    floor.fit(z[:, 1:], pooled.y.astype(int))
-    p = expit(z @ np.concatenate([floor.intercept_, floor.coef_.ravel()]))
-    w = p * (1 - p)
-    a = pooled.rare.toarray().astype(np.float64)
-    score = a.T @ (pooled.y - p)
-    statistic = np.zeros(a.shape[1])
-    for j in np.flatnonzero(a.any(axis=0)):
-        x = np.column_stack([z, a[:, j]])
-        variance = 1.0 / np.linalg.pinv(x.T @ (x * w[:, None]))[-1, -1]
-        statistic[j] = score[j] ** 2 / variance if variance > 1e-9 else 0.0
-    return sorted(range(a.shape[1]), key=lambda j: (-statistic[j], j))[:K]
+    return ranking(pooled_score_test(pooled)[1])[:K]

@@ -17,14 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from scipy.special import expit
-from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
 from _genomic_runs import run_flower, run_inprocess  # noqa: E402
+from _score_oracle import pooled_score_test, ranking  # noqa: E402
 
 from rvfedprs.burden import burden_from_config  # noqa: E402
 from rvfedprs.config import validate_config  # noqa: E402
@@ -61,23 +60,10 @@ def federation_dir(tmp_path_factory):
 def oracle(federation_dir):
     """The pooled floor, the pooled score test's ranking (top K) and the federation."""
     federation = load_federation(federation_dir)
-    pooled = pool_clients(federation.train)
-    z = glm_design(pooled, "floor").toarray()
-    fit = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12, max_iter=1000)
-    fit.fit(z[:, 1:], pooled.y.astype(int))
-    floor = np.concatenate([fit.intercept_, fit.coef_.ravel()])
-    p = expit(z @ floor)
-    w = p * (1 - p)
-    a = pooled.rare.toarray().astype(np.float64)
-    score = a.T @ (pooled.y - p)
-    statistic = np.zeros(a.shape[1])
-    for j in np.flatnonzero(a.any(axis=0)):
-        x = np.column_stack([z, a[:, j]])
-        variance = 1.0 / np.linalg.pinv(x.T @ (x * w[:, None]))[-1, -1]
-        statistic[j] = score[j] ** 2 / variance
-    ranking = sorted(range(a.shape[1]), key=lambda j: (-statistic[j], j))
-    assert statistic[ranking[K - 1]] > statistic[ranking[K]] * (1 + 1e-6)  # a clear top K
-    return {"floor": floor, "top": ranking[:K], "federation": federation}
+    floor, statistic = pooled_score_test(pool_clients(federation.train))
+    order = ranking(statistic)
+    assert statistic[order[K - 1]] > statistic[order[K]] * (1 + 1e-6)  # a clear top K
+    return {"floor": floor, "top": order[:K], "federation": federation}
 
 
 def _config(data, strategy="fedavg", rare_input="top_k", **sections):
