@@ -212,19 +212,33 @@ def test_two_nodes_from_their_printed_commands_share_a_host(tmp_path, capsys):
 def test_the_node_polls_through_the_launcher_unless_flowers_own_is_asked(tmp_path, capsys):
     config = _site(tmp_path / "p")
     fast = site_node(config, superlink="127.0.0.1:9092", port=9400, clientapp="cold")
-    assert fast.argv[1:6] == ["-m", "rvfedprs.federation.flower.supernode", "--poll-seconds",
-                              "0.25", "--"]  # fmt: skip
-    assert fast.argv[6:8] == ["--insecure", "--superlink"]
+    assert fast.argv[1:8] == ["-m", "rvfedprs.federation.flower.supernode", "--poll-seconds",
+                              "0.25", "--heartbeat-seconds", "10.0", "--"]  # fmt: skip
+    assert fast.argv[8:10] == ["--insecure", "--superlink"]
     # warm: the executor starts the launcher, which starts Flower's SuperNode
-    warm = site_node(config, superlink="127.0.0.1:9092", port=9400, node_poll_seconds=0.1)
+    warm = site_node(config, superlink="127.0.0.1:9092", port=9400, node_poll_seconds=0.1,
+                     node_heartbeat_seconds=15)  # fmt: skip
     inner = warm.argv[warm.argv.index("--") + 1 :]
-    assert inner[1:5] == ["-m", "rvfedprs.federation.flower.supernode", "--poll-seconds", "0.1"]
+    assert inner[1:7] == ["-m", "rvfedprs.federation.flower.supernode", "--poll-seconds", "0.1",
+                          "--heartbeat-seconds", "15.0"]  # fmt: skip
     assert inner[-2:] == ["--isolation", "process"]
     argv = ["site", "--config", str(config), "--superlink", "h:9092", "--insecure"]
     assert main([*argv, "--node-poll-seconds", "3", "--dry-run"]) == 0
     words = shlex.split(capsys.readouterr().out)
     inner = words[words.index("--") + 1 :]
-    assert Path(inner[0]).name == "flower-supernode"  # Flower's own 3 s
+    assert inner[1:5] == ["-m", "rvfedprs.federation.flower.supernode",  # the heartbeat only
+                          "--heartbeat-seconds", "10.0"]  # fmt: skip
+    assert "--poll-seconds" not in words
+    flowers_own = ["--node-poll-seconds", "3", "--node-heartbeat-seconds", "30"]
+    assert main([*argv, *flowers_own, "--dry-run"]) == 0
+    words = shlex.split(capsys.readouterr().out)
+    inner = words[words.index("--") + 1 :]
+    assert Path(inner[0]).name == "flower-supernode"  # Flower's own 3 s and 30 s
     assert "rvfedprs.federation.flower.supernode" not in words
+    assert main([*argv, "--node-heartbeat-seconds", "5", "--dry-run"]) == 2
+    assert (
+        "--node-heartbeat-seconds: the SuperNode's heartbeat interval must be a number of "
+        "seconds in [10, 1800] (what the SuperLink accepts), got 5.0"
+    ) in capsys.readouterr().err
     assert main([*argv, "--node-poll-seconds", "0", "--dry-run"]) == 2
     assert "--node-poll-seconds must be > 0 seconds, got 0.0" in capsys.readouterr().err

@@ -1,10 +1,12 @@
-"""The SuperNode launcher that shortens Flower's wait between asks for messages.
+"""The SuperNode launcher that shortens Flower's wait between asks for messages and its heartbeat.
 
 The patch target must exist in the pinned Flower (a module-level ``time`` in
 ``flwr.supernode.start_client_internal`` whose only waits are the idle 3 s and the 0.5 s reply
 polls), the shim must cap those waits and pass everything else to ``time``, a Flower without
 the target must fail the launcher by name, and the launcher must reach Flower's own
-``flower-supernode`` with the remaining arguments.
+``flower-supernode`` with the remaining arguments. The heartbeat interval the launcher sets
+must be what a real SuperLink records for each node, and a killed node must then be taken for
+lost (offline) while the others stay online.
 """
 
 from __future__ import annotations
@@ -23,13 +25,20 @@ import pytest
 
 from rvfedprs.config import load_config
 from rvfedprs.exceptions import ConfigError
+from rvfedprs.federation.flower.identity import list_nodes
+from rvfedprs.federation.flower.processes import flower_env
+from rvfedprs.federation.flower.superlink import start_local, write_connection
 from rvfedprs.federation.flower.supernode import (
     ENTRY_POINT,
+    HEARTBEAT_MODULES,
+    NODE_HEARTBEAT_SECONDS,
     NODE_POLL_SECONDS,
     PATCHED_MODULE,
     CappedSleep,
     flower_entry_point,
+    heartbeat_range,
     main,
+    patch_node_heartbeat,
     patch_node_poll,
     supernode_argv,
 )
@@ -131,3 +140,96 @@ def test_the_launcher_runs_flowers_own_supernode():
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: flower-supernode")
     assert "--superlink" in done.stdout
+
+
+# --- the heartbeat interval ----------------------------------------------------------------
+
+
+def test_the_heartbeat_target_exists_in_the_pinned_flower():
+    from flwr.common import constant
+
+    assert (
+        heartbeat_range()
+        == (10.0, 1800.0)
+        == (
+            constant.HEARTBEAT_MIN_INTERVAL,
+            constant.HEARTBEAT_MAX_INTERVAL,
+        )
+    )
+    assert constant.HEARTBEAT_PATIENCE == 2  # a node is lost after two intervals without one
+    for name in HEARTBEAT_MODULES:
+        module = importlib.import_module(name)
+        assert module.HEARTBEAT_DEFAULT_INTERVAL == 30  # Flower's own
+    # read when a heartbeat is declared and timed, not bound at import: setting it works
+    sender = importlib.import_module("flwr.supercore.heartbeat").HeartbeatSender
+    assert "HEARTBEAT_DEFAULT_INTERVAL - HEARTBEAT_CALL_TIMEOUT" in inspect.getsource(sender._run)
+    connection = inspect.getsource(importlib.import_module(HEARTBEAT_MODULES[0]))
+    assert connection.count("heartbeat_interval=HEARTBEAT_DEFAULT_INTERVAL") == 2  # join, beat
+
+
+def test_the_heartbeat_patch_sets_both_modules_and_refuses_what_the_superlink_would(monkeypatch):
+    modules = [importlib.import_module(name) for name in HEARTBEAT_MODULES]
+    for module in modules:
+        monkeypatch.setattr(module, "HEARTBEAT_DEFAULT_INTERVAL", 30)  # restored after
+    assert patch_node_heartbeat(12) == 12.0
+    assert [m.HEARTBEAT_DEFAULT_INTERVAL for m in modules] == [12.0, 12.0]
+    for bad in (9.9, 1801, True, "10", float("nan")):
+        with pytest.raises(ValueError, match=rf"in \[10, 1800\] .*got {re.escape(repr(bad))}"):
+            patch_node_heartbeat(bad)
+    assert [m.HEARTBEAT_DEFAULT_INTERVAL for m in modules] == [12.0, 12.0]  # untouched
+    monkeypatch.delattr(modules[1], "HEARTBEAT_DEFAULT_INTERVAL")  # a Flower without it
+    with pytest.raises(RuntimeError, match=rf"{HEARTBEAT_MODULES[1]} has no HEARTBEAT_DEFAULT_"):
+        patch_node_heartbeat(10)
+    assert modules[0].HEARTBEAT_DEFAULT_INTERVAL == 12.0  # nothing half set
+
+
+def test_the_heartbeat_command_and_setting(capsys):
+    only = supernode_argv(None, ["--insecure"], 10)
+    assert only[1:] == ["-m", "rvfedprs.federation.flower.supernode", "--heartbeat-seconds",
+                        "10.0", "--", "--insecure"]  # fmt: skip
+    assert Path(supernode_argv(3, ["--insecure"], 30)[0]).name == "flower-supernode"
+    with pytest.raises(ValueError, match="got 5"):
+        supernode_argv(0.25, [], 5)
+    with pytest.raises(SystemExit) as stop:
+        main(["--heartbeat-seconds", "4", "--", "--insecure"])
+    assert stop.value.code == 2 and "got 4.0" in capsys.readouterr().err
+    assert load_config(None)["flower"]["node_heartbeat_seconds"] == NODE_HEARTBEAT_SECONDS == 10
+    flowers_own = load_config(None, overrides={"flower": {"node_heartbeat_seconds": None}})
+    assert flowers_own["flower"]["node_heartbeat_seconds"] is None
+    for bad in (5, 3600, "often"):
+        with pytest.raises(ConfigError, match="node_heartbeat_seconds"):
+            load_config(None, overrides={"flower": {"node_heartbeat_seconds": bad}})
+
+
+@pytest.mark.slow
+def test_a_real_superlink_records_the_interval_and_takes_a_killed_node_for_lost(tmp_path):
+    """Two SuperNodes on loopback at a 10 s heartbeat (Flower's own: 30 s): the SuperLink's
+    Control API lists both with that interval; one killed is listed offline, the other not."""
+    import os
+    import signal
+
+    nodes = {f"supernode-{s}": {"client-id": s} for s in ("a", "b")}
+    with start_local(tmp_path / "deploy", simulation=False, nodes=nodes) as link:
+        write_connection(tmp_path / "ctl", link.address)
+        env = flower_env(tmp_path / "ctl")
+        deadline = time.monotonic() + 120
+        listing = list_nodes(env)
+        while sum(n["status"] == "online" for n in listing) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            listing = list_nodes(env)
+        assert sorted(n["status"] for n in listing) == ["online", "online"], listing
+        assert [n["heartbeat_interval"] for n in listing] == [NODE_HEARTBEAT_SECONDS] * 2
+        logs = link.processes.logs
+        assert "heartbeat every 10 s" in (logs / "supernode-a.log").read_text()
+        killed = {n["node_id"] for n in listing}
+        os.kill(link.processes.pids()["supernode-a"], signal.SIGKILL)
+        # which id was a's: the one that goes offline (bounded wait: Flower's own would be 60 s)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            listing = list_nodes(env)
+            if any(n["status"] == "offline" for n in listing):
+                break
+            time.sleep(1)
+        statuses = sorted(n["status"] for n in listing)
+        assert statuses == ["offline", "online"], listing
+        assert {n["node_id"] for n in listing} == killed

@@ -34,7 +34,10 @@ from rvfedprs.federation.flower.processes import (  # noqa: E402
     flower_env,
     start_supernode,
 )
-from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS  # noqa: E402
+from rvfedprs.federation.flower.supernode import (  # noqa: E402
+    NODE_HEARTBEAT_SECONDS,
+    NODE_POLL_SECONDS,
+)
 from rvfedprs.genomic.data import load_federation  # noqa: E402
 from rvfedprs.genomic.engine import plan as genomic_plan  # noqa: E402
 from rvfedprs.plan import run as run_plan  # noqa: E402
@@ -134,5 +137,6 @@ def test_warm_deployment_equals_inprocess(data, tmp_path):
         assert "flwr-clientapp" not in node_log  # a cold node's ClientApps log there
         # the node ran through the launcher at flower.node_poll_seconds (the default)
         assert f"SuperNode waits capped at {NODE_POLL_SECONDS:g} s" in node_log
+        assert f"heartbeat every {NODE_HEARTBEAT_SECONDS:g} s" in node_log
     assert [pid for pid in pids.values() if alive(pid)] == []
     assert processes_using(flower / "home") == []

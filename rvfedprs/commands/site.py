@@ -16,7 +16,7 @@ HELP = "start this site's Flower SuperNode for a consortium study (its own files
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``rvfedprs site``."""
-    from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS
+    from rvfedprs.federation.flower.supernode import NODE_HEARTBEAT_SECONDS, NODE_POLL_SECONDS
 
     parser.add_argument("--config", type=Path, required=True, help="this site's YAML (site:)")
     parser.add_argument("--superlink", required=True, help="the SuperLink's Fleet API host:port")
@@ -69,6 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "3: Flower's own flower-supernode)",
     )
     parser.add_argument(
+        "--node-heartbeat-seconds",
+        type=float,
+        default=NODE_HEARTBEAT_SECONDS,
+        help="heartbeat interval the node declares; the SuperLink takes it for lost after two "
+        f"without one (default {NODE_HEARTBEAT_SECONDS:g}, the SuperLink's least; Flower: 30)",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="check every file, print the command and exit"
     )
 
@@ -92,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         flwr_home=args.flwr_home,
         clientapp=args.clientapp,
         node_poll_seconds=args.node_poll_seconds,
+        node_heartbeat_seconds=args.node_heartbeat_seconds,
     )
     if args.dry_run:
         print(node.shell_command())

@@ -21,7 +21,12 @@ from pathlib import Path
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.flower.processes import CLIENTAPP_MODES, executor_argv
-from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS, supernode_argv
+from rvfedprs.federation.flower.supernode import (
+    NODE_HEARTBEAT_SECONDS,
+    NODE_POLL_SECONDS,
+    check_heartbeat,
+    supernode_argv,
+)
 from rvfedprs.genotypes.formats import genotype_files
 from rvfedprs.study.task import load_site_config
 
@@ -72,6 +77,7 @@ def site_node(
     flwr_home: str | Path | None = None,
     clientapp: str = "warm",
     node_poll_seconds: float | None = NODE_POLL_SECONDS,
+    node_heartbeat_seconds: float | None = NODE_HEARTBEAT_SECONDS,
 ) -> SiteNode:
     """The ``flower-supernode`` command of the site configured in ``config``, files checked.
 
@@ -101,6 +107,9 @@ def site_node(
         The longest wait between the node's asks for messages: the SuperNode then runs through
         :mod:`~rvfedprs.federation.flower.supernode`; None or 3 or more: Flower's own
         ``flower-supernode`` (3 s).
+    node_heartbeat_seconds : float or None
+        The heartbeat interval the node declares (the SuperLink takes it for lost after two
+        without one); None: Flower's own 30 s.
 
     Raises
     ------
@@ -131,6 +140,11 @@ def site_node(
         raise ConfigError(f"--clientapp must be one of {CLIENTAPP_MODES}, got {clientapp!r}")
     if node_poll_seconds is not None and not node_poll_seconds > 0:
         raise ConfigError(f"--node-poll-seconds must be > 0 seconds, got {node_poll_seconds!r}")
+    if node_heartbeat_seconds is not None:
+        try:
+            check_heartbeat(node_heartbeat_seconds)
+        except ValueError as exc:
+            raise ConfigError(f"--node-heartbeat-seconds: {exc}") from exc
     if '"' in str(config) or "\n" in str(config):
         raise ConfigError(f"the site configuration's path cannot hold '\"' or a newline: {config}")
     security = ["--insecure"]
@@ -153,7 +167,7 @@ def site_node(
         "--node-config",
         f"site-config={json.dumps(str(config))}",  # a TOML string, as Flower parses it
     ]
-    argv = supernode_argv(node_poll_seconds, flower_args)
+    argv = supernode_argv(node_poll_seconds, flower_args, node_heartbeat_seconds)
     if clientapp == "warm":  # the executor reaches the node's Runtime API where it listens
         local = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
         address = f"[{local}]:{int(port)}" if ":" in local else f"{local}:{int(port)}"

@@ -30,7 +30,7 @@ from rvfedprs.federation.checkpoints import prune_checkpoints
 from rvfedprs.federation.flower.job import write_job
 from rvfedprs.federation.flower.submit import collect, launch
 from rvfedprs.federation.flower.superlink import LocalSuperLink, start_local
-from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS
+from rvfedprs.federation.flower.supernode import NODE_HEARTBEAT_SECONDS, NODE_POLL_SECONDS
 from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.rounds import RoundCallback
 from rvfedprs.strategies.base import Strategy
@@ -150,6 +150,7 @@ def flower_session(
         ray_address=settings.get("ray_address"),
         clientapp=settings.get("clientapp", "warm"),
         node_poll_seconds=settings.get("node_poll_seconds", NODE_POLL_SECONDS),
+        node_heartbeat_seconds=settings.get("node_heartbeat_seconds", NODE_HEARTBEAT_SECONDS),
     ) as link:
         yield link
 

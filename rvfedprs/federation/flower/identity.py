@@ -23,11 +23,12 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.flower.processes import FlowerRunError
 from rvfedprs.federation.rounds import FederationError
 
-__all__ = ["public_key_pem", "registered_nodes", "bind_sites"]
+__all__ = ["public_key_pem", "list_nodes", "registered_nodes", "bind_sites"]
 
-# Lists the SuperLink's nodes (id, status, public key) through the Control API client of the
-# pinned flwr (``flwr supernode ls --format json`` leaves the keys out). Run in a child process:
-# flwr reads FLWR_HOME (the connection) when its modules are imported.
+# Lists the SuperLink's nodes (id, status, public key, declared heartbeat interval, online
+# until) through the Control API client of the pinned flwr (``flwr supernode ls --format json``
+# leaves the keys and heartbeats out). Run in a child process: flwr reads FLWR_HOME (the
+# connection) when its modules are imported.
 _LIST_NODES = """
 import json, sys
 from flwr.cli.flower_config import read_superlink_connection
@@ -38,8 +39,9 @@ try:
     nodes = client.ListNodes(ListNodesRequest()).nodes_info
 finally:
     client.close()
-print(json.dumps([{"node_id": n.node_id, "status": n.status,
-                   "public_key": n.public_key.decode()} for n in nodes]))
+print(json.dumps([{"node_id": n.node_id, "status": n.status, "public_key": n.public_key.decode(),
+                   "heartbeat_interval": n.heartbeat_interval, "online_until": n.online_until}
+                  for n in nodes]))
 """
 
 
@@ -71,6 +73,39 @@ def public_key_pem(path: str | Path) -> bytes:
     )
 
 
+def list_nodes(env: Mapping[str, str], connection: str = "rvfedprs") -> list[dict]:
+    """What the SuperLink knows of each of its nodes, asked through its Control API.
+
+    Parameters
+    ----------
+    env : mapping
+        The environment of ``flwr`` (its FLWR_HOME holds the ``connection``).
+    connection : str
+        The connection's name in FLWR_HOME's ``config.toml``.
+
+    Returns
+    -------
+    list of dict
+        One per node: ``node_id``, ``status`` (``online``, ``offline``, ``registered``,
+        ``unregistered``), ``public_key`` (PEM; empty without SuperNode authentication),
+        ``heartbeat_interval`` (s, as the node declared it) and ``online_until`` (ISO time).
+
+    Raises
+    ------
+    FlowerRunError
+        When the SuperLink cannot be asked.
+    """
+    argv = [sys.executable, "-c", _LIST_NODES, connection]
+    done = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=120)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])  # after flwr's own notes
+    except (ValueError, IndexError):
+        raise FlowerRunError(
+            f"could not list the SuperLink's nodes (status {done.returncode}): "
+            f"{(done.stderr or done.stdout).strip()[-800:]}"
+        ) from None
+
+
 def registered_nodes(
     node_keys: Mapping[str, str | Path], env: Mapping[str, str], connection: str = "rvfedprs"
 ) -> dict[str, int]:
@@ -95,15 +130,7 @@ def registered_nodes(
     shared = sorted(s for s in wanted if list(wanted.values()).count(wanted[s]) > 1)
     if shared:
         raise ConfigError(f"flower.node_keys: sites {shared} share one public key")
-    argv = [sys.executable, "-c", _LIST_NODES, connection]
-    done = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=120)
-    try:
-        listing = json.loads(done.stdout.strip().splitlines()[-1])  # after flwr's own notes
-    except (ValueError, IndexError):
-        raise FlowerRunError(
-            f"could not list the SuperLink's nodes (status {done.returncode}): "
-            f"{(done.stderr or done.stdout).strip()[-800:]}"
-        ) from None
+    listing = list_nodes(env, connection)
     by_key = {
         node["public_key"].encode(): int(node["node_id"])
         for node in listing

@@ -28,7 +28,11 @@ from rvfedprs.federation.flower.processes import (
     start_supernode,
     wait_port,
 )
-from rvfedprs.federation.flower.supernode import NODE_POLL_SECONDS, supernode_argv
+from rvfedprs.federation.flower.supernode import (
+    NODE_HEARTBEAT_SECONDS,
+    NODE_POLL_SECONDS,
+    supernode_argv,
+)
 
 __all__ = ["LocalSuperLink", "start_local", "write_connection"]
 
@@ -85,6 +89,7 @@ def start_local(
     ray_address: str | None = None,
     clientapp: str = "cold",
     node_poll_seconds: float | None = NODE_POLL_SECONDS,
+    node_heartbeat_seconds: float | None = NODE_HEARTBEAT_SECONDS,
 ):
     """Start a SuperLink on a free loopback port (and one SuperNode per entry of ``nodes``).
 
@@ -120,6 +125,9 @@ def start_local(
     node_poll_seconds : float or None
         The longest wait between a SuperNode's asks for messages
         (:mod:`~rvfedprs.federation.flower.supernode`); None: Flower's own 3 s.
+    node_heartbeat_seconds : float or None
+        The heartbeat interval each SuperNode declares: the SuperLink takes a node for lost
+        after two without a heartbeat; None: Flower's own 30 s.
 
     Yields
     ------
@@ -203,6 +211,7 @@ def start_local(
                         "--node-config",
                         " ".join(f"{k}={json.dumps(str(v))}" for k, v in node_config.items()),
                     ],
+                    node_heartbeat_seconds,
                 ),
                 port=node_port,
                 clientapp=clientapp,

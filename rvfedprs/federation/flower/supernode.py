@@ -1,4 +1,4 @@
-"""Flower's SuperNode with a shorter wait between its asks for messages.
+"""Flower's SuperNode with a shorter wait between its asks for messages and quicker heartbeats.
 
 An idle Flower 1.41 SuperNode asks the SuperLink for a message, and when none is waiting sleeps
 a hard-coded 3 s (``time.sleep(3)`` in ``flwr/supernode/start_client_internal.py``); while a
@@ -14,6 +14,14 @@ SuperLink, a ClientApp's reply, a reply's contents), so all are capped, not only
 node reacts within ``poll`` to each. If the pinned Flower's module no longer has the wait to
 patch, the launcher fails at start, naming the Flower version and what is missing, instead of
 running with Flower's 3 s unnoticed.
+
+The launcher can also shorten the node's heartbeat interval (``--heartbeat-seconds``). A node
+declares it when it joins and with every heartbeat, and the SuperLink takes the node for lost
+(its messages answered "Node Unavailable") once two intervals pass without one. Flower 1.41's
+SuperNode declares a hard-coded 30 s (``HEARTBEAT_DEFAULT_INTERVAL``, read at call time in
+``flwr.supernode.fleet_http_connection`` and ``flwr.supercore.heartbeat``), so an exchange
+waits up to 60 s for a site whose node died; at the SuperLink's smallest accepted interval,
+10 s, it waits at most 20 s (a heartbeat then goes every ≈ 4 s).
 """
 
 from __future__ import annotations
@@ -28,11 +36,16 @@ from rvfedprs.federation.flower.processes import console_script
 
 __all__ = [
     "NODE_POLL_SECONDS",
+    "NODE_HEARTBEAT_SECONDS",
     "PATCHED_MODULE",
+    "HEARTBEAT_MODULES",
     "ENTRY_POINT",
     "CappedSleep",
     "patch_node_poll",
+    "patch_node_heartbeat",
     "flower_entry_point",
+    "heartbeat_range",
+    "check_heartbeat",
     "supernode_argv",
     "main",
 ]
@@ -40,6 +53,14 @@ __all__ = [
 #: The default longest wait (s) between a SuperNode's asks for messages (``flower.
 #: node_poll_seconds``, ``rvfedprs site --node-poll-seconds``); Flower's own is 3.
 NODE_POLL_SECONDS = 0.25
+
+#: The default heartbeat interval (s) a SuperNode declares (``flower.node_heartbeat_seconds``,
+#: ``rvfedprs site --node-heartbeat-seconds``): the SuperLink's smallest; Flower's own is 30.
+NODE_HEARTBEAT_SECONDS = 10.0
+
+#: Flower's heartbeat interval, the name the launcher sets in each of these modules.
+HEARTBEAT_NAME = "HEARTBEAT_DEFAULT_INTERVAL"
+HEARTBEAT_MODULES = ("flwr.supernode.fleet_http_connection", "flwr.supercore.heartbeat")
 
 #: The Flower module whose module-level ``time`` the launcher replaces.
 PATCHED_MODULE = "flwr.supernode.start_client_internal"
@@ -112,17 +133,92 @@ def patch_node_poll(poll: float) -> CappedSleep:
     return capped
 
 
-def supernode_argv(poll: float | None, flower_args: Sequence[str]) -> list[str]:
-    """The command that runs a SuperNode with ``flower_args`` and this ``poll``.
+def heartbeat_range() -> tuple[float, float]:
+    """The heartbeat intervals (s) the installed Flower's SuperLink accepts: (least, most)."""
+    from flwr.common.constant import HEARTBEAT_MAX_INTERVAL, HEARTBEAT_MIN_INTERVAL
 
-    ``poll`` None (or 3 s or more: Flower's own wait) is the plain ``flower-supernode``
-    console script beside this interpreter.
+    return float(HEARTBEAT_MIN_INTERVAL), float(HEARTBEAT_MAX_INTERVAL)
+
+
+def check_heartbeat(seconds: float) -> float:
+    """``seconds`` as a float when the SuperLink accepts it as a heartbeat interval.
+
+    Raises
+    ------
+    ValueError
+        When it is not a number in :func:`heartbeat_range`, naming the value and the range.
     """
-    if poll is None or poll >= 3:
+    least, most = heartbeat_range()
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not least <= seconds <= most
+    ):
+        raise ValueError(
+            f"the SuperNode's heartbeat interval must be a number of seconds in "
+            f"[{least:g}, {most:g}] (what the SuperLink accepts), got {seconds!r}"
+        )
+    return float(seconds)
+
+
+def patch_node_heartbeat(seconds: float) -> float:
+    """Make Flower's SuperNode declare (and keep) a heartbeat interval of ``seconds``.
+
+    Returns
+    -------
+    float
+        The interval set.
+
+    Raises
+    ------
+    ValueError
+        When ``seconds`` is outside :func:`heartbeat_range`.
+    RuntimeError
+        When a module of :data:`HEARTBEAT_MODULES` is missing or has no
+        ``HEARTBEAT_DEFAULT_INTERVAL`` in the installed Flower, said with its version.
+    """
+    import importlib
+
+    seconds = check_heartbeat(seconds)
+    for name in HEARTBEAT_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            raise RuntimeError(f"{_flower()}: cannot import {name} ({exc}); the SuperNode's "
+                               "heartbeat interval cannot be changed") from exc  # fmt: skip
+        if not isinstance(getattr(module, HEARTBEAT_NAME, None), (int, float)):
+            raise RuntimeError(
+                f"{_flower()}: {name} has no {HEARTBEAT_NAME}, so the SuperNode's heartbeat "
+                "interval cannot be changed; set flower.node_heartbeat_seconds to null "
+                "(rvfedprs site --node-heartbeat-seconds 30) for Flower's own, or update "
+                "rvfedprs.federation.flower.supernode"
+            )
+    for name in HEARTBEAT_MODULES:
+        setattr(importlib.import_module(name), HEARTBEAT_NAME, seconds)
+    return seconds
+
+
+def supernode_argv(
+    poll: float | None, flower_args: Sequence[str], heartbeat: float | None = None
+) -> list[str]:
+    """The command that runs a SuperNode with ``flower_args``, this ``poll`` and ``heartbeat``.
+
+    ``poll`` None (or 3 s or more: Flower's own wait) and ``heartbeat`` None (or Flower's own
+    30 s) is the plain ``flower-supernode`` console script beside this interpreter; otherwise
+    this module's launcher with the changed settings. A bad value fails here, not in the
+    started process.
+    """
+    from flwr.common.constant import HEARTBEAT_DEFAULT_INTERVAL as FLOWERS_OWN
+
+    options = []
+    if poll is not None and poll < 3:
+        CappedSleep(poll)
+        options += ["--poll-seconds", repr(float(poll))]
+    if heartbeat is not None and check_heartbeat(heartbeat) != FLOWERS_OWN:
+        options += ["--heartbeat-seconds", repr(float(heartbeat))]
+    if not options:
         return [console_script("flower-supernode"), *flower_args]
-    CappedSleep(poll)  # a bad value fails here, not in the started process
-    return [sys.executable, "-m", __name__, "--poll-seconds", repr(float(poll)), "--",
-            *flower_args]  # fmt: skip
+    return [sys.executable, "-m", __name__, *options, "--", *flower_args]
 
 
 def flower_entry_point():
@@ -154,19 +250,27 @@ def _flower() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``--poll-seconds S -- <flower-supernode arguments>``."""
+    """Command line: ``[--poll-seconds S] [--heartbeat-seconds H] -- <flower-supernode args>``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--poll-seconds", type=float, required=True,
+    parser.add_argument("--poll-seconds", type=float,
                         help="longest wait between two asks for a message (Flower: 3)")  # fmt: skip
+    parser.add_argument("--heartbeat-seconds", type=float,
+                        help="heartbeat interval the node declares (Flower: 30)")  # fmt: skip
     parser.add_argument("flower", nargs=argparse.REMAINDER, help="-- flower-supernode arguments")
     args = parser.parse_args(argv)
     rest = args.flower[1:] if args.flower[:1] == ["--"] else args.flower
+    said = []
     try:
-        patch_node_poll(args.poll_seconds)
+        if args.poll_seconds is not None:
+            patch_node_poll(args.poll_seconds)
+            said.append(f"waits capped at {args.poll_seconds:g} s")
+        if args.heartbeat_seconds is not None:
+            patch_node_heartbeat(args.heartbeat_seconds)
+            said.append(f"heartbeat every {args.heartbeat_seconds:g} s")
         entry = flower_entry_point()
     except (ValueError, RuntimeError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    print(f"rvfedprs: SuperNode waits capped at {args.poll_seconds:g} s ({_flower()})",
+    print(f"rvfedprs: SuperNode {', '.join(said) or 'as Flower runs it'} ({_flower()})",
           file=sys.stderr, flush=True)  # fmt: skip
     sys.argv = ["flower-supernode", *rest]
     entry()
