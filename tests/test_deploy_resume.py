@@ -175,7 +175,7 @@ def deployment(study_inputs, tmp_path_factory):
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append
-    with start_local(root / "link", simulation=False, nodes=nodes) as link:
+    with start_local(root / "link", simulation=False, nodes=nodes, clientapp="warm") as link:
         got["vital"] = dict(link.processes.vital)
         home = (root / "link" / "home").resolve()
         logger.addHandler(handler)

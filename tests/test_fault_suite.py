@@ -196,7 +196,10 @@ def deployment(tmp_path_factory):
     with pytest.MonkeyPatch.context() as env:
         env.setenv(FREEZE_DIR_ENV, str(freeze))  # every SuperNode's environment
         with start_local(
-            root / "deploy", simulation=False, nodes=client_nodes(data, federation.client_ids)
+            root / "deploy",
+            simulation=False,
+            nodes=client_nodes(data, federation.client_ids),
+            clientapp="warm",  # as sites run them (flower.clientapp's default)
         ) as link:
             pids = link.processes.pids()
             out["pids"] = list(pids.values())
@@ -453,7 +456,7 @@ def study_deployment(study_inputs, tmp_path_factory):
     scores = study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
     with pytest.MonkeyPatch.context() as env:
         env.setenv(FREEZE_DIR_ENV, str(freeze))
-        with start_local(root / "deploy", simulation=False, nodes=nodes) as link:
+        with start_local(root / "deploy", simulation=False, nodes=nodes, clientapp="warm") as link:
             pids = link.processes.pids()
             got["pids"] = list(pids.values())
             started = time.monotonic()

@@ -164,7 +164,12 @@ def runs(tmp_path_factory):
     keys = {label: certs / "keys" / label for label in nodes}
     pids: list[int] = []
     with start_local(
-        root / "deploy", simulation=False, nodes=nodes, certificates=certs, node_keys=keys
+        root / "deploy",
+        simulation=False,
+        nodes=nodes,
+        certificates=certs,
+        node_keys=keys,
+        clientapp="warm",  # as sites run them; Flower's cold path: test_imaging_flower, identity
     ) as link:
         # a SuperNode whose key was never registered: the SuperLink must refuse it
         link.processes.start(

@@ -79,7 +79,10 @@ def runs(tmp_path_factory):
     for engine in ENGINES:
         simulation = engine == "flower-sim"
         with start_local(
-            root / engine, simulation=simulation, nodes=None if simulation else nodes
+            root / engine,
+            simulation=simulation,
+            nodes=None if simulation else nodes,
+            clientapp="warm",  # deployment nodes as sites run them
         ) as link:
             out["pids"] += list(link.processes.pids().values())
             for name in RUNS[engine]:

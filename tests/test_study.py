@@ -313,7 +313,12 @@ def test_deployment_over_tls_with_one_folder_per_node_equals_inprocess(runs, tmp
     make_certificates(certs, list(nodes))
     keys = {label: certs / "keys" / label for label in nodes}
     with start_local(
-        tmp_path / "link", simulation=False, nodes=nodes, certificates=certs, node_keys=keys
+        tmp_path / "link",
+        simulation=False,
+        nodes=nodes,
+        certificates=certs,
+        node_keys=keys,
+        clientapp="warm",  # as sites run them (rvfedprs site's default)
     ) as link:
         run_study_config(config, scoring_file=scores, samplesheet=sheet, superlink=link)
     for site in sites:  # each node wrote into its own folder only
