@@ -1,4 +1,5 @@
-"""Shared by the Flower engine tests: process checks and the deployment's test certificates."""
+"""Shared by the Flower engine tests: process checks, the deployment's test certificates and
+its site nodes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,3 +65,21 @@ def wait_for_line(
             return True
         time.sleep(0.2)
     return log.is_file() and pattern.search(log.read_text(errors="replace")) is not None
+
+
+def site_nodes(
+    inputs: Mapping, sites: Iterable[str], sites_dir: Path, node_dir: Path
+) -> dict[str, dict[str, str]]:
+    """``supernode-<site>`` → the node configuration of each of ``sites``: its own site
+    configuration only (``node_dir/<site>/site.yaml``, its outputs under ``sites_dir/<site>``),
+    as ``rvfedprs site`` gives a study's node."""
+    from rvfedprs.study.run import write_site_config
+
+    return {
+        f"supernode-{s}": {
+            "site-config": str(
+                write_site_config(inputs[s], sites_dir / s, node_dir / s / "site.yaml")
+            )
+        }
+        for s in sites
+    }

@@ -36,7 +36,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _flower_processes import alive, processes_using  # noqa: E402
+from _flower_processes import alive, processes_using, site_nodes  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 from test_study_resume import TABLES, _results  # noqa: E402
 
@@ -45,7 +45,7 @@ from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # 
 from rvfedprs.federation.flower.processes import FlowerRunError  # noqa: E402
 from rvfedprs.federation.flower.submit import wait_status  # noqa: E402
 from rvfedprs.federation.flower.superlink import start_local  # noqa: E402
-from rvfedprs.study.run import run_study_config, write_site_config  # noqa: E402
+from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 from rvfedprs.study.state import StudyState  # noqa: E402
 
@@ -126,13 +126,7 @@ def deployment(study_inputs, tmp_path_factory):
     sheet = root / "samplesheet.tsv"
     table[table["site"].isin(sites)].to_csv(sheet, sep="\t", index=False)
     inputs = read_samplesheet(sheet)
-    nodes = {
-        f"supernode-{s}": {
-            "site-config": str(write_site_config(inputs[s], root / "sites" / s,
-                                                 root / "node" / s / "site.yaml"))
-        }
-        for s in sites
-    }  # fmt: skip
+    nodes = site_nodes(inputs, sites, root / "sites", root / "node")
     scores = study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
     out = root / "study"
     got: dict = {"sites": sites, "reference": root / "reference", "out": out, "kills": {}}

@@ -60,7 +60,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
-from _flower_processes import alive, processes_using, wait_for_line  # noqa: E402
+from _flower_processes import alive, processes_using, site_nodes, wait_for_line  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
@@ -90,7 +90,7 @@ from rvfedprs.genomic.task import (  # noqa: E402
 from rvfedprs.plan import run as run_plan  # noqa: E402
 from rvfedprs.run import train  # noqa: E402
 from rvfedprs.strategies import strategy_from_config  # noqa: E402
-from rvfedprs.study.run import run_study_config, write_site_config  # noqa: E402
+from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -440,13 +440,7 @@ def study_deployment(study_inputs, tmp_path_factory):
     sites = sorted(inputs)
     prep, evaluation = sites[1], sites[2]
     out = root / "study"
-    nodes = {
-        f"supernode-{s}": {
-            "site-config": str(write_site_config(inputs[s], out / "sites" / s,
-                                                 root / "node" / s / "site.yaml"))
-        }
-        for s in sites
-    }  # fmt: skip
+    nodes = site_nodes(inputs, sites, out / "sites", root / "node")
     freeze = root / "freeze"
     freeze.mkdir()
     (freeze / f"{prep}@{STEP_SHARE}").touch()

@@ -24,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _flower_processes import make_certificates  # noqa: E402
+from _flower_processes import make_certificates, site_nodes  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
@@ -300,15 +300,7 @@ def test_deployment_over_tls_with_one_folder_per_node_equals_inprocess(runs, tmp
     config, scores = _study_config(
         runs, tmp_path / "sites", tmp_path / "deploy", floorless, engine="flower-deploy"
     )
-    from rvfedprs.study.run import write_site_config
-    from rvfedprs.study.samplesheet import read_samplesheet as read
-
-    inputs = read(sheet)
-    nodes = {}
-    for site in sites:
-        folder = tmp_path / "sites" / site
-        path = write_site_config(inputs[site], folder, tmp_path / "node" / site / "site.yaml")
-        nodes[f"supernode-{site}"] = {"site-config": str(path)}
+    nodes = site_nodes(read_samplesheet(sheet), sites, tmp_path / "sites", tmp_path / "node")
     certs = tmp_path / "certs"
     make_certificates(certs, list(nodes))
     keys = {label: certs / "keys" / label for label in nodes}
