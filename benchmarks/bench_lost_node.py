@@ -14,14 +14,14 @@ Usage: python benchmarks/bench_lost_node.py [--kills 3] [--heartbeats flower 10]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
 import statistics
-import tempfile
 import time
 from pathlib import Path
+
+from _sweep import sweep
 
 from rvfedprs.federation.flower.identity import list_nodes
 from rvfedprs.federation.flower.processes import flower_env
@@ -81,16 +81,12 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, text in enumerate(args.heartbeats):
-            heartbeat = None if text == "flower" else float(text)
-            row = detection_seconds(heartbeat, args.kills, Path(tmp) / str(i), args.seed)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"kills": args.kills, "runs": rows}, indent=2) + "\n")
+    sweep(
+        args.heartbeats,
+        lambda heartbeat, work: detection_seconds(heartbeat, args.kills, work, args.seed),
+        args.json,
+        {"kills": args.kills},
+    )
 
 
 if __name__ == "__main__":

@@ -14,13 +14,12 @@ Usage: python benchmarks/bench_node_poll_idle.py [--nodes 5] [--seconds 30]
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import psutil
+from _sweep import sweep
 
 from rvfedprs.federation.flower.superlink import start_local
 
@@ -89,16 +88,12 @@ def main(argv=None) -> None:
     )  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, text in enumerate(args.polls):
-            poll = None if text == "flower" else float(text)
-            row = idle_cpu(poll, args.nodes, args.seconds, Path(tmp) / str(i))
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"nodes": args.nodes, "runs": rows}, indent=2) + "\n")
+    sweep(
+        args.polls,
+        lambda poll, work: idle_cpu(poll, args.nodes, args.seconds, work),
+        args.json,
+        {"nodes": args.nodes},
+    )
 
 
 if __name__ == "__main__":

@@ -181,11 +181,17 @@ class FlowerProcesses:
         # by pid too.
         home = self.env.get("FLWR_HOME")
         if home:
-            for pid in _pids_with_env(f"FLWR_HOME={home}"):
+            stray = _pids_with_env(f"FLWR_HOME={home}")
+            for pid in stray:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+            # a killed process takes a moment to exit (longer on a loaded host): return only
+            # once every one has (at most ``grace`` seconds), so none outlives stop()
+            deadline = time.monotonic() + grace
+            while any(_running(pid) for pid in stray) and time.monotonic() < deadline:
+                time.sleep(0.05)
         for folder in self.cleanup:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -257,6 +263,14 @@ def _pids_with_env(entry: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and has not exited (a zombie, not yet reaped, counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _signal_group(pgid: int, sig: int) -> None:
