@@ -25,8 +25,8 @@ masking step (``secagg.mask``): 2 of 3 members, below t = 3, so the run stops wi
 naming it and the threshold, nothing unmasked.
 
 A site answers a ``secagg.*`` step in milliseconds, too fast to kill it reliably from its log:
-the test freezes it there with the test hook of :mod:`rvfedprs.federation.secagg.site`
-(:data:`~rvfedprs.federation.secagg.site.FREEZE_DIR_ENV`) and kills its SuperNode once it says
+the test freezes it there with the test hook of :mod:`rvfedprs.federation.freeze`
+(:data:`~rvfedprs.federation.freeze.FREEZE_DIR_ENV`) and kills its SuperNode once it says
 it has reached the step. Training takes long enough to kill a node from its log.
 
 A study on a second loopback deployment — four SuperNodes, each given only its own site's
@@ -67,6 +67,7 @@ from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # noqa: E402
 from rvfedprs.federation.flower.processes import FlowerRunError  # noqa: E402
 from rvfedprs.federation.flower.superlink import start_local  # noqa: E402
+from rvfedprs.federation.freeze import FREEZE_DIR_ENV  # noqa: E402
 from rvfedprs.federation.secagg.protocol import (  # noqa: E402
     STEP_MASK,
     STEP_SHARE,
@@ -76,7 +77,6 @@ from rvfedprs.federation.secagg.protocol import (  # noqa: E402
     dequantize_sum,
     quantize_seeded,
 )
-from rvfedprs.federation.secagg.site import FREEZE_DIR_ENV  # noqa: E402
 from rvfedprs.federation.seeds import client_seed, derive_seed, initial_seed  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
 from rvfedprs.genomic.engine import plan as genomic_plan  # noqa: E402
@@ -412,8 +412,9 @@ STUDY_RUN = "fedavg"
 STUDY_MIN_REPLIES = 2
 
 
-def _study_config(out: Path) -> dict:
-    """Four sites, counts summed securely (t = 3), one round, ``min_replies: 2``."""
+def _study_config(out: Path, counts: str = "secure") -> dict:
+    """Four sites, counts summed securely (t = 3) or sent ``plain``, one round,
+    ``min_replies: 2``."""
     return load_config(
         None,
         overrides={
@@ -424,7 +425,7 @@ def _study_config(out: Path) -> dict:
             "evaluate": {"truth": None, "samples": None},
             "flower": {"round_timeout": ROUND_TIMEOUT, "timeout": 1500},
             "study": {"enabled": True, "engine": "flower-deploy", "out": str(out),
-                      "sites_dir": str(out / "sites"), "count_aggregation": "secure",
+                      "sites_dir": str(out / "sites"), "count_aggregation": counts,
                       "min_replies": STUDY_MIN_REPLIES},
         },
     )  # fmt: skip
@@ -522,5 +523,85 @@ def test_no_process_of_the_study_deployment_is_left_and_only_the_killed_nodes_di
     got = study_deployment
     # every node was up until the deployment closed, but the two killed
     assert {s for s, up in got["alive"].items() if not up} == {got["prep"], got["evaluation"]}
+    assert [pid for pid in got["pids"] if alive(pid)] == []
+    assert processes_using(got["home"]) == []
+
+
+# --- a study in the clear: nodes killed at the counts and at the features exchanges ------------
+#: Killed frozen at these steps of a study whose counts are sent in the clear (site index → step).
+IN_THE_CLEAR = {0: "counts", 3: "features"}
+
+
+@pytest.fixture(scope="module")
+def clear_study(study_inputs, tmp_path_factory):
+    """A study on four SuperNodes, counts in the clear: one node killed frozen before it answers
+    the ``counts`` exchange, another before it answers ``features``; two sites go on."""
+    root = tmp_path_factory.mktemp("fault-clear")
+    sheet = study_inputs / "sites" / "samplesheet.tsv"
+    inputs = read_samplesheet(sheet)
+    sites = sorted(inputs)
+    out = root / "study"
+    nodes = site_nodes(inputs, sites, out / "sites", root / "node")
+    freeze = root / "freeze"
+    freeze.mkdir()
+    for index, step in IN_THE_CLEAR.items():
+        (freeze / f"{sites[index]}@{step}").touch()
+    got: dict = {"sites": sites, "out": out}
+    kills: dict = {}
+    done: dict = {}
+    scores = study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(FREEZE_DIR_ENV, str(freeze))
+        with start_local(root / "deploy", simulation=False, nodes=nodes, clientapp="warm") as link:
+            pids = link.processes.pids()
+            got["pids"] = list(pids.values())
+            runner = _in_thread(
+                run_study_config, done, _study_config(out, counts="plain"),
+                scoring_file=scores, samplesheet=sheet, superlink=link,
+            )  # fmt: skip
+            for index, step in IN_THE_CLEAR.items():
+                _kill_frozen(freeze, sites[index], step, pids, runner, kills)
+            runner.join(timeout=1500)
+            got["alive"] = {s: alive(pids[f"supernode-{s}"]) for s in sites}
+    if "error" in done:
+        raise done["error"]
+    assert all(kills.values()), f"not every node reached the step it was to be killed at: {kills}"
+    assert "result" in done, "the study had not finished 1500 s after it started"
+    got["summary"] = done["result"]
+    got["home"] = (root / "deploy" / "home").resolve()
+    return got
+
+
+def test_sites_killed_at_the_counts_and_features_exchanges_in_the_clear_are_left_out(clear_study):
+    got = clear_study
+    out, sites = got["out"], got["sites"]
+    killed = {sites[index]: step for index, step in IN_THE_CLEAR.items()}
+    kept = [s for s in sites if s not in killed]
+    written = json.loads((out / "study.json").read_text())
+    for summary in (got["summary"], written):
+        assert summary["sites"] == kept
+        assert sorted(summary["left_out"]) == sorted(killed), summary["left_out"]
+        for site, step in killed.items():
+            assert re.fullmatch(rf"{step}: {LOST}", summary["left_out"][site]), summary
+    counts_lost = next(s for s, step in killed.items() if step == "counts")
+    features_lost = next(s for s, step in killed.items() if step == "features")
+    # lost at counts: never asked for features; lost at features: it had answered the counts
+    # (its frozen ClientApp, let go once its node is dead, may still write its own features:
+    # nothing of them reaches the study, as the tables and records below show)
+    assert not (out / "sites" / counts_lost / "prepared" / "features.request").exists()
+    assert (out / "sites" / features_lost / "logs" / "counts.request").is_file()
+    for site in kept:
+        assert (out / "sites" / site / "prepared" / "features.request").is_file()
+    assert sorted(pd.read_csv(out / "clients.tsv", sep="\t")["client"]) == kept
+    metrics = json.loads((out / "train" / STUDY_RUN / "metrics.json").read_text())
+    assert metrics["traffic"]["fit"]["messages"] == len(kept)
+    assert metrics["evaluated_sites"] == kept and sorted(metrics["client_auc"]) == kept
+    assert not any(site in json.dumps(metrics["history"]) for site in killed)
+
+
+def test_no_process_of_the_clear_study_is_left_and_only_the_killed_nodes_died(clear_study):
+    got = clear_study
+    killed = {got["sites"][index] for index in IN_THE_CLEAR}
+    assert {s for s, up in got["alive"].items() if not up} == killed
     assert [pid for pid in got["pids"] if alive(pid)] == []
     assert processes_using(got["home"]) == []

@@ -10,8 +10,6 @@ server, a site that replays its round key.
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -577,27 +575,6 @@ def test_the_site_refuses_steps_out_of_order_and_groups_too_small():
         request["sessions"]["s3"]["held"] = "other"
         secagg_site.answer(STEP_KEYS, request, state)
 
-
-def test_the_test_hook_freezes_a_site_at_the_step_asked_until_released(tmp_path, monkeypatch):
-    monkeypatch.setenv(secagg_site.FREEZE_DIR_ENV, str(tmp_path))
-    asked = tmp_path / f"site0@{STEP_KEYS}"
-    asked.touch()
-    state, replies = _held_state(), []
-    frozen = threading.Thread(
-        target=lambda: replies.append(secagg_site.answer(STEP_KEYS, _keys_request(), state))
-    )
-    frozen.start()
-    reached = tmp_path / f"site0@{STEP_KEYS}.reached"
-    for _ in range(100):
-        if reached.exists():
-            break
-        time.sleep(0.05)
-    assert reached.exists()
-    time.sleep(0.3)
-    assert frozen.is_alive() and replies == []  # it has not answered
-    asked.unlink()
-    frozen.join(timeout=5)
-    assert set(replies[0]["sessions"]["s1"]) == {"pk1", "pk2"}
     other = _held_state()  # another site, or another step, is not frozen
     assert secagg_site.answer(STEP_KEYS, _keys_request(you="site1"), other)["sessions"]
 

@@ -34,6 +34,7 @@ from rvfedprs.federation.flower.records import (
     fit_result_to_content,
     payload_to_content,
 )
+from rvfedprs.federation.freeze import freeze_if_asked
 from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY
 from rvfedprs.federation.secagg.site import held_fit_result
 from rvfedprs.federation.task import Task
@@ -77,6 +78,7 @@ def query(msg: Message, context: Context) -> Message:
     request, settings = content_to_request(msg.content)
     task = get_task(str(settings["task"]))
     client, site = node_site(task, context, settings)
+    freeze_if_asked(client, request.step)  # a test hook; nothing unless the node is told
     state = _load_state(context, _STEP_RECORD)
     payload = task.handle(request, site, state)
     _save_state(context, state, _STEP_RECORD)

@@ -18,18 +18,13 @@ NaN/inf entries, and a request for both the self-mask share and the key share of
 member. A share that does not decrypt or is
 misaddressed is not fatal: the site leaves its sender out of its masks and tells the server,
 which drops the sender.
-
-For tests only, a site can be frozen at a step (:data:`FREEZE_DIR_ENV`) so that a test kills its
-node at a known point of the protocol (``tests/test_fault_suite.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,17 +64,9 @@ from rvfedprs.federation.secagg.protocol import (
 )
 from rvfedprs.strategies.base import FitInstruction, FitResult
 
-__all__ = ["hold", "held", "held_fit_result", "answer", "FREEZE_DIR_ENV", "FREEZE_SECONDS"]
+__all__ = ["hold", "held", "held_fit_result", "answer"]
 
 _ROOT = "secagg"
-
-#: Test hook: a folder named in the node's environment. When it holds a file ``<site>@<step>``
-#: (e.g. ``client03@secagg.share``), that site, asked that step, writes
-#: ``<site>@<step>.reached`` there and waits without answering while the file exists, at most
-#: :data:`FREEZE_SECONDS` — a node stopped before it answers, for a test to kill at that point
-#: (a real node's answer is too fast to catch from its log). Unset: nothing happens.
-FREEZE_DIR_ENV = "RVFEDPRS_TEST_FREEZE_DIR"
-FREEZE_SECONDS = 600.0
 
 
 def _root(state: dict) -> dict[str, Any]:
@@ -134,26 +121,10 @@ def answer(step: str, payload: Mapping[str, Any], state: dict) -> dict[str, Any]
     sessions = payload.get("sessions")
     if not isinstance(sessions, Mapping) or not sessions:
         raise InputDataError(f"secure aggregation step {step!r}: the request names no session")
-    if os.environ.get(FREEZE_DIR_ENV):
-        _freeze_if_asked(Path(os.environ[FREEZE_DIR_ENV]), step, root, sessions)
     if step == STEP_KEYS:  # one secure sum at a time: earlier (finished or abandoned) sessions'
         root["sessions"].clear()  # secrets go; their ids stay in "seen"
         root["users"].clear()
     return {"sessions": {sid: handler(root, sid, sessions[sid]) for sid in sorted(sessions)}}
-
-
-def _freeze_if_asked(folder: Path, step: str, root: dict, sessions: Mapping) -> None:
-    """The test hook of :data:`FREEZE_DIR_ENV`: wait here if ``folder`` asks this site to."""
-    sid, request = next(iter(sessions.items()))
-    session = root["sessions"].get(sid) or {}
-    site = request.get("you") if step == STEP_KEYS else session.get("me")
-    asked = folder / f"{site}@{step}"
-    if not asked.exists():
-        return
-    asked.with_name(f"{asked.name}.reached").touch()
-    deadline = time.monotonic() + FREEZE_SECONDS
-    while asked.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 def _fail(sid: str, what: str) -> InputDataError:
