@@ -431,21 +431,28 @@ def _study_config(out: Path, counts: str = "secure") -> dict:
     )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def study_deployment(study_inputs, tmp_path_factory):
-    """A study on four SuperNodes: one killed frozen in the counts' ``secagg.share``, another
-    once round 1 is checkpointed (before its evaluation: the checkpoint is written first)."""
-    root = tmp_path_factory.mktemp("fault-study")
+def _killed_study(
+    study_inputs: Path, root: Path, *, counts: str, frozen: dict[str, str], later=None
+) -> dict:
+    """A study on one warm SuperNode per site (each given only its own site's configuration),
+    counts summed ``secure`` or sent ``plain``. Each site of ``frozen`` (site → step, in order)
+    is killed once the test hook has frozen it at its step; ``later(out, runner)`` names a site
+    to kill afterwards (None: none), or is not given.
+
+    Returns ``sites``, ``out``, ``pids``, ``alive`` (site → its node alive at the end),
+    ``seconds``, ``summary`` (what the study returned) and ``home`` (the deployment's
+    FLWR_HOME).
+    """
     sheet = study_inputs / "sites" / "samplesheet.tsv"
     inputs = read_samplesheet(sheet)
     sites = sorted(inputs)
-    prep, evaluation = sites[1], sites[2]
     out = root / "study"
     nodes = site_nodes(inputs, sites, out / "sites", root / "node")
     freeze = root / "freeze"
     freeze.mkdir()
-    (freeze / f"{prep}@{STEP_SHARE}").touch()
-    got: dict = {"sites": sites, "prep": prep, "evaluation": evaluation, "out": out}
+    for site, step in frozen.items():
+        (freeze / f"{site}@{step}").touch()
+    got: dict = {"sites": sites, "out": out}
     kills: dict = {}
     done: dict = {}
     scores = study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
@@ -456,14 +463,16 @@ def study_deployment(study_inputs, tmp_path_factory):
             got["pids"] = list(pids.values())
             started = time.monotonic()
             runner = _in_thread(
-                run_study_config, done, _study_config(out), scoring_file=scores,
+                run_study_config, done, _study_config(out, counts), scoring_file=scores,
                 samplesheet=sheet, superlink=link,
             )  # fmt: skip
-            _kill_frozen(freeze, prep, STEP_SHARE, pids, runner, kills)
-            round_one = checkpoint_path(out / "train" / STUDY_RUN, 1)
-            kills[evaluation] = _wait_for_file(round_one, timeout=1500, while_alive=runner)
-            if kills[evaluation]:
-                os.kill(pids[f"supernode-{evaluation}"], signal.SIGKILL)
+            for site, step in frozen.items():
+                _kill_frozen(freeze, site, step, pids, runner, kills)
+            if later is not None:
+                site = later(out, runner)
+                kills[site or "later"] = site is not None
+                if site is not None:
+                    os.kill(pids[f"supernode-{site}"], signal.SIGKILL)
             runner.join(timeout=1500)
             got["seconds"] = time.monotonic() - started
             got["alive"] = {s: alive(pids[f"supernode-{s}"]) for s in sites}
@@ -473,8 +482,29 @@ def study_deployment(study_inputs, tmp_path_factory):
     assert "result" in done, "the study had not finished 1500 s after it started"
     got["summary"] = done["result"]
     got["home"] = (root / "deploy" / "home").resolve()
-    print(f"fault suite: the study {got['seconds']:.0f} s")
     return got
+
+
+@pytest.fixture(scope="module")
+def study_deployment(study_inputs, tmp_path_factory):
+    """A study on four SuperNodes: one killed frozen in the counts' ``secagg.share``, another
+    once round 1 is checkpointed (before its evaluation: the checkpoint is written first)."""
+    sites = sorted(read_samplesheet(study_inputs / "sites" / "samplesheet.tsv"))
+    prep, evaluation = sites[1], sites[2]
+
+    def after_round_one(out: Path, runner: threading.Thread) -> str | None:
+        round_one = checkpoint_path(out / "train" / STUDY_RUN, 1)
+        return evaluation if _wait_for_file(round_one, timeout=1500, while_alive=runner) else None
+
+    got = _killed_study(
+        study_inputs,
+        tmp_path_factory.mktemp("fault-study"),
+        counts="secure",
+        frozen={prep: STEP_SHARE},
+        later=after_round_one,
+    )
+    print(f"fault suite: the study {got['seconds']:.0f} s")
+    return {**got, "prep": prep, "evaluation": evaluation}
 
 
 def test_a_site_killed_in_the_secure_sum_of_the_counts_is_left_out_of_the_study(
@@ -536,40 +566,13 @@ IN_THE_CLEAR = {0: "counts", 3: "features"}
 def clear_study(study_inputs, tmp_path_factory):
     """A study on four SuperNodes, counts in the clear: one node killed frozen before it answers
     the ``counts`` exchange, another before it answers ``features``; two sites go on."""
-    root = tmp_path_factory.mktemp("fault-clear")
-    sheet = study_inputs / "sites" / "samplesheet.tsv"
-    inputs = read_samplesheet(sheet)
-    sites = sorted(inputs)
-    out = root / "study"
-    nodes = site_nodes(inputs, sites, out / "sites", root / "node")
-    freeze = root / "freeze"
-    freeze.mkdir()
-    for index, step in IN_THE_CLEAR.items():
-        (freeze / f"{sites[index]}@{step}").touch()
-    got: dict = {"sites": sites, "out": out}
-    kills: dict = {}
-    done: dict = {}
-    scores = study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv(FREEZE_DIR_ENV, str(freeze))
-        with start_local(root / "deploy", simulation=False, nodes=nodes, clientapp="warm") as link:
-            pids = link.processes.pids()
-            got["pids"] = list(pids.values())
-            runner = _in_thread(
-                run_study_config, done, _study_config(out, counts="plain"),
-                scoring_file=scores, samplesheet=sheet, superlink=link,
-            )  # fmt: skip
-            for index, step in IN_THE_CLEAR.items():
-                _kill_frozen(freeze, sites[index], step, pids, runner, kills)
-            runner.join(timeout=1500)
-            got["alive"] = {s: alive(pids[f"supernode-{s}"]) for s in sites}
-    if "error" in done:
-        raise done["error"]
-    assert all(kills.values()), f"not every node reached the step it was to be killed at: {kills}"
-    assert "result" in done, "the study had not finished 1500 s after it started"
-    got["summary"] = done["result"]
-    got["home"] = (root / "deploy" / "home").resolve()
-    return got
+    sites = sorted(read_samplesheet(study_inputs / "sites" / "samplesheet.tsv"))
+    return _killed_study(
+        study_inputs,
+        tmp_path_factory.mktemp("fault-clear"),
+        counts="plain",
+        frozen={sites[index]: step for index, step in IN_THE_CLEAR.items()},
+    )
 
 
 def test_sites_killed_at_the_counts_and_features_exchanges_in_the_clear_are_left_out(clear_study):
