@@ -4,10 +4,7 @@ its site nodes."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-import threading
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -52,19 +49,6 @@ def make_certificates(certs: Path, sites: Iterable[str]) -> None:
         timeout=120,
     )
     assert made.returncode == 0, made.stderr
-
-
-def wait_for_line(
-    log: Path, pattern: re.Pattern[str], *, timeout: float, while_alive: threading.Thread
-) -> bool:
-    """Wait until ``log`` matches ``pattern``; False after ``timeout`` s or once ``while_alive``
-    (the thread running the job) has ended without it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and while_alive.is_alive():
-        if log.is_file() and pattern.search(log.read_text(errors="replace")):
-            return True
-        time.sleep(0.2)
-    return log.is_file() and pattern.search(log.read_text(errors="replace")) is not None
 
 
 def site_nodes(

@@ -5,7 +5,9 @@ starts (``flwr-serverapp``) for each submitted run. On a loopback deployment —
 two SuperNodes, each given only its own site's configuration — the ServerApp is killed with
 SIGKILL twice, the same SuperLink and SuperNodes serving every run: once the study's first
 preparation stage (``counts``) is recorded in its state, then, in the run that resumed it, once
-round 1 is checkpointed. Flower does not restart it: the SuperLink marks the run failed once its
+round 1 is checkpointed (each time the first site's ClientApp is held before the next step by
+the freeze test hook, :mod:`rvfedprs.federation.freeze`, so the kill lands there and not after
+the step or the run). Flower does not restart it: the SuperLink marks the run failed once its
 heartbeats stop, and the waiting ``rvfedprs study`` says so and that ``--resume`` continues.
 ``rvfedprs study --resume``, started at once on the same deployment, first waits for the killed
 run (the SuperLink still reports it running: two ServerApps must never write one study), then
@@ -45,6 +47,7 @@ from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # 
 from rvfedprs.federation.flower.processes import FlowerRunError  # noqa: E402
 from rvfedprs.federation.flower.submit import wait_status  # noqa: E402
 from rvfedprs.federation.flower.superlink import start_local  # noqa: E402
+from rvfedprs.federation.freeze import FREEZE_DIR_ENV  # noqa: E402
 from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 from rvfedprs.study.state import StudyState  # noqa: E402
@@ -165,28 +168,47 @@ def deployment(study_inputs, tmp_path_factory):
             p: p.stat().st_mtime_ns for st in stages for p in _stage_files(root, out, sites, st)
         }
 
+    def frozen(step: str, launcher: threading.Thread) -> Path:
+        """Until the first site's ClientApp is frozen before ``step``; the file that holds it."""
+        asked = freeze / f"{sites[0]}@{step}"
+        _wait_for(f"{sites[0]} frozen at {step}", asked.with_name(f"{asked.name}.reached").exists,
+                  launcher)  # fmt: skip
+        return asked
+
+    # each kill lands at a known point: the first site's ClientApp is frozen before the next
+    # step (a kill timed from the study's state alone could land after that step, or the run)
+    freeze = root / "freeze"
+    freeze.mkdir()
     logger = logging.getLogger("rvfedprs")
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append
-    with start_local(root / "link", simulation=False, nodes=nodes, clientapp="warm") as link:
-        got["vital"] = dict(link.processes.vital)
-        home = (root / "link" / "home").resolve()
-        logger.addHandler(handler)
-        try:
-            first = launch(link, "stage")
-            _wait_for("the counts stage recorded", lambda: _counts_recorded(out), first)
-            kill_serverapp("stage", ["counts"])
-            second = launch(link, "round", resume=True)
-            _wait_for("round 1 checkpointed", lambda: _round_one_checkpointed(out), second)
-            kill_serverapp("round", ["counts", "features"])
-            got["summary"] = study(link, resume=True)
-        finally:
-            logger.removeHandler(handler)
-        got["log"] = "\n".join(r.getMessage() for r in records)
-        for kill, thread in (("stage", first), ("round", second)):
-            thread.join(timeout=120)
-            got["kills"][kill]["launcher_alive"] = thread.is_alive()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(FREEZE_DIR_ENV, str(freeze))  # every SuperNode's environment
+        with start_local(root / "link", simulation=False, nodes=nodes, clientapp="warm") as link:
+            got["vital"] = dict(link.processes.vital)
+            home = (root / "link" / "home").resolve()
+            logger.addHandler(handler)
+            try:
+                (freeze / f"{sites[0]}@features").touch()
+                first = launch(link, "stage")
+                asked = frozen("features", first)
+                _wait_for("the counts stage recorded", lambda: _counts_recorded(out), first)
+                kill_serverapp("stage", ["counts"])
+                asked.unlink()  # its answer goes to a run that is gone
+                (freeze / f"{sites[0]}@train.2").touch()
+                second = launch(link, "round", resume=True)
+                asked = frozen("train.2", second)
+                _wait_for("round 1 checkpointed", lambda: _round_one_checkpointed(out), second)
+                kill_serverapp("round", ["counts", "features"])
+                asked.unlink()
+                got["summary"] = study(link, resume=True)
+            finally:
+                logger.removeHandler(handler)
+            got["log"] = "\n".join(r.getMessage() for r in records)
+            for kill, thread in (("stage", first), ("round", second)):
+                thread.join(timeout=120)
+                got["kills"][kill]["launcher_alive"] = thread.is_alive()
     return got
 
 

@@ -6,8 +6,8 @@ t = max(3, ⌊n/2⌋ + 1): 3 of 5 members) and ``min_replies: 3`` through ``rvfe
 (so the run writes ``metrics.json``). In round 1 three SuperNodes are killed with SIGKILL (each
 by the pid the launcher recorded), each at another exchange:
 
-- ``client02`` as it receives the ``train`` message (seen in its SuperNode's log): it never
-  replies to the fit, so it is out before the key exchange;
+- ``client02`` as it receives the ``train`` message (``train.1``): it never replies to the
+  fit, so it is out before the key exchange;
 - ``client03`` in the share-keys step (``secagg.share``): it sent its public keys, never its
   shares, so no member masks with it and it is out of the sum;
 - ``client04`` in the unmask step (``secagg.unmask``), after it sent its masked update: the
@@ -24,21 +24,22 @@ A second run on the same deployment, over the three sites left, loses ``client05
 masking step (``secagg.mask``): 2 of 3 members, below t = 3, so the run stops with an error
 naming it and the threshold, nothing unmasked.
 
-A site answers a ``secagg.*`` step in milliseconds, too fast to kill it reliably from its log:
+A site answers a step in milliseconds to seconds, too fast to kill it reliably from its log:
 the test freezes it there with the test hook of :mod:`rvfedprs.federation.freeze`
 (:data:`~rvfedprs.federation.freeze.FREEZE_DIR_ENV`) and kills its SuperNode once it says
-it has reached the step. Training takes long enough to kill a node from its log.
+it has reached the step.
 
 A study on a second loopback deployment — four SuperNodes, each given only its own site's
 configuration, counts summed securely (t = 3), one round, ``min_replies: 2`` — loses a node in
 preparation and another in federated evaluation. The first is frozen and killed in the share
 step of the secure sum of the counts: it is left out of the study (``study.json``'s
 ``left_out``: "secure sum of counts: secagg.share: …"), asked for no features, no moments, no
-training, no evaluation. The second is killed once round 1 is checkpointed (the checkpoint is
-written before the round's evaluation): named in round 1's ``evaluation_failed`` and in the
-run's ``evaluation_failures`` (round 1 and the final evaluation), the pooled metrics over the
-two sites left. (The training deployment above is a ``train`` run over prepared folders, not a
-study: its nodes hold no site inputs, so the study needs its own.)
+training, no evaluation. The second is frozen before it answers round 1's evaluation (round 1
+is checkpointed by then: the checkpoint is written first) and killed: named in round 1's
+``evaluation_failed`` and in the run's ``evaluation_failures`` (round 1 and the final
+evaluation), the pooled metrics over the two sites left. (The training deployment above is a
+``train`` run over prepared folders, not a study: its nodes hold no site inputs, so the study
+needs its own.)
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
-from _flower_processes import alive, processes_using, site_nodes, wait_for_line  # noqa: E402
+from _flower_processes import alive, processes_using, site_nodes  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
@@ -105,16 +106,15 @@ MIN_REPLIES = 3
 ROUND_TIMEOUT = 120.0
 #: Killed in round 1 as it receives the train message.
 VICTIM = "client02"
-#: Killed in round 1 at these secure-aggregation steps (frozen there first).
-FROZEN = {"client03": STEP_SHARE, "client04": STEP_UNMASK}
+#: Killed in round 1 at these steps, in this order (frozen there first): the victim before it
+#: trains, the others at secure-aggregation steps.
+FROZEN = {VICTIM: "train.1", "client03": STEP_SHARE, "client04": STEP_UNMASK}
 #: Killed in the second run's masking step, with two sites left beside it.
 LAST = ("client05", STEP_MASK)
 #: Why a killed node's site failed: the SuperLink's error reply for a node whose heartbeats
 #: stopped (once it has noticed), or no reply within the exchange's timeout (before it has).
 LOST = rf"(error 5: Error: Node Unavailable[^']*|no reply within {ROUND_TIMEOUT} s)"
-#: What a SuperNode logs when round 1's training request reaches it.
-ROUND_ONE_TRAIN = re.compile(r"\[RUN \d+, ROUND 1\]\s*\n.*Receiving: train message")
-KILLED = [VICTIM, *FROZEN]
+KILLED = list(FROZEN)
 
 
 def _config(data: Path, rounds: int) -> dict:
@@ -206,10 +206,6 @@ def deployment(tmp_path_factory):
             first: dict = {}
             started = time.monotonic()
             runner = _in_thread(train, first, _config(data, ROUNDS), out["run"], superlink=link)
-            log = root / "deploy" / "logs" / f"supernode-{VICTIM}.log"
-            kills[VICTIM] = wait_for_line(log, ROUND_ONE_TRAIN, timeout=600, while_alive=runner)
-            if kills[VICTIM]:
-                os.kill(pids[f"supernode-{VICTIM}"], signal.SIGKILL)
             for site, step in FROZEN.items():
                 _kill_frozen(freeze, site, step, pids, runner, kills)
             out["others_alive"] = [
@@ -431,13 +427,10 @@ def _study_config(out: Path, counts: str = "secure") -> dict:
     )  # fmt: skip
 
 
-def _killed_study(
-    study_inputs: Path, root: Path, *, counts: str, frozen: dict[str, str], later=None
-) -> dict:
+def _killed_study(study_inputs: Path, root: Path, *, counts: str, frozen: dict[str, str]) -> dict:
     """A study on one warm SuperNode per site (each given only its own site's configuration),
     counts summed ``secure`` or sent ``plain``. Each site of ``frozen`` (site → step, in order)
-    is killed once the test hook has frozen it at its step; ``later(out, runner)`` names a site
-    to kill afterwards (None: none), or is not given.
+    is killed once the test hook has frozen it at its step.
 
     Returns ``sites``, ``out``, ``pids``, ``alive`` (site → its node alive at the end),
     ``seconds``, ``summary`` (what the study returned) and ``home`` (the deployment's
@@ -468,11 +461,6 @@ def _killed_study(
             )  # fmt: skip
             for site, step in frozen.items():
                 _kill_frozen(freeze, site, step, pids, runner, kills)
-            if later is not None:
-                site = later(out, runner)
-                kills[site or "later"] = site is not None
-                if site is not None:
-                    os.kill(pids[f"supernode-{site}"], signal.SIGKILL)
             runner.join(timeout=1500)
             got["seconds"] = time.monotonic() - started
             got["alive"] = {s: alive(pids[f"supernode-{s}"]) for s in sites}
@@ -488,20 +476,16 @@ def _killed_study(
 @pytest.fixture(scope="module")
 def study_deployment(study_inputs, tmp_path_factory):
     """A study on four SuperNodes: one killed frozen in the counts' ``secagg.share``, another
-    once round 1 is checkpointed (before its evaluation: the checkpoint is written first)."""
+    frozen before it answers round 1's evaluation (after round 1 is checkpointed: the
+    checkpoint is written first)."""
     sites = sorted(read_samplesheet(study_inputs / "sites" / "samplesheet.tsv"))
     prep, evaluation = sites[1], sites[2]
-
-    def after_round_one(out: Path, runner: threading.Thread) -> str | None:
-        round_one = checkpoint_path(out / "train" / STUDY_RUN, 1)
-        return evaluation if _wait_for_file(round_one, timeout=1500, while_alive=runner) else None
 
     got = _killed_study(
         study_inputs,
         tmp_path_factory.mktemp("fault-study"),
         counts="secure",
-        frozen={prep: STEP_SHARE},
-        later=after_round_one,
+        frozen={prep: STEP_SHARE, evaluation: "evaluate"},
     )
     print(f"fault suite: the study {got['seconds']:.0f} s")
     return {**got, "prep": prep, "evaluation": evaluation}

@@ -49,3 +49,11 @@ def test_a_site_asked_is_frozen_until_released(tmp_path, monkeypatch):
 def test_the_clientapp_checks_it_before_answering_any_step():
     source = inspect.getsource(client_app.query)
     assert source.index("freeze_if_asked(client, request.step)") < source.index("task.handle(")
+
+
+def test_the_clientapp_checks_it_before_training_a_round():
+    source = inspect.getsource(client_app.train)
+    assert source.index('freeze_if_asked(client, f"{fit}.{server_round}")') < source.index(
+        "task.fit("
+    )
+    assert '"warm_start" if settings.get("run_index") == WARM_START_RUN else "train"' in source

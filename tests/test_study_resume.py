@@ -9,10 +9,12 @@ final models equal an uninterrupted study's exactly. A resume under a changed co
 refused naming the settings; a fresh run over a saved state says so and starts over.
 
 On Flower's simulation engine (slow: 2–6 min), with ``rvfedprs study`` as its own process: the
-coordinator's command is killed mid-run while the run goes on on the SuperLink, and
-``--attach`` collects it; then the command is killed with its SuperLink and simulation, and
-``--resume`` continues in a new run (the prepared stages not run again, round 1 not trained
-again), to the in-process result (1e-9). The waiting of a launcher backs off.
+coordinator's command is killed mid-run (client01's ClientApp held before round 1's training by
+the freeze test hook, :mod:`rvfedprs.federation.freeze`) while the run goes on on the
+SuperLink, and ``--attach`` collects it; then the command is killed with its SuperLink and
+simulation while round 2 is held, and ``--resume`` continues in a new run (the prepared stages
+not run again, round 1 not trained again), to the in-process result (1e-9). The waiting of a
+launcher backs off.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from rvfedprs.federation.checkpoints import (  # noqa: E402
 )
 from rvfedprs.federation.flower.processes import backoff  # noqa: E402
 from rvfedprs.federation.flower.submit import wait_status  # noqa: E402
+from rvfedprs.federation.freeze import FREEZE_DIR_ENV  # noqa: E402
 from rvfedprs.federation.rounds import WARM_START_RUN  # noqa: E402
 from rvfedprs.federation.task import Transport  # noqa: E402
 from rvfedprs.study.run import run_study_config  # noqa: E402
@@ -313,8 +316,11 @@ def test_wait_status_reads_the_status_at_the_intervals_given(tmp_path):
     assert time.monotonic() - started < 2.0
 
 
-def _coordinator(inputs: Path, out: Path, engine: str) -> subprocess.Popen:
-    """``rvfedprs study`` as its own process (the coordinator that gets killed)."""
+def _coordinator(
+    inputs: Path, out: Path, engine: str, freeze: Path | None = None
+) -> subprocess.Popen:
+    """``rvfedprs study`` as its own process (the coordinator that gets killed); ``freeze``: the
+    folder of the freeze test hook, in its environment and so its ClientApps'."""
     overrides = {
         **{k: v for k, v in SMALL_COHORT.items() if k != "simulate"},
         "train": {"rounds": ROUNDS, "seed": 3, "compare": ["fedavg"], "progress": False,
@@ -328,8 +334,21 @@ def _coordinator(inputs: Path, out: Path, engine: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "rvfedprs", "study", "--config", str(out / "config.yaml"),
             "--samplesheet", str(inputs / "sites" / "samplesheet.tsv"),
             "--scoring-file", str(inputs / "cohort" / "scores" / "PGS_sim.txt.gz")]  # fmt: skip
+    env = {**os.environ, **({FREEZE_DIR_ENV: str(freeze)} if freeze else {})}
     with open(out / "coordinator.log", "wb") as sink:
-        return subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
+        return subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+
+def _frozen_at(
+    coordinator: subprocess.Popen, out: Path, freeze: Path, site: str, step: str
+) -> None:
+    """Until ``site``'s ClientApp is frozen before ``step`` (the run can go no further)."""
+    reached = freeze / f"{site}@{step}.reached"
+    deadline = time.monotonic() + 900
+    while not reached.exists():
+        assert coordinator.poll() is None, (out / "coordinator.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, f"{site} not frozen at {step} within 900 s"
+        time.sleep(0.5)
 
 
 def _wait_for_round(coordinator: subprocess.Popen, out: Path, server_round: int) -> None:
@@ -366,16 +385,20 @@ def test_a_killed_flower_coordinator_is_attached_to_then_a_killed_run_resumes(
     """flower-sim: kill the coordinator's command (the run goes on: --attach collects it); kill
     the command and its SuperLink (the run is gone: --resume continues it in a new run)."""
     want = json.loads((reference / "train" / "fedavg" / "metrics.json").read_text())
+    # the kills land at known points: client01's ClientApp is frozen before it trains a round
+    # (a kill timed from the run's status could land after the run had finished)
+    freeze = tmp_path / "freeze"
+    freeze.mkdir()
+    (freeze / "client01@train.1").touch()
     out = tmp_path / "attached"
-    coordinator = _coordinator(study_inputs, out, "flower-sim")
+    coordinator = _coordinator(study_inputs, out, "flower-sim", freeze)
     try:
-        # killed once the ServerApp reports the run started (round 0): after round 1, round 2
-        # and the evaluation can finish before the kill lands, and the run would be over
-        _wait_for_round(coordinator, out, 0)
+        _frozen_at(coordinator, out, freeze, "client01", "train.1")
         run_id = json.loads((out / "flower" / "run.json").read_text())["run_id"]
         coordinator.kill()  # the command only: the SuperLink runs in its own session
         coordinator.wait()
         assert json.loads((out / "flower" / "status.json").read_text())["status"] == "running"
+        (freeze / "client01@train.1").unlink()  # the run goes on without its command
         config = _config(out, engine="flower-sim")
         summary = run_study_config(config, scoring_file="unused", attach="")
         assert _results(summary) == _results(json.loads((out / "study.json").read_text()))
@@ -387,13 +410,16 @@ def test_a_killed_flower_coordinator_is_attached_to_then_a_killed_run_resumes(
         _stop_flower(out)
 
     out = tmp_path / "resumed"
-    coordinator = _coordinator(study_inputs, out, "flower-sim")
+    (freeze / "client01@train.2").touch()  # round 1 checkpointed, round 2 never finished
+    coordinator = _coordinator(study_inputs, out, "flower-sim", freeze)
     try:
+        _frozen_at(coordinator, out, freeze, "client01", "train.2")
         _wait_for_round(coordinator, out, 1)
         coordinator.kill()
         coordinator.wait()
     finally:
         _stop_flower(out)  # the SuperLink and the simulation too: the run is gone
+        (freeze / "client01@train.2").unlink()  # the resumed run trains round 2
     state = StudyState.read(out)
     assert list(state.stages) == ["counts", "features"] and state.runs == {
         "fedavg": {"started": True}

@@ -35,6 +35,7 @@ from rvfedprs.federation.flower.records import (
     payload_to_content,
 )
 from rvfedprs.federation.freeze import freeze_if_asked
+from rvfedprs.federation.rounds import WARM_START_RUN
 from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY
 from rvfedprs.federation.secagg.site import held_fit_result
 from rvfedprs.federation.task import Task
@@ -88,9 +89,11 @@ def query(msg: Message, context: Context) -> Message:
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """One round of local training through the task's :meth:`~Task.fit`."""
-    instruction, _, seed, settings = content_to_instruction(msg.content)
+    instruction, server_round, seed, settings = content_to_instruction(msg.content)
     task = get_task(str(settings["task"]))
-    _, site = node_site(task, context, settings)
+    client, site = node_site(task, context, settings)
+    fit = "warm_start" if settings.get("run_index") == WARM_START_RUN else "train"
+    freeze_if_asked(client, f"{fit}.{server_round}")  # a test hook, as in query
     record = f"{_STATE_RECORD}-{settings['run_index']}" if settings.get("run_index") else None
     state = _load_state(context, record or _STATE_RECORD)
     saved = settings.get("client_state")
