@@ -52,8 +52,7 @@ from rvfedprs.federation.checkpoints import (  # noqa: E402
 from rvfedprs.federation.flower.processes import backoff  # noqa: E402
 from rvfedprs.federation.flower.submit import wait_status  # noqa: E402
 from rvfedprs.federation.freeze import FREEZE_DIR_ENV  # noqa: E402
-from rvfedprs.federation.rounds import WARM_START_RUN  # noqa: E402
-from rvfedprs.federation.task import Transport  # noqa: E402
+from rvfedprs.federation.task import WARM_START_RUN, Transport  # noqa: E402
 from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 from rvfedprs.study.state import STATE_FILE, StudyState  # noqa: E402

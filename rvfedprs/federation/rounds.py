@@ -52,7 +52,7 @@ from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.screening import UpdateScreen
 from rvfedprs.federation.secagg.training import SecureAggregation
 from rvfedprs.federation.seeds import SEED_SCHEME, client_seed, initial_seed
-from rvfedprs.federation.task import Task, Transport
+from rvfedprs.federation.task import WARM_START_RUN, Task, Transport
 from rvfedprs.strategies.base import FitResult, Strategy
 from rvfedprs.strategies.secure import GroupSum
 
@@ -501,10 +501,6 @@ def run_rounds(
         if on_round is not None:
             on_round(entry)
     return written
-
-
-#: ``run_index`` of the warm-start fit's messages (the training runs count from 0).
-WARM_START_RUN = 1 << 20  # above any real run index; a non-negative seed word
 
 
 def warm_start(

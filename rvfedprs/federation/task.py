@@ -33,7 +33,11 @@ from rvfedprs.federation.secagg.protocol import STEPS as SECAGG_STEPS
 from rvfedprs.federation.secagg.site import answer as answer_secagg
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
 
-__all__ = ["Request", "Task", "Transport", "Replies"]
+__all__ = ["Request", "Task", "Transport", "Replies", "WARM_START_RUN"]
+
+#: ``run_index`` of the warm-start fit's messages (the training runs count from 0). Here, not in
+#: :mod:`~rvfedprs.federation.rounds`, so that a site's ClientApp can read it without torch.
+WARM_START_RUN = 1 << 20  # above any real run index; a non-negative seed word
 
 
 @dataclass

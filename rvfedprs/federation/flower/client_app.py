@@ -35,10 +35,9 @@ from rvfedprs.federation.flower.records import (
     payload_to_content,
 )
 from rvfedprs.federation.freeze import freeze_if_asked
-from rvfedprs.federation.rounds import WARM_START_RUN
 from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY
 from rvfedprs.federation.secagg.site import held_fit_result
-from rvfedprs.federation.task import Task
+from rvfedprs.federation.task import WARM_START_RUN, Task
 from rvfedprs.tasks import get_task
 
 __all__ = ["app", "node_site"]
