@@ -40,6 +40,11 @@ is checkpointed by then: the checkpoint is written first) and killed: named in r
 evaluation), the pooled metrics over the two sites left. (The training deployment above is a
 ``train`` run over prepared folders, not a study: its nodes hold no site inputs, so the study
 needs its own.)
+
+A third deployment runs a study with its counts sent in the clear and ``min_replies: 1``: one
+node is frozen and killed before it answers ``counts``, another before ``features`` and a third
+before the run's ``moments``. Each is named with its step in ``left_out`` and is out of the
+study's ``sites``; the one site left trains and is evaluated.
 """
 
 from __future__ import annotations
@@ -408,9 +413,9 @@ STUDY_RUN = "fedavg"
 STUDY_MIN_REPLIES = 2
 
 
-def _study_config(out: Path, counts: str = "secure") -> dict:
+def _study_config(out: Path, counts: str = "secure", min_replies: int = STUDY_MIN_REPLIES) -> dict:
     """Four sites, counts summed securely (t = 3) or sent ``plain``, one round,
-    ``min_replies: 2``."""
+    ``min_replies`` (2 unless given)."""
     return load_config(
         None,
         overrides={
@@ -422,15 +427,22 @@ def _study_config(out: Path, counts: str = "secure") -> dict:
             "flower": {"round_timeout": ROUND_TIMEOUT, "timeout": 1500},
             "study": {"enabled": True, "engine": "flower-deploy", "out": str(out),
                       "sites_dir": str(out / "sites"), "count_aggregation": counts,
-                      "min_replies": STUDY_MIN_REPLIES},
+                      "min_replies": min_replies},
         },
     )  # fmt: skip
 
 
-def _killed_study(study_inputs: Path, root: Path, *, counts: str, frozen: dict[str, str]) -> dict:
+def _killed_study(
+    study_inputs: Path,
+    root: Path,
+    *,
+    counts: str,
+    frozen: dict[str, str],
+    min_replies: int = STUDY_MIN_REPLIES,
+) -> dict:
     """A study on one warm SuperNode per site (each given only its own site's configuration),
-    counts summed ``secure`` or sent ``plain``. Each site of ``frozen`` (site → step, in order)
-    is killed once the test hook has frozen it at its step.
+    counts summed ``secure`` or sent ``plain``, ``min_replies``. Each site of ``frozen``
+    (site → step, in order) is killed once the test hook has frozen it at its step.
 
     Returns ``sites``, ``out``, ``pids``, ``alive`` (site → its node alive at the end),
     ``seconds``, ``summary`` (what the study returned) and ``home`` (the deployment's
@@ -456,7 +468,8 @@ def _killed_study(study_inputs: Path, root: Path, *, counts: str, frozen: dict[s
             got["pids"] = list(pids.values())
             started = time.monotonic()
             runner = _in_thread(
-                run_study_config, done, _study_config(out, counts), scoring_file=scores,
+                run_study_config, done, _study_config(out, counts, min_replies),
+                scoring_file=scores,
                 samplesheet=sheet, superlink=link,
             )  # fmt: skip
             for site, step in frozen.items():
@@ -541,25 +554,28 @@ def test_no_process_of_the_study_deployment_is_left_and_only_the_killed_nodes_di
     assert processes_using(got["home"]) == []
 
 
-# --- a study in the clear: nodes killed at the counts and at the features exchanges ------------
-#: Killed frozen at these steps of a study whose counts are sent in the clear (site index → step).
-IN_THE_CLEAR = {0: "counts", 3: "features"}
+# --- a study in the clear: nodes killed at the counts, features and moments exchanges ---------
+#: Killed frozen at these steps, in this order, of a study whose counts are sent in the clear
+#: (site index → step); ``min_replies: 1``, so the one site left trains and is evaluated.
+IN_THE_CLEAR = {0: "counts", 3: "features", 1: "moments"}
 
 
 @pytest.fixture(scope="module")
 def clear_study(study_inputs, tmp_path_factory):
     """A study on four SuperNodes, counts in the clear: one node killed frozen before it answers
-    the ``counts`` exchange, another before it answers ``features``; two sites go on."""
+    the ``counts`` exchange, another before ``features``, a third before the run's ``moments``;
+    one site goes on."""
     sites = sorted(read_samplesheet(study_inputs / "sites" / "samplesheet.tsv"))
     return _killed_study(
         study_inputs,
         tmp_path_factory.mktemp("fault-clear"),
         counts="plain",
         frozen={sites[index]: step for index, step in IN_THE_CLEAR.items()},
+        min_replies=1,
     )
 
 
-def test_sites_killed_at_the_counts_and_features_exchanges_in_the_clear_are_left_out(clear_study):
+def test_sites_killed_at_the_counts_features_and_moments_exchanges_are_left_out(clear_study):
     got = clear_study
     out, sites = got["out"], got["sites"]
     killed = {sites[index]: step for index, step in IN_THE_CLEAR.items()}
@@ -570,16 +586,17 @@ def test_sites_killed_at_the_counts_and_features_exchanges_in_the_clear_are_left
         assert sorted(summary["left_out"]) == sorted(killed), summary["left_out"]
         for site, step in killed.items():
             assert re.fullmatch(rf"{step}: {LOST}", summary["left_out"][site]), summary
-    counts_lost = next(s for s, step in killed.items() if step == "counts")
-    features_lost = next(s for s, step in killed.items() if step == "features")
+    lost = {step: site for site, step in killed.items()}
     # lost at counts: never asked for features; lost at features: it had answered the counts
     # (its frozen ClientApp, let go once its node is dead, may still write its own features:
-    # nothing of them reaches the study, as the tables and records below show)
-    assert not (out / "sites" / counts_lost / "prepared" / "features.request").exists()
-    assert (out / "sites" / features_lost / "logs" / "counts.request").is_file()
-    for site in kept:
+    # nothing of them reaches the study, as the tables and records below show); lost at the
+    # run's moments: its features are in the study's table, it is neither trained nor evaluated
+    assert not (out / "sites" / lost["counts"] / "prepared" / "features.request").exists()
+    assert (out / "sites" / lost["features"] / "logs" / "counts.request").is_file()
+    prepared = sorted([*kept, lost["moments"]])
+    for site in prepared:
         assert (out / "sites" / site / "prepared" / "features.request").is_file()
-    assert sorted(pd.read_csv(out / "clients.tsv", sep="\t")["client"]) == kept
+    assert sorted(pd.read_csv(out / "clients.tsv", sep="\t")["client"]) == prepared
     metrics = json.loads((out / "train" / STUDY_RUN / "metrics.json").read_text())
     assert metrics["traffic"]["fit"]["messages"] == len(kept)
     assert metrics["evaluated_sites"] == kept and sorted(metrics["client_auc"]) == kept

@@ -580,6 +580,8 @@ def run_study(
             on_round=None if on_round is None else lambda _, e, i=index: on_round(i, e),
         )
         state.finish_run(name, summary["runs"][name])
+    # a site lost at a run's moments exchange is out of the study from there on
+    summary["sites"], summary["left_out"] = sites.ids, dict(sites.left_out)
     if traffic_of(transport) is not None:  # the whole study's exchanges, per step
         summary["traffic"] = traffic_of(transport).table()
     (out / "study.json").write_text(json.dumps(jsonable(summary), indent=2) + "\n")
