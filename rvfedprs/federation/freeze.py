@@ -2,13 +2,14 @@
 
 A real node answers most steps in milliseconds, too fast to kill it at a known point from its
 log. When the node's environment names a folder (:data:`FREEZE_DIR_ENV`) that holds a file
-``<site>@<step>`` (e.g. ``client03@secagg.share``, ``site2@features``, ``client01@train.2``
-for round 2's local training in a training run, ``client01@warm_start.2`` in the warm-start
-fit), that site, asked that step, writes ``<site>@<step>.reached``
-there and waits without answering while the file exists, at most :data:`FREEZE_SECONDS`. The
-Flower ClientApp checks it before every step it answers and every round it trains
+``<site>@<step>``, that site, asked that step, writes ``<site>@<step>.reached`` there and waits
+without answering while the file exists, at most :data:`FREEZE_SECONDS`. Steps are those a
+site answers (``client03@secagg.share``, ``site2@features``) and the rounds it trains:
+``client01@train.2`` for round 2 of a training run, ``client01@warm_start.2`` for round 2 of
+the warm-start fit. The Flower ClientApp checks it before each
 (:mod:`rvfedprs.federation.flower.client_app`); unset, nothing happens
-(``tests/test_fault_suite.py``, ``tests/test_study_resume.py``).
+(``tests/test_fault_suite.py``, ``tests/test_deploy_resume.py``,
+``tests/test_study_resume.py``).
 """
 
 from __future__ import annotations
