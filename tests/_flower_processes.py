@@ -3,39 +3,35 @@ its site nodes."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+
+from rvfedprs.federation.flower.processes import pid_running, pids_with_env
+from rvfedprs.federation.freeze import reached_file
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie still answers kill(0)
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
+#: True while a pid runs (a zombie counts as gone).
+alive = pid_running
 
 
 def processes_using(home: Path) -> list[int]:
     """Pids of live processes whose environment names ``home`` as FLWR_HOME."""
-    needle = f"FLWR_HOME={home}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes().split(b"\0") and alive(int(entry.name)):
-                found.append(int(entry.name))
-        except (PermissionError, FileNotFoundError, ProcessLookupError):
-            continue
-    return found
+    return [pid for pid in pids_with_env(f"FLWR_HOME={home}") if pid_running(pid)]
+
+
+def wait_frozen(asked: Path, going: Callable[[], bool], timeout: float) -> bool:
+    """Wait until the site that the freeze file ``asked`` names says it is frozen there
+    (:mod:`rvfedprs.federation.freeze`); False after ``timeout`` s or once ``going()`` (the
+    job still runs) is false without it."""
+    reached = reached_file(asked)
+    deadline = time.monotonic() + timeout
+    while not reached.exists() and going() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return reached.exists()
 
 
 def make_certificates(certs: Path, sites: Iterable[str]) -> None:

@@ -38,7 +38,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _flower_processes import alive, processes_using, site_nodes  # noqa: E402
+from _flower_processes import alive, processes_using, site_nodes, wait_frozen  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 from test_study_resume import TABLES, _results  # noqa: E402
 
@@ -47,7 +47,7 @@ from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # 
 from rvfedprs.federation.flower.processes import FlowerRunError  # noqa: E402
 from rvfedprs.federation.flower.submit import wait_status  # noqa: E402
 from rvfedprs.federation.flower.superlink import start_local  # noqa: E402
-from rvfedprs.federation.freeze import FREEZE_DIR_ENV  # noqa: E402
+from rvfedprs.federation.freeze import FREEZE_DIR_ENV, freeze_file  # noqa: E402
 from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
 from rvfedprs.study.state import StudyState  # noqa: E402
@@ -170,9 +170,9 @@ def deployment(study_inputs, tmp_path_factory):
 
     def frozen(step: str, launcher: threading.Thread) -> Path:
         """Until the first site's ClientApp is frozen before ``step``; the file that holds it."""
-        asked = freeze / f"{sites[0]}@{step}"
-        _wait_for(f"{sites[0]} frozen at {step}", asked.with_name(f"{asked.name}.reached").exists,
-                  launcher)  # fmt: skip
+        asked = freeze_file(freeze, sites[0], step)
+        reached = wait_frozen(asked, launcher.is_alive, timeout=1500)
+        assert reached, f"{sites[0]} not frozen at {step} (launcher alive: {launcher.is_alive()})"
         return asked
 
     # each kill lands at a known point: the first site's ClientApp is frozen before the next
@@ -190,13 +190,13 @@ def deployment(study_inputs, tmp_path_factory):
             home = (root / "link" / "home").resolve()
             logger.addHandler(handler)
             try:
-                (freeze / f"{sites[0]}@features").touch()
+                freeze_file(freeze, sites[0], "features").touch()
                 first = launch(link, "stage")
                 asked = frozen("features", first)
                 _wait_for("the counts stage recorded", lambda: _counts_recorded(out), first)
                 kill_serverapp("stage", ["counts"])
                 asked.unlink()  # its answer goes to a run that is gone
-                (freeze / f"{sites[0]}@train.2").touch()
+                freeze_file(freeze, sites[0], "train.2").touch()
                 second = launch(link, "round", resume=True)
                 asked = frozen("train.2", second)
                 _wait_for("round 1 checkpointed", lambda: _round_one_checkpointed(out), second)

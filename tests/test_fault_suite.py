@@ -66,14 +66,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
-from _flower_processes import alive, processes_using, site_nodes  # noqa: E402
+from _flower_processes import alive, processes_using, site_nodes, wait_frozen  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint  # noqa: E402
 from rvfedprs.federation.flower.processes import FlowerRunError  # noqa: E402
 from rvfedprs.federation.flower.superlink import start_local  # noqa: E402
-from rvfedprs.federation.freeze import FREEZE_DIR_ENV  # noqa: E402
+from rvfedprs.federation.freeze import FREEZE_DIR_ENV, freeze_file  # noqa: E402
 from rvfedprs.federation.secagg.protocol import (  # noqa: E402
     STEP_MASK,
     STEP_SHARE,
@@ -158,20 +158,11 @@ def _in_thread(target, done: dict, *args, **kwargs) -> threading.Thread:
     return runner
 
 
-def _wait_for_file(path: Path, *, timeout: float, while_alive: threading.Thread) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and while_alive.is_alive() and not path.exists():
-        time.sleep(0.1)
-    return path.exists()
-
-
 def _kill_frozen(freeze: Path, site: str, step: str, pids: dict, runner, kills: dict) -> None:
     """Wait until ``site`` is frozen at ``step``, kill its SuperNode, then let the frozen
     ClientApp go (its answer has nowhere to go: its node is dead)."""
-    asked = freeze / f"{site}@{step}"
-    reached = _wait_for_file(
-        asked.with_name(f"{asked.name}.reached"), timeout=600, while_alive=runner
-    )
+    asked = freeze_file(freeze, site, step)
+    reached = wait_frozen(asked, runner.is_alive, timeout=600)
     if reached:
         os.kill(pids[f"supernode-{site}"], signal.SIGKILL)
     kills[site] = reached
@@ -195,7 +186,7 @@ def deployment(tmp_path_factory):
     freeze = root / "freeze"
     freeze.mkdir()
     for site, step in FROZEN.items():
-        (freeze / f"{site}@{step}").touch()
+        freeze_file(freeze, site, step).touch()
     out: dict = {"federation": federation, "run": root / "run", "second": root / "second"}
     kills: dict = {}
     with pytest.MonkeyPatch.context() as env:
@@ -220,7 +211,7 @@ def deployment(tmp_path_factory):
             out["first_seconds"] = time.monotonic() - started
 
             site, step = LAST
-            (freeze / f"{site}@{step}").touch()
+            freeze_file(freeze, site, step).touch()
             second: dict = {}
             started = time.monotonic()
             # the three sites left (the killed nodes are offline by now: not waited for)
@@ -456,7 +447,7 @@ def _killed_study(
     freeze = root / "freeze"
     freeze.mkdir()
     for site, step in frozen.items():
-        (freeze / f"{site}@{step}").touch()
+        freeze_file(freeze, site, step).touch()
     got: dict = {"sites": sites, "out": out}
     kills: dict = {}
     done: dict = {}

@@ -38,7 +38,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _flower_processes import processes_using  # noqa: E402
+from _flower_processes import processes_using, wait_frozen  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
@@ -51,7 +51,7 @@ from rvfedprs.federation.checkpoints import (  # noqa: E402
 )
 from rvfedprs.federation.flower.processes import backoff  # noqa: E402
 from rvfedprs.federation.flower.submit import wait_status  # noqa: E402
-from rvfedprs.federation.freeze import FREEZE_DIR_ENV  # noqa: E402
+from rvfedprs.federation.freeze import FREEZE_DIR_ENV, freeze_file  # noqa: E402
 from rvfedprs.federation.task import WARM_START_RUN, Transport  # noqa: E402
 from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.samplesheet import read_samplesheet  # noqa: E402
@@ -342,12 +342,11 @@ def _frozen_at(
     coordinator: subprocess.Popen, out: Path, freeze: Path, site: str, step: str
 ) -> None:
     """Until ``site``'s ClientApp is frozen before ``step`` (the run can go no further)."""
-    reached = freeze / f"{site}@{step}.reached"
-    deadline = time.monotonic() + 900
-    while not reached.exists():
-        assert coordinator.poll() is None, (out / "coordinator.log").read_text()[-3000:]
-        assert time.monotonic() < deadline, f"{site} not frozen at {step} within 900 s"
-        time.sleep(0.5)
+    reached = wait_frozen(freeze_file(freeze, site, step), lambda: coordinator.poll() is None, 900)
+    assert reached, (
+        f"{site} not frozen at {step} within 900 s (coordinator exit status "
+        f"{coordinator.poll()}): {(out / 'coordinator.log').read_text()[-3000:]}"
+    )
 
 
 def _wait_for_round(coordinator: subprocess.Popen, out: Path, server_round: int) -> None:
@@ -388,7 +387,7 @@ def test_a_killed_flower_coordinator_is_attached_to_then_a_killed_run_resumes(
     # (a kill timed from the run's status could land after the run had finished)
     freeze = tmp_path / "freeze"
     freeze.mkdir()
-    (freeze / "client01@train.1").touch()
+    freeze_file(freeze, "client01", "train.1").touch()
     out = tmp_path / "attached"
     coordinator = _coordinator(study_inputs, out, "flower-sim", freeze)
     try:
@@ -397,7 +396,7 @@ def test_a_killed_flower_coordinator_is_attached_to_then_a_killed_run_resumes(
         coordinator.kill()  # the command only: the SuperLink runs in its own session
         coordinator.wait()
         assert json.loads((out / "flower" / "status.json").read_text())["status"] == "running"
-        (freeze / "client01@train.1").unlink()  # the run goes on without its command
+        freeze_file(freeze, "client01", "train.1").unlink()  # the run goes on without its command
         config = _config(out, engine="flower-sim")
         summary = run_study_config(config, scoring_file="unused", attach="")
         assert _results(summary) == _results(json.loads((out / "study.json").read_text()))
@@ -409,7 +408,8 @@ def test_a_killed_flower_coordinator_is_attached_to_then_a_killed_run_resumes(
         _stop_flower(out)
 
     out = tmp_path / "resumed"
-    (freeze / "client01@train.2").touch()  # round 1 checkpointed, round 2 never finished
+    # round 1 checkpointed, round 2 never finished
+    freeze_file(freeze, "client01", "train.2").touch()
     coordinator = _coordinator(study_inputs, out, "flower-sim", freeze)
     try:
         _frozen_at(coordinator, out, freeze, "client01", "train.2")
@@ -418,7 +418,7 @@ def test_a_killed_flower_coordinator_is_attached_to_then_a_killed_run_resumes(
         coordinator.wait()
     finally:
         _stop_flower(out)  # the SuperLink and the simulation too: the run is gone
-        (freeze / "client01@train.2").unlink()  # the resumed run trains round 2
+        freeze_file(freeze, "client01", "train.2").unlink()  # the resumed run trains round 2
     state = StudyState.read(out)
     assert list(state.stages) == ["counts", "features"] and state.runs == {
         "fedavg": {"started": True}

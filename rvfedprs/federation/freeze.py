@@ -18,10 +18,20 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["FREEZE_DIR_ENV", "FREEZE_SECONDS", "freeze_if_asked"]
+__all__ = ["FREEZE_DIR_ENV", "FREEZE_SECONDS", "freeze_file", "reached_file", "freeze_if_asked"]
 
 FREEZE_DIR_ENV = "RVFEDPRS_TEST_FREEZE_DIR"
 FREEZE_SECONDS = 600.0
+
+
+def freeze_file(folder: str | Path, site: str, step: str) -> Path:
+    """The file in ``folder`` that asks ``site`` to freeze at ``step``."""
+    return Path(folder) / f"{site}@{step}"
+
+
+def reached_file(asked: Path) -> Path:
+    """The file a site writes once it is frozen at the step the file ``asked`` names."""
+    return asked.with_name(f"{asked.name}.reached")
 
 
 def freeze_if_asked(site: str, step: str) -> bool:
@@ -35,10 +45,10 @@ def freeze_if_asked(site: str, step: str) -> bool:
     folder = os.environ.get(FREEZE_DIR_ENV)
     if not folder:
         return False
-    asked = Path(folder) / f"{site}@{step}"
+    asked = freeze_file(folder, site, step)
     if not asked.exists():
         return False
-    asked.with_name(f"{asked.name}.reached").touch()
+    reached_file(asked).touch()
     deadline = time.monotonic() + FREEZE_SECONDS
     while asked.exists() and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -43,6 +43,8 @@ __all__ = [
     "backoff",
     "CLIENTAPP_MODES",
     "start_supernode",
+    "pids_with_env",
+    "pid_running",
     "executor_argv",
 ]
 
@@ -181,7 +183,7 @@ class FlowerProcesses:
         # by pid too.
         home = self.env.get("FLWR_HOME")
         if home:
-            stray = _pids_with_env(f"FLWR_HOME={home}")
+            stray = pids_with_env(f"FLWR_HOME={home}")
             for pid in stray:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -190,7 +192,7 @@ class FlowerProcesses:
             # a killed process takes a moment to exit (longer on a loaded host): return only
             # once every one has (at most ``grace`` seconds), so none outlives stop()
             deadline = time.monotonic() + grace
-            while any(_running(pid) for pid in stray) and time.monotonic() < deadline:
+            while any(pid_running(pid) for pid in stray) and time.monotonic() < deadline:
                 time.sleep(0.05)
         for folder in self.cleanup:
             shutil.rmtree(folder, ignore_errors=True)
@@ -247,7 +249,7 @@ def start_supernode(
     return node
 
 
-def _pids_with_env(entry: str) -> list[int]:
+def pids_with_env(entry: str) -> list[int]:
     """Pids of this user's processes whose environment holds ``entry`` (``NAME=value``)."""
     needle = entry.encode()
     found = []
@@ -265,7 +267,7 @@ def _pids_with_env(entry: str) -> list[int]:
     return found
 
 
-def _running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
     """True while ``pid`` exists and has not exited (a zombie, not yet reaped, counts as gone)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
