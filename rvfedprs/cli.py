@@ -31,6 +31,7 @@ COMMANDS = (
     "study",
     "site",
     "ancestry",
+    "associate",
 )
 
 

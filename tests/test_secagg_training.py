@@ -44,7 +44,7 @@ PARAMS = SecAggParams()
 COMPATIBLE = {
     "fedavg", "fedprox", "fedadam", "fedavg_w", "fedavgm",
     "fedce", "fedce_carried", "fedce_global_head", "fedce_oracle", "fedce_random", "fedglm",
-    "fedce_glm",
+    "fedce_glm", "fedassoc",
 }  # fmt: skip
 
 

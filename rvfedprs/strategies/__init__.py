@@ -69,6 +69,8 @@ _REGISTRY: dict[str, str] = {
     # the exact federated GLM (SPEC §7)
     "fedglm": "rvfedprs.strategies.fedglm:FedGLM",
     "fedce_glm": "rvfedprs.strategies.fedce_glm:FedCEGLM",
+    # federated rare-variant association under the floor (SPEC §7)
+    "fedassoc": "rvfedprs.strategies.fedassoc:FedAssociation",
 }
 
 #: Names accepted by :func:`get_strategy` (and by the ``train.strategy`` schema enum).

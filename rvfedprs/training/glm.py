@@ -183,6 +183,23 @@ def score_sums(
     return score, information, np.asarray(cross, dtype=np.float64)
 
 
+def _association_reply(parameters, floor_design, data, coef, config, units) -> dict:
+    """The association sums (:mod:`rvfedprs.association.sums`) per training sample, as an update."""
+    from rvfedprs.association.sums import ASSOCIATION_TENSORS, UnitLayout, association_sums
+
+    if config["features"] != "floor":
+        raise ConfigError(f"association sums are taken under the floor, not {config['features']!r}")
+    settings = config["association"]
+    layout = UnitLayout.from_matrix(units) if units is not None else UnitLayout.from_members([], [])
+    group, n_groups = int(settings["group"]), int(settings["n_groups"])
+    sums = association_sums(
+        floor_design, data.rare, data.y, coef, layout, group=group, n_groups=n_groups
+    )
+    n = float(data.n_samples)
+    return {name: np.asarray(parameters[name], np.float64) + sums[name] / n
+            for name in ASSOCIATION_TENSORS}  # fmt: skip
+
+
 def glm_reply(
     parameters: Mapping[str, np.ndarray],
     data: ClientData,
@@ -207,7 +224,10 @@ def glm_reply(
     config : mapping
         ``features`` (:data:`GLM_FEATURES`), ``hessian`` (bool), for the top-k features
         ``top_k`` (the chosen columns) and, in the floor's rounds before the top k are chosen,
-        ``score: true`` (the reply then also carries :data:`SCORE_TENSORS`, :func:`score_sums`).
+        ``score: true`` (the reply then also carries :data:`SCORE_TENSORS`, :func:`score_sums`),
+        and in an association round ``association`` (``group``, ``n_groups``: the reply then
+        also carries the association sums, over the units of ``burden``,
+        :mod:`rvfedprs.strategies.fedassoc`).
     burden : scipy.sparse matrix, optional
         B of the burden features (:func:`~rvfedprs.strategies.burden_delivery.site_burden`:
         the map the instruction refers to).
@@ -245,6 +265,8 @@ def glm_reply(
     }
     if want_hessian:
         out["glm.hessian"] = np.asarray(parameters["glm.hessian"], np.float64) + hessian / n
+    if config.get("association") is not None:
+        out.update(_association_reply(parameters, x, data, coef, config, burden))
     if config.get("score"):
         if config["features"] != "floor":
             raise ConfigError(f"score sums are taken under the floor, not {config['features']!r}")

@@ -1,0 +1,119 @@
+"""Efficient scores and their null covariance from the summed association statistics.
+
+With the floor's information H = Zᵀ W Z (pooled) and the sums of :mod:`rvfedprs.association.sums`
+per group m — U_m, S_m, C_m, K_{m,g} — the scores of the rare columns with the floor's covariates
+projected out have, under the null, the covariance
+
+    Cov(U_m, U_m') = δ_mm' A_mᵀ W_m A_m − C_mᵀ H⁻¹ C_m'
+
+(the floor is fitted once on everybody, so the projection couples the groups). Summed over the
+groups this is the pooled Φ = Aᵀ W A − Cᵀ H⁻¹ C of a single pooled score test; kept apart it is
+the covariance of the stacked per-group scores the heterogeneous tests use. Exactly what the
+pooled data would give: the sums are the pooled sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from rvfedprs.association.sums import UnitLayout
+
+__all__ = ["EfficientScores"]
+
+
+class EfficientScores:
+    """The summed statistics, and the scores and covariances the tests read.
+
+    Parameters
+    ----------
+    sums : mapping
+        The summed :data:`~rvfedprs.association.sums.ASSOCIATION_TENSORS`.
+    floor_hessian : array, shape (q, q)
+        H = Zᵀ W Z at the floor's coefficients, summed over the sites.
+    layout : UnitLayout
+        The units the blocks are of.
+    """
+
+    def __init__(
+        self, sums: Mapping[str, np.ndarray], floor_hessian: np.ndarray, layout: UnitLayout
+    ) -> None:
+        self.score = np.asarray(sums["assoc.score"], np.float64)  # (M, p)
+        self.information = np.asarray(sums["assoc.information"], np.float64)
+        self.cross = np.asarray(sums["assoc.cross"], np.float64)  # (M, q, p)
+        self.blocks = np.asarray(sums["assoc.blocks"], np.float64)
+        # counts arrive as (secure) sums: round away the quantisation error (a dosage MAC to
+        # 0.001, finer than a .pgen dosage's 1/16384 summed over a few carriers needs)
+        self.mac = np.round(np.asarray(sums["assoc.mac"], np.float64), 3)
+        self.carriers = np.round(np.asarray(sums["assoc.carriers"], np.float64))
+        self.samples = np.round(np.asarray(sums["assoc.samples"], np.float64))
+        self.cases = np.round(np.asarray(sums["assoc.cases"], np.float64))
+        self.hessian = np.asarray(floor_hessian, np.float64)
+        self.layout = layout
+        self._solved = np.linalg.lstsq(self.hessian, self.cross.sum(axis=0), rcond=None)[
+            0
+        ]  # H⁻¹ C (pooled C), (q, p)
+
+    @property
+    def n_groups(self) -> int:
+        """M, the groups the sums are kept for."""
+        return int(self.score.shape[0])
+
+    @property
+    def n_rare(self) -> int:
+        """p, the rare-variant columns."""
+        return int(self.score.shape[1])
+
+    # --- single variants -------------------------------------------------------------------
+    def pooled_variance(self) -> np.ndarray:
+        """V_j = S_j − c_jᵀ H⁻¹ c_j of the pooled score of every variant, shape (p,)."""
+        c = self.cross.sum(axis=0)
+        return self.information.sum(axis=0) - np.einsum("qj,qj->j", c, self._solved)
+
+    def group_covariances(self, columns: np.ndarray | None = None) -> np.ndarray:
+        """Cov(U_m,j, U_m',j) for each variant: shape (p, M, M) (or of ``columns`` only)."""
+        cols = np.arange(self.n_rare) if columns is None else np.asarray(columns, np.int64)
+        c = self.cross[:, :, cols]  # (M, q, k)
+        solved = np.stack([np.linalg.lstsq(self.hessian, c[m], rcond=None)[0]
+                           for m in range(self.n_groups)])  # fmt: skip
+        projected = np.einsum("mqj,nqj->jmn", c, solved)
+        diagonal = np.einsum("mj,mn->jmn", self.information[:, cols], np.eye(self.n_groups))
+        return diagonal - projected
+
+    # --- units -----------------------------------------------------------------------------
+    def unit_columns(self, unit: int) -> np.ndarray:
+        """The columns of unit ``unit``."""
+        return self.layout.members[unit]
+
+    def unit_covariance(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
+        """The pooled Φ of unit ``unit``'s variants (``keep``: a boolean subset of them)."""
+        cols = self.unit_columns(unit)
+        keep = np.ones(cols.size, bool) if keep is None else np.asarray(keep, bool)
+        gram = sum(self.layout.block(self.blocks[m], unit) for m in range(self.n_groups))
+        c = self.cross.sum(axis=0)[:, cols[keep]]
+        solved = self._solved[:, cols[keep]]
+        return np.asarray(gram)[np.ix_(keep, keep)] - c.T @ solved
+
+    def stacked_covariance(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
+        """Φ of the per-group scores of unit ``unit``'s variants, stacked group by group.
+
+        Shape (M k, M k) for the k variants kept: block (m, m') is δ_mm' K_{m,g} − C_mᵀ H⁻¹ C_m'.
+        """
+        cols = self.unit_columns(unit)
+        keep = np.ones(cols.size, bool) if keep is None else np.asarray(keep, bool)
+        kept = cols[keep]
+        m_groups, k = self.n_groups, kept.size
+        c = self.cross[:, :, kept]  # (M, q, k)
+        flat = c.transpose(1, 0, 2).reshape(self.hessian.shape[0], m_groups * k)
+        out = -flat.T @ np.linalg.lstsq(self.hessian, flat, rcond=None)[0]
+        for m in range(m_groups):
+            block = self.layout.block(self.blocks[m], unit)[np.ix_(keep, keep)]
+            out[m * k : (m + 1) * k, m * k : (m + 1) * k] += block
+        return out
+
+    def stacked_score(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
+        """The per-group scores of unit ``unit``'s (kept) variants, stacked: shape (M k,)."""
+        cols = self.unit_columns(unit)
+        keep = np.ones(cols.size, bool) if keep is None else np.asarray(keep, bool)
+        return self.score[:, cols[keep]].reshape(-1)

@@ -1,0 +1,174 @@
+"""A site's association sums under the floor model, and their layout over genes and groups.
+
+Under the floor (null) model — the logistic regression on Z = [1, PRS, covariates] fitted on the
+pooled training data, coefficients β̂ — every site holds its samples' fitted probabilities
+μ_i = σ(z_i β̂) and weights w_i = μ_i (1 − μ_i). The rare-variant association tests need only
+sums over samples, which add up across sites exactly (in the clear or as a secure sum):
+
+- U = Aᵀ (y − μ), the scores of the rare dosage columns A;
+- S = (A ∘ A)ᵀ w, their information (the diagonal of Aᵀ W A);
+- C = Zᵀ W A, the cross-information with the floor's columns (to project them out);
+- K_g = A_gᵀ W A_g for every gene/region g, its variants' information block;
+- the minor-allele count Σ a_ij and the carrier count Σ 1[a_ij > 0] of each variant,
+  the samples and the cases;
+
+each kept per **group** (a FedCE cluster, a user's grouping of the sites): a site writes its sums
+into its group's row and zeros elsewhere, so one sum over every site gives every group's sums, and
+the pooled ones are their total. Zᵀ W Z, the floor's Hessian, comes from the floor's own sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["UnitLayout", "ASSOCIATION_TENSORS", "association_sums", "empty_sums"]
+
+#: The tensors of an association round (each with a leading group axis of size M).
+ASSOCIATION_TENSORS: tuple[str, ...] = (
+    "assoc.score",
+    "assoc.information",
+    "assoc.cross",
+    "assoc.blocks",
+    "assoc.mac",
+    "assoc.carriers",
+    "assoc.samples",
+    "assoc.cases",
+)
+
+
+@dataclass(frozen=True)
+class UnitLayout:
+    """The rare-variant columns of each gene/region (a *unit*) and where its block is stored.
+
+    Attributes
+    ----------
+    names : list of str
+        Unit names.
+    members : list of int arrays
+        Each unit's columns, ascending.
+    offsets : array of int, shape (n_units + 1,)
+        Unit g's information block K_g (p_g × p_g, row-major) is entries
+        ``offsets[g]:offsets[g + 1]`` of the flattened blocks.
+    """
+
+    names: list[str]
+    members: list[np.ndarray]
+    offsets: np.ndarray
+
+    @classmethod
+    def from_members(cls, names: Sequence[str], members: Sequence[Sequence[int]]) -> UnitLayout:
+        """A layout from each unit's columns."""
+        cols = [np.unique(np.asarray(m, dtype=np.int64)) for m in members]
+        sizes = np.array([c.size**2 for c in cols], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        return cls(list(names), cols, offsets)
+
+    @classmethod
+    def from_matrix(cls, matrix: sp.spmatrix, names: Sequence[str] | None = None) -> UnitLayout:
+        """A layout from a variant × unit map (a burden map's B: its non-zero pattern)."""
+        csc = sp.csc_matrix(matrix)
+        members = [csc.indices[csc.indptr[g] : csc.indptr[g + 1]] for g in range(csc.shape[1])]
+        names = list(names) if names is not None else [str(g) for g in range(csc.shape[1])]
+        return cls.from_members(names, members)
+
+    @property
+    def n_units(self) -> int:
+        """G, the number of units."""
+        return len(self.names)
+
+    @property
+    def block_size(self) -> int:
+        """Σ_g p_g², the length of the flattened blocks."""
+        return int(self.offsets[-1])
+
+    def block(self, flat: np.ndarray, unit: int) -> np.ndarray:
+        """Unit ``unit``'s p_g × p_g block of a flattened blocks vector."""
+        size = self.members[unit].size
+        return np.asarray(flat[self.offsets[unit] : self.offsets[unit + 1]]).reshape(size, size)
+
+
+def empty_sums(n_groups: int, n_floor: int, n_rare: int, layout: UnitLayout) -> dict:
+    """Zeros of every association tensor (the message an association round sends)."""
+    m, q, p = int(n_groups), int(n_floor), int(n_rare)
+    return {
+        "assoc.score": np.zeros((m, p)),
+        "assoc.information": np.zeros((m, p)),
+        "assoc.cross": np.zeros((m, q, p)),
+        "assoc.blocks": np.zeros((m, layout.block_size)),
+        "assoc.mac": np.zeros((m, p)),
+        "assoc.carriers": np.zeros((m, p)),
+        "assoc.samples": np.zeros(m),
+        "assoc.cases": np.zeros(m),
+    }
+
+
+def association_sums(
+    floor_design: sp.spmatrix | np.ndarray,
+    rare: sp.spmatrix,
+    y: np.ndarray,
+    coef: np.ndarray,
+    layout: UnitLayout,
+    *,
+    group: int,
+    n_groups: int,
+) -> dict[str, np.ndarray]:
+    """One site's association sums at the floor's coefficients, in its group's row.
+
+    Parameters
+    ----------
+    floor_design : matrix, shape (n, q)
+        Z = [1, PRS, covariates] of the site's training samples.
+    rare : sparse matrix, shape (n, p)
+        Their minor-allele dosages.
+    y : array, shape (n,)
+        0/1 outcomes.
+    coef : array, shape (q,)
+        β̂, the pooled floor's coefficients.
+    layout : UnitLayout
+        The genes/regions whose information blocks are summed.
+    group, n_groups : int
+        The site's group (its row) and the number of groups M.
+
+    Returns
+    -------
+    dict of str to float64 array
+        :data:`ASSOCIATION_TENSORS`, each with leading axis M (zeros outside row ``group``).
+    """
+    if not 0 <= int(group) < int(n_groups):
+        raise ValueError(f"group {group} is outside the {n_groups} groups")
+    z = sp.csr_matrix(floor_design, dtype=np.float64)
+    a = sp.csr_matrix(rare, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    eta = np.asarray(z @ np.asarray(coef, np.float64)).reshape(-1)
+    mu = 0.5 * (1.0 + np.tanh(0.5 * eta))
+    weight = mu * (1.0 - mu)
+    weighted = sp.csr_matrix(a.multiply(weight[:, None]))
+    gram = sp.csr_matrix(a.T @ weighted)  # Aᵀ W A: sparse for rare variants
+    out = empty_sums(n_groups, z.shape[1], a.shape[1], layout)
+    row = int(group)
+    out["assoc.score"][row] = np.asarray(a.T @ (y - mu)).reshape(-1)
+    out["assoc.information"][row] = gram.diagonal()
+    out["assoc.cross"][row] = (z.T @ weighted).toarray()
+    blocks = out["assoc.blocks"][row]
+    for unit, cols in enumerate(layout.members):
+        if cols.size:
+            blocks[layout.offsets[unit] : layout.offsets[unit + 1]] = (
+                gram[cols][:, cols].toarray().reshape(-1)
+            )
+    out["assoc.mac"][row] = np.asarray(a.sum(axis=0)).reshape(-1)
+    out["assoc.carriers"][row] = np.asarray((a > 0).sum(axis=0)).reshape(-1)
+    out["assoc.samples"][row] = float(a.shape[0])
+    out["assoc.cases"][row] = float(y.sum())
+    return out
+
+
+def summed(replies: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The element-wise sum of several sites' :func:`association_sums` (the pooled sums)."""
+    names = ASSOCIATION_TENSORS
+    return {
+        name: np.sum([np.asarray(r[name], np.float64) for r in replies], axis=0) for name in names
+    }

@@ -1,0 +1,223 @@
+"""The association table: every test of every variant and unit, from the summed statistics.
+
+One row per variant or unit × test × MAF cut-off × mask × group, REGENIE-like:
+
+``unit, test, maf_max, mask, group, n_variants, n_carriers, mac, statistic, df, p``
+
+- single variants: ``score`` (pooled, ``group`` = ``all``; and within each group, ``group`` = its
+  name) and ``score_het`` (``group`` = ``by_group``: Uᵀ Φ⁺ U over the groups' scores);
+- units (genes/regions), for each mask and MAF cut-off, on the variants carried in the training
+  data: ``burden``, ``skat``, ``skato_acat`` and ``acat_v`` pooled; ``burden_het``, ``skat_het``
+  and ``acat_v_het`` over the groups; ``burden`` within each group; then per unit ``acat_o``
+  (the Cauchy combination of its pooled burden, SKAT and ACAT-V p-values over every cut-off and
+  mask, as STAAR-O and SAIGE-GENE+ do) and ``acat_o_het`` (of the heterogeneous ones).
+
+Ultra-rare variants (pooled MAC ≤ ``collapse_mac``) of a unit are collapsed into one
+pseudo-variant before the unit's tests (SAIGE-GENE+): its score is their summed score, its MAF
+the sum of theirs (at most 0.5), its Beta weight that MAF's; ACAT-V gives it the mean of their
+ACAT weights (STAAR). ``n_carriers`` of a unit row is the carrier count summed over its
+variants (a person carrying two of them counts twice); ``mac`` is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from rvfedprs.association.gene_tests import (
+    acat_v_test,
+    acat_v_weights,
+    beta_weights,
+    burden_test,
+    collapse_matrix,
+    quadratic_test,
+    score_test,
+    skat_test,
+    skato_acat_test,
+)
+from rvfedprs.association.pvalues import cauchy_combination
+from rvfedprs.association.scores import EfficientScores
+
+__all__ = ["COLUMNS", "POOLED", "HETEROGENEOUS", "association_table", "lambda_gc"]
+
+COLUMNS = ("unit", "test", "maf_max", "mask", "group", "n_variants", "n_carriers", "mac",
+           "statistic", "df", "p")  # fmt: skip
+#: The ``group`` of a pooled test and of a heterogeneous (across groups) one.
+POOLED, HETEROGENEOUS = "all", "by_group"
+_ACAT_O_TESTS = ("burden", "skat", "acat_v")
+
+
+def lambda_gc(p_values: np.ndarray) -> float:
+    """Genomic inflation: median χ²_1 quantile of the p-values / the χ²_1 median (NaN if none)."""
+    p = np.asarray(p_values, np.float64)
+    p = p[np.isfinite(p)]
+    if p.size == 0:
+        return float("nan")
+    return float(np.median(stats.chi2.isf(p, 1)) / stats.chi2.ppf(0.5, 1))
+
+
+def association_table(
+    scores: EfficientScores,
+    variants: pd.DataFrame,
+    *,
+    group_names: Sequence[str],
+    maf_cutoffs: Sequence[float] = (0.01, 0.001),
+    masks: Mapping[str, np.ndarray] | None = None,
+    collapse_mac: float = 10,
+    beta: tuple[float, float] = (1.0, 25.0),
+) -> pd.DataFrame:
+    """Every test's row (module docstring) from the summed statistics.
+
+    Parameters
+    ----------
+    scores : EfficientScores
+        The summed statistics of the federation (or of pooled data: the same).
+    variants : DataFrame
+        ``rare_variants.tsv``: ``variant_key`` and ``maf`` (the federated MAF the weights and
+        cut-offs read), in the dosage columns' order.
+    group_names : sequence of str
+        One name per group (M of them).
+    maf_cutoffs : sequence of float
+        A unit is tested on its variants with MAF ≤ each.
+    masks : mapping of str to bool array, shape (p,), optional
+        Functional masks (e.g. predicted loss of function); default ``{"all": every variant}``.
+    collapse_mac : float
+        Variants with pooled MAC at most this are collapsed per unit (0 collapses nothing).
+    beta : (float, float)
+        The Beta weights' (a, b).
+    """
+    p = scores.n_rare
+    if len(variants) != p:
+        raise ValueError(f"the variant table has {len(variants)} rows for {p} rare columns")
+    if len(group_names) != scores.n_groups:
+        raise ValueError(f"{len(group_names)} group names for {scores.n_groups} groups")
+    keys = variants["variant_key"].astype(str).to_numpy()
+    maf = variants["maf"].to_numpy(np.float64)
+    masks = (
+        {"all": np.ones(p, bool)}
+        if not masks
+        else {k: np.asarray(v, bool) for k, v in masks.items()}
+    )
+    mac, carriers = scores.mac.sum(axis=0), scores.carriers.sum(axis=0)
+    rows: list[tuple] = []
+    rows += _variant_rows(scores, keys, mac, carriers, list(group_names))
+    for unit, name in enumerate(scores.layout.names):
+        rows += _unit_rows(scores, unit, name, maf, mac, carriers, masks, maf_cutoffs,
+                           collapse_mac, beta, list(group_names))  # fmt: skip
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    frame["df"] = frame["df"].astype("Int64")
+    return frame
+
+
+def _variant_rows(scores, keys, mac, carriers, group_names) -> list[tuple]:
+    rows = []
+    tested = np.flatnonzero(mac > 0)
+    statistic, p = score_test(scores.score.sum(axis=0)[tested], scores.pooled_variance()[tested])
+    for i, j in enumerate(tested):
+        rows.append((keys[j], "score", np.nan, "", POOLED, 1, carriers[j], mac[j],
+                     statistic[i], 1, p[i]))  # fmt: skip
+    if scores.n_groups < 2:
+        return rows
+    covariances = scores.group_covariances(tested)  # (k, M, M)
+    for i, j in enumerate(tested):
+        stat, pval, df = quadratic_test(scores.score[:, j], covariances[i])
+        rows.append((keys[j], "score_het", np.nan, "", HETEROGENEOUS, 1, carriers[j], mac[j],
+                     stat, df, pval))  # fmt: skip
+        for m, group in enumerate(group_names):
+            if scores.mac[m, j] <= 0:
+                continue
+            s, pv = score_test(scores.score[m, j : j + 1], covariances[i, m, m : m + 1])
+            rows.append((keys[j], "score", np.nan, "", group, 1, scores.carriers[m, j],
+                         scores.mac[m, j], s[0], 1, pv[0]))  # fmt: skip
+    return rows
+
+
+def _unit_rows(scores, unit, name, maf, mac, carriers, masks, cutoffs, collapse_mac, beta,
+               group_names) -> list[tuple]:  # fmt: skip
+    cols = scores.unit_columns(unit)
+    m_groups = scores.n_groups
+    rows: list[tuple] = []
+    pooled_p: list[float] = []
+    het_p: list[float] = []
+    for mask_name, mask in masks.items():
+        for cutoff in cutoffs:
+            keep = mask[cols] & (maf[cols] <= cutoff) & (mac[cols] > 0)
+            if not keep.any():
+                continue
+            kept = cols[keep]
+            collapse = collapse_matrix(mac[kept] <= collapse_mac if collapse_mac > 0
+                                       else np.zeros(kept.size, bool))  # fmt: skip
+            unit_maf = _collapsed_maf(maf[kept], collapse)
+            weights = beta_weights(unit_maf, *beta)
+            acat_weights = _acat_weights(maf[kept], collapse, beta)
+            score = collapse.T @ scores.score[:, kept].sum(axis=0)
+            covariance = collapse.T @ scores.unit_covariance(unit, keep) @ collapse
+            counts = (kept.size, carriers[kept].sum(), mac[kept].sum())
+            label = (name, float(cutoff), mask_name)
+
+            stat, pval = burden_test(score, covariance, weights)
+            rows.append((*label[:1], "burden", *label[1:], POOLED, *counts, stat, 1, pval))
+            stat_s, pval_s = skat_test(score, covariance, weights)
+            rows.append((*label[:1], "skat", *label[1:], POOLED, *counts, stat_s, pd.NA, pval_s))
+            stat_o, pval_o = skato_acat_test(score, covariance, weights)
+            rows.append((*label[:1], "skato_acat", *label[1:], POOLED, *counts, stat_o, pd.NA,
+                         pval_o))  # fmt: skip
+            single = score_test(score, np.diag(covariance))[1]
+            pval_v = acat_v_test(single, acat_weights)
+            rows.append((*label[:1], "acat_v", *label[1:], POOLED, *counts, np.nan, pd.NA,
+                         pval_v))  # fmt: skip
+            pooled_p += [pval, pval_s, pval_v]
+            if m_groups < 2:
+                continue
+
+            stacked_t = np.kron(np.eye(m_groups), collapse)
+            s_score = stacked_t.T @ scores.stacked_score(unit, keep)
+            s_cov = stacked_t.T @ scores.stacked_covariance(unit, keep) @ stacked_t
+            k = collapse.shape[1]
+            by_group = np.kron(np.eye(m_groups), weights[:, None])  # (M k, M)
+            stat_b, pval_b, df_b = quadratic_test(by_group.T @ s_score,
+                                                  by_group.T @ s_cov @ by_group)  # fmt: skip
+            rows.append((*label[:1], "burden_het", *label[1:], HETEROGENEOUS, *counts, stat_b,
+                         df_b, pval_b))  # fmt: skip
+            stat_hs, pval_hs = skat_test(s_score, s_cov, np.tile(weights, m_groups))
+            rows.append((*label[:1], "skat_het", *label[1:], HETEROGENEOUS, *counts, stat_hs,
+                         pd.NA, pval_hs))  # fmt: skip
+            single_het = []
+            for j in range(k):
+                idx = np.arange(m_groups) * k + j
+                single_het.append(quadratic_test(s_score[idx], s_cov[np.ix_(idx, idx)])[1])
+            pval_hv = acat_v_test(np.array(single_het), acat_weights)
+            rows.append((*label[:1], "acat_v_het", *label[1:], HETEROGENEOUS, *counts, np.nan,
+                         pd.NA, pval_hv))  # fmt: skip
+            het_p += [pval_b, pval_hs, pval_hv]
+            for m, group in enumerate(group_names):
+                block = slice(m * k, (m + 1) * k)
+                group_mac = scores.mac[m, kept].sum()
+                if group_mac <= 0:
+                    continue
+                stat_g, pval_g = burden_test(s_score[block], s_cov[block, block], weights)
+                group_counts = (kept.size, scores.carriers[m, kept].sum(), group_mac)
+                rows.append((name, "burden", float(cutoff), mask_name, group, *group_counts,
+                             stat_g, 1, pval_g))  # fmt: skip
+    total = (cols.size, carriers[cols].sum(), mac[cols].sum())
+    if pooled_p:
+        rows.append((name, "acat_o", np.nan, "", POOLED, *total, np.nan, pd.NA,
+                     cauchy_combination(pooled_p)))  # fmt: skip
+    if het_p:
+        rows.append((name, "acat_o_het", np.nan, "", HETEROGENEOUS, *total, np.nan, pd.NA,
+                     cauchy_combination(het_p)))  # fmt: skip
+    return rows
+
+
+def _collapsed_maf(maf: np.ndarray, collapse: np.ndarray) -> np.ndarray:
+    """The MAF of each collapsed column: a variant's own, the pseudo-variant's summed (≤ 0.5)."""
+    return np.minimum(collapse.T @ maf, 0.5)
+
+
+def _acat_weights(maf: np.ndarray, collapse: np.ndarray, beta: tuple[float, float]) -> np.ndarray:
+    """ACAT-V's weight of each collapsed column (the pseudo-variant's: the mean of its own)."""
+    own = acat_v_weights(beta_weights(maf, *beta), maf)
+    return (collapse.T @ own) / collapse.sum(axis=0)
