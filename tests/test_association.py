@@ -108,6 +108,11 @@ def _rows(table, test, group="all", maf=None):
     return rows if maf is None else rows[np.isclose(rows["maf_max"], maf)]
 
 
+def _same_rows(a, b):
+    """Two runs' tables list the same rows in the same order."""
+    assert list(a["unit"]) == list(b["unit"]) and list(a["test"]) == list(b["test"])
+
+
 def _unit_design(o, unit_name, maf_max):
     """The unit's kept dosages with its ultra-rare ones summed into one column (last), weights."""
     cols = o["units"].matrix[:, o["units"].regions.index(unit_name)].nonzero()[0]
@@ -206,7 +211,7 @@ def test_secure_sums_give_the_same_table(cohort, clear_run, tmp_path):
     """Six sites in two groups of three: every group's sum has at least min_clients sites."""
     secure = associate(_config(cohort, secagg=SECAGG), tmp_path / "secure")
     a, b = clear_run.table, secure.table
-    assert list(a["unit"]) == list(b["unit"]) and list(a["test"]) == list(b["test"])
+    _same_rows(a, b)
     # 30-bit quantisation on [-1, 1]: each summed entry within ~1e-6 of the exact sum, so a
     # statistic near 0 (U near 0) differs by ~1e-9 absolute, a large one by ~1e-5 relative
     np.testing.assert_allclose(b["statistic"].astype(float), a["statistic"].astype(float),
@@ -263,7 +268,7 @@ def test_the_command_writes_the_table_and_plots_and_refuses_bad_input(cohort, tm
 def test_flower_simulation_gives_the_in_process_table(cohort, clear_run, tmp_path):
     flower = associate(_config(cohort, train={"engine": "flower-sim"}), tmp_path / "sim")
     a, b = clear_run.table, flower.table
-    assert list(a["unit"]) == list(b["unit"]) and list(a["test"]) == list(b["test"])
+    _same_rows(a, b)
     np.testing.assert_allclose(b["statistic"].astype(float), a["statistic"].astype(float),
                                rtol=1e-9, atol=1e-12)  # fmt: skip
     np.testing.assert_allclose(b["p"].astype(float), a["p"].astype(float), rtol=1e-9,

@@ -94,15 +94,21 @@ def _mixture(q: float, kernel: np.ndarray) -> float:
     return chi2_mixture_sf(q, values)[0]
 
 
+def _weighted_covariance(covariance: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+    """W Φ W, or None when it is 0 (no variant carried)."""
+    w = np.asarray(weights, np.float64)
+    weighted = w[:, None] * np.asarray(covariance, np.float64) * w[None, :]
+    return weighted if np.any(np.diag(weighted) > 0) else None
+
+
 def skat_test(
     score: np.ndarray, covariance: np.ndarray, weights: np.ndarray
 ) -> tuple[float, float]:
     """(Q = Σ w_j² U_j², P(Σ λ_k χ²_1 > Q)) with λ = eig(W Φ W); NaNs when W Φ W is 0."""
-    w = np.asarray(weights, np.float64)
-    weighted = w[:, None] * np.asarray(covariance, np.float64) * w[None, :]
-    if not np.any(np.diag(weighted) > 0):
+    weighted = _weighted_covariance(covariance, weights)
+    if weighted is None:
         return float("nan"), float("nan")
-    statistic = float(np.sum((w * score) ** 2))
+    statistic = float(np.sum((np.asarray(weights, np.float64) * score) ** 2))
     return statistic, _mixture(statistic, weighted)
 
 
@@ -110,17 +116,15 @@ def skato_acat_test(
     score: np.ndarray, covariance: np.ndarray, weights: np.ndarray
 ) -> tuple[float, float]:
     """(min_ρ p_ρ, the Cauchy combination of the p_ρ over :data:`RHO_GRID`)."""
-    w = np.asarray(weights, np.float64)
-    weighted = w[:, None] * np.asarray(covariance, np.float64) * w[None, :]
-    if not np.any(np.diag(weighted) > 0):
+    weighted = _weighted_covariance(covariance, weights)
+    if weighted is None:
         return float("nan"), float("nan")
-    ws = w * np.asarray(score, np.float64)
+    ws = np.asarray(weights, np.float64) * np.asarray(score, np.float64)
     k = ws.size
     p_values = []
     for rho in RHO_GRID:
         q = (1.0 - rho) * float(ws @ ws) + rho * float(ws.sum()) ** 2
-        kernel = (1.0 - rho) * np.eye(k) + rho * np.ones((k, k))
-        root = _sqrt_psd(kernel)
+        root = _sqrt_psd((1.0 - rho) * np.eye(k) + rho * np.ones((k, k)))
         p_values.append(_mixture(q, root @ weighted @ root))
     return float(np.min(p_values)), cauchy_combination(p_values)
 

@@ -102,8 +102,9 @@ def main() -> None:
     result.to_csv(args.out / "type1.tsv", sep="\t", index=False, float_format="%.3g")
     qq_plot(table, args.out / "qq.png")
     cases = table.groupby("replicate")["cases"].first()
+    ratio = (SITES * PER_SITE - cases.mean()) / cases.mean()
     print(f"{args.replicates} replicates, {SITES * PER_SITE} samples each, "
-          f"{cases.mean():.0f} cases on average (1:{(SITES * PER_SITE - cases.mean()) / cases.mean():.1f})")  # fmt: skip
+          f"{cases.mean():.0f} cases on average (1:{ratio:.1f})")  # fmt: skip
     print(result.to_string(index=False))
 
 
