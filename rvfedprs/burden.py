@@ -45,6 +45,7 @@ __all__ = [
     "read_regions",
     "window_regions",
     "read_annotations",
+    "variant_mask",
     "burden_map",
     "burden_from_config",
     "write_exclusions",
@@ -237,6 +238,24 @@ def _mask_values(values: pd.Series, column: str, source: str) -> np.ndarray:
     return out
 
 
+def variant_mask(
+    variants: pd.DataFrame, column: str, annotations: pd.Series | None = None
+) -> np.ndarray:
+    """Each variant's mask value, 1.0 / 0.0, NaN where it has none.
+
+    From ``annotations`` (:func:`read_annotations`, joined on the variant key) when given, else
+    from the variant table's own ``column``.
+
+    Raises
+    ------
+    InputDataError
+        For a value other than 0/1/true/false in the table's column.
+    """
+    if annotations is not None:
+        return annotations.reindex(variants["variant_key"].astype(str)).to_numpy(np.float64)
+    return _mask_values(variants[column], column, "the rare-variant table")
+
+
 def read_annotations(path: str | Path, column: str) -> pd.Series:
     """The mask column of an annotation file, by variant key.
 
@@ -350,10 +369,7 @@ def burden_map(
     reason[maf > max_maf] = f"maf above {max_maf}"
     missing_mask = np.zeros(len(variants), dtype=bool)
     if mask_column:
-        if annotations is not None:
-            mask = annotations.reindex(variants["variant_key"].astype(str)).to_numpy(np.float64)
-        else:
-            mask = _mask_values(variants[mask_column], mask_column, "the rare-variant table")
+        mask = variant_mask(variants, mask_column, annotations)
         missing_mask = np.isnan(mask)
         if missing_mask.any():
             keys = variants["variant_key"].to_numpy()[missing_mask]

@@ -113,12 +113,13 @@ def _same_rows(a, b):
     assert list(a["unit"]) == list(b["unit"]) and list(a["test"]) == list(b["test"])
 
 
-def _unit_design(o, unit_name, maf_max):
+def _unit_design(o, unit_name, maf_max, mask=None):
     """The unit's kept dosages with its ultra-rare ones summed into one column (last), weights."""
     cols = o["units"].matrix[:, o["units"].regions.index(unit_name)].nonzero()[0]
     maf = o["variants"]["maf"].to_numpy()
     mac = o["a"].sum(axis=0)
-    cols = cols[(maf[cols] <= maf_max) & (mac[cols] > 0)]
+    inside = np.ones(maf.size, bool) if mask is None else mask
+    cols = cols[(maf[cols] <= maf_max) & (mac[cols] > 0) & inside[cols]]
     ultra = mac[cols] <= 10
     if ultra.sum() >= 2:
         design = np.column_stack([o["a"][:, cols[~ultra]], o["a"][:, cols[ultra]].sum(axis=1)])
@@ -188,6 +189,25 @@ def test_gene_burden_skat_and_their_heterogeneous_forms_equal_the_oracle(clear_r
         het_skat = _rows(table, "skat_het", "by_group", maf=0.05).set_index("unit").loc[unit]
         assert het_skat["statistic"] == pytest.approx(np.sum((np.tile(w, 2) * su) ** 2),
                                                       rel=1e-8)  # fmt: skip
+
+
+def test_a_mask_from_an_annotation_file_tests_its_variants_only(cohort, oracle, tmp_path):
+    keys = oracle["variants"]["variant_key"].to_list()
+    lof = np.arange(len(keys)) % 3 == 0  # every third variant; one left without a value
+    values = np.where(lof, "1", "0").astype(object)
+    values[1] = ""
+    annotations = tmp_path / "annotations.tsv"
+    pd.DataFrame({"variant_key": keys, "lof": values}).to_csv(annotations, sep="\t", index=False)
+    burden = {**BURDEN, "annotations": str(annotations)}
+    result = associate(_config(cohort, burden=burden, associate={"masks": ["lof"]}),
+                       tmp_path / "out")  # fmt: skip
+    rows = result.table[(result.table["test"] == "burden") & (result.table["group"] == "all")
+                        & (result.table["mask"] == "lof")].set_index("unit")  # fmt: skip
+    assert len(rows)
+    for unit, row in rows.iterrows():
+        design, w = _unit_design(oracle, unit, row["maf_max"], mask=lof)
+        u, phi = _scores(oracle, design)
+        assert row["statistic"] == pytest.approx((w @ u) ** 2 / (w @ phi @ w), rel=1e-8)
 
 
 def test_every_unit_gets_acat_o_and_the_file_has_every_column(clear_run):

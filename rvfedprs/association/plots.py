@@ -76,6 +76,9 @@ def manhattan_plot(
     start = dict(zip(order, offsets - span["min"].to_numpy(), strict=True))
     where = dict(zip(variants["variant_key"].astype(str),
                      chrom.map(start) + variants["pos"].to_numpy(), strict=True))  # fmt: skip
+    keys = variants["variant_key"].astype(str).to_numpy()
+    members = zip(layout.names, layout.members, strict=True)
+    first_variant = {name: keys[cols[0]] for name, cols in members if cols.size}
     fig, axes = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
     for ax, tests, title in (
         (axes[0], (("score", POOLED, "pooled", "tab:blue"),
@@ -88,12 +91,8 @@ def manhattan_plot(
             rows = table[(table["test"] == test) & (table["group"] == group)].dropna(subset=["p"])
             if rows.empty:
                 continue
-            if title == "variants":
-                x = rows["unit"].map(where).to_numpy(float)
-            else:
-                first = {n: variants["variant_key"].iloc[m[0]] for n, m in
-                         zip(layout.names, layout.members, strict=True) if m.size}  # fmt: skip
-                x = rows["unit"].map(first).map(where).to_numpy(float)
+            units = rows["unit"] if title == "variants" else rows["unit"].map(first_variant)
+            x = units.map(where).to_numpy(float)
             ax.scatter(x, -np.log10(np.clip(rows["p"].to_numpy(float), 1e-300, 1)), s=8,
                        color=colour, label=f"{label} ({len(rows)})")  # fmt: skip
             n_tests = max(n_tests, len(rows))

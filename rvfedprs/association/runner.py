@@ -55,28 +55,20 @@ def read_masks(config: Mapping[str, Any], variants: pd.DataFrame) -> dict[str, n
     InputDataError
         For a mask column found in neither.
     """
-    from rvfedprs.burden import _mask_values, read_annotations
+    from rvfedprs.burden import read_annotations, variant_mask
 
     masks = {"all": np.ones(len(variants), bool)}
     annotations = config["burden"].get("annotations")
     for column in config["associate"]["masks"]:
-        if annotations:
-            values = read_annotations(annotations, column)
-            keys = variants["variant_key"].astype(str)
-            found = keys.map(values)
-            unannotated = int(found.isna().sum())
-            masks[column] = found.fillna(False).astype(bool).to_numpy()
-        elif column in variants.columns:
-            cells = variants[column]
-            unannotated = int(cells.isna().sum())
-            masks[column] = np.zeros(len(variants), bool)
-            present = cells.notna().to_numpy()
-            masks[column][present] = _mask_values(cells[present], column, "rare_variants.tsv")
-        else:
+        if not annotations and column not in variants.columns:
             raise InputDataError(
                 f"associate.masks: {column!r} is not a column of rare_variants.tsv (columns "
                 f"{list(variants.columns)}) and burden.annotations is not set"
             )
+        table = read_annotations(annotations, column) if annotations else None
+        values = variant_mask(variants, column, table)
+        unannotated = int(np.isnan(values).sum())
+        masks[column] = values == 1.0
         if unannotated:
             log.warning("associate.masks %s: %d variants have no value and are outside it",
                         column, unannotated)  # fmt: skip

@@ -51,9 +51,17 @@ class EfficientScores:
         self.cases = np.round(np.asarray(sums["assoc.cases"], np.float64))
         self.hessian = np.asarray(floor_hessian, np.float64)
         self.layout = layout
-        self._solved = np.linalg.lstsq(self.hessian, self.cross.sum(axis=0), rcond=None)[
-            0
-        ]  # H⁻¹ C (pooled C), (q, p)
+        self._solved = self._solve(self.cross.sum(axis=0))  # H⁻¹ C of the pooled C, (q, p)
+
+    def _solve(self, rhs: np.ndarray) -> np.ndarray:
+        """H⁻¹ rhs (least squares: H may be singular when a covariate is constant)."""
+        return np.linalg.lstsq(self.hessian, rhs, rcond=None)[0]
+
+    def _kept(self, unit: int, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(the kept mask over unit ``unit``'s variants, their columns); default: all."""
+        cols = self.layout.members[unit]
+        keep = np.ones(cols.size, bool) if keep is None else np.asarray(keep, bool)
+        return keep, cols[keep]
 
     @property
     def n_groups(self) -> int:
@@ -75,8 +83,7 @@ class EfficientScores:
         """Cov(U_m,j, U_m',j) for each variant: shape (p, M, M) (or of ``columns`` only)."""
         cols = np.arange(self.n_rare) if columns is None else np.asarray(columns, np.int64)
         c = self.cross[:, :, cols]  # (M, q, k)
-        solved = np.stack([np.linalg.lstsq(self.hessian, c[m], rcond=None)[0]
-                           for m in range(self.n_groups)])  # fmt: skip
+        solved = np.stack([self._solve(c[m]) for m in range(self.n_groups)])
         projected = np.einsum("mqj,nqj->jmn", c, solved)
         diagonal = np.einsum("mj,mn->jmn", self.information[:, cols], np.eye(self.n_groups))
         return diagonal - projected
@@ -88,25 +95,21 @@ class EfficientScores:
 
     def unit_covariance(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
         """The pooled Φ of unit ``unit``'s variants (``keep``: a boolean subset of them)."""
-        cols = self.unit_columns(unit)
-        keep = np.ones(cols.size, bool) if keep is None else np.asarray(keep, bool)
+        keep, kept = self._kept(unit, keep)
         gram = sum(self.layout.block(self.blocks[m], unit) for m in range(self.n_groups))
-        c = self.cross.sum(axis=0)[:, cols[keep]]
-        solved = self._solved[:, cols[keep]]
-        return np.asarray(gram)[np.ix_(keep, keep)] - c.T @ solved
+        c = self.cross.sum(axis=0)[:, kept]
+        return np.asarray(gram)[np.ix_(keep, keep)] - c.T @ self._solved[:, kept]
 
     def stacked_covariance(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
         """Φ of the per-group scores of unit ``unit``'s variants, stacked group by group.
 
         Shape (M k, M k) for the k variants kept: block (m, m') is δ_mm' K_{m,g} − C_mᵀ H⁻¹ C_m'.
         """
-        cols = self.unit_columns(unit)
-        keep = np.ones(cols.size, bool) if keep is None else np.asarray(keep, bool)
-        kept = cols[keep]
+        keep, kept = self._kept(unit, keep)
         m_groups, k = self.n_groups, kept.size
         c = self.cross[:, :, kept]  # (M, q, k)
         flat = c.transpose(1, 0, 2).reshape(self.hessian.shape[0], m_groups * k)
-        out = -flat.T @ np.linalg.lstsq(self.hessian, flat, rcond=None)[0]
+        out = -flat.T @ self._solve(flat)
         for m in range(m_groups):
             block = self.layout.block(self.blocks[m], unit)[np.ix_(keep, keep)]
             out[m * k : (m + 1) * k, m * k : (m + 1) * k] += block
@@ -114,6 +117,4 @@ class EfficientScores:
 
     def stacked_score(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
         """The per-group scores of unit ``unit``'s (kept) variants, stacked: shape (M k,)."""
-        cols = self.unit_columns(unit)
-        keep = np.ones(cols.size, bool) if keep is None else np.asarray(keep, bool)
-        return self.score[:, cols[keep]].reshape(-1)
+        return self.score[:, self._kept(unit, keep)[1]].reshape(-1)

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["UnitLayout", "ASSOCIATION_TENSORS", "association_sums", "empty_sums"]
+__all__ = [
+    "UnitLayout",
+    "ASSOCIATION_TENSORS",
+    "association_sums",
+    "empty_sums",
+    "floor_scores",
+    "summed",
+]
 
 #: The tensors of an association round (each with a leading group axis of size M).
 ASSOCIATION_TENSORS: tuple[str, ...] = (
@@ -140,30 +147,63 @@ def association_sums(
     """
     if not 0 <= int(group) < int(n_groups):
         raise ValueError(f"group {group} is outside the {n_groups} groups")
-    z = sp.csr_matrix(floor_design, dtype=np.float64)
     a = sp.csr_matrix(rare, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    eta = np.asarray(z @ np.asarray(coef, np.float64)).reshape(-1)
-    mu = 0.5 * (1.0 + np.tanh(0.5 * eta))
-    weight = mu * (1.0 - mu)
-    weighted = sp.csr_matrix(a.multiply(weight[:, None]))
-    gram = sp.csr_matrix(a.T @ weighted)  # Aᵀ W A: sparse for rare variants
-    out = empty_sums(n_groups, z.shape[1], a.shape[1], layout)
+    _, weight = _floor_fit(floor_design, coef)
+    out = empty_sums(n_groups, floor_design.shape[1], a.shape[1], layout)
     row = int(group)
-    out["assoc.score"][row] = np.asarray(a.T @ (y - mu)).reshape(-1)
-    out["assoc.information"][row] = gram.diagonal()
-    out["assoc.cross"][row] = (z.T @ weighted).toarray()
-    blocks = out["assoc.blocks"][row]
-    for unit, cols in enumerate(layout.members):
-        if cols.size:
-            blocks[layout.offsets[unit] : layout.offsets[unit + 1]] = (
-                gram[cols][:, cols].toarray().reshape(-1)
-            )
+    score, information, cross = floor_scores(floor_design, a, y, coef)
+    out["assoc.score"][row], out["assoc.information"][row] = score, information
+    out["assoc.cross"][row] = cross
+    if layout.n_units:
+        gram = sp.csr_matrix(a.T @ sp.csr_matrix(a.multiply(weight[:, None])))  # sparse AᵀWA
+        blocks = out["assoc.blocks"][row]
+        for unit, cols in enumerate(layout.members):
+            if cols.size:
+                blocks[layout.offsets[unit] : layout.offsets[unit + 1]] = (
+                    gram[cols][:, cols].toarray().reshape(-1)
+                )
     out["assoc.mac"][row] = np.asarray(a.sum(axis=0)).reshape(-1)
     out["assoc.carriers"][row] = np.asarray((a > 0).sum(axis=0)).reshape(-1)
     out["assoc.samples"][row] = float(a.shape[0])
-    out["assoc.cases"][row] = float(y.sum())
+    out["assoc.cases"][row] = float(np.sum(y))
     return out
+
+
+def _floor_fit(floor_design: sp.spmatrix | np.ndarray, coef: np.ndarray):
+    """(μ, w) of the floor at ``coef``: σ(Z β) (stable for any η) and μ (1 − μ)."""
+    eta = np.asarray(floor_design @ np.asarray(coef, np.float64), np.float64).reshape(-1)
+    mu = 0.5 * (1.0 + np.tanh(0.5 * eta))
+    return mu, mu * (1.0 - mu)
+
+
+def floor_scores(
+    floor_design: sp.spmatrix | np.ndarray,
+    rare: sp.spmatrix,
+    y: np.ndarray,
+    coef: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A site's score sums of every rare variant under the floor at ``coef``.
+
+    With μ_i = σ(z_i β) and w_i = μ_i (1 − μ_i): the pooled efficient score of variant j is
+    U_j = Σ_i a_ij (y_i − μ_i) and its variance V_j = S_j − c_jᵀ (Zᵀ W Z)⁻¹ c_j; a site returns
+    its part of the sums U, S and C.
+
+    Returns
+    -------
+    score : array, shape (n_rare,)
+        U = Aᵀ (y − μ).
+    information : array, shape (n_rare,)
+        S = (A ∘ A)ᵀ w.
+    cross : array, shape (n_floor, n_rare)
+        C = Zᵀ W A.
+    """
+    mu, weight = _floor_fit(floor_design, coef)
+    a = sp.csr_matrix(rare, dtype=np.float64)
+    score = np.asarray(a.T @ (np.asarray(y, np.float64).reshape(-1) - mu)).reshape(-1)
+    information = np.asarray(a.multiply(a).T @ weight).reshape(-1)
+    weighted = sp.csr_matrix(a.multiply(weight[:, None]))
+    cross = (sp.csr_matrix(floor_design).T @ weighted).toarray()
+    return score, information, np.asarray(cross, dtype=np.float64)
 
 
 def summed(replies: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -22,6 +22,7 @@ variants (a person carrying two of them counts twice); ``mac`` is exact.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -137,8 +138,8 @@ def _variant_rows(scores, keys, mac, carriers, group_names) -> list[tuple]:
 
 def _unit_rows(scores, unit, name, maf, mac, carriers, masks, cutoffs, collapse_mac, beta,
                group_names) -> list[tuple]:  # fmt: skip
+    """Every test of one unit at each mask × cut-off, then its ACAT-O rows."""
     cols = scores.unit_columns(unit)
-    m_groups = scores.n_groups
     rows: list[tuple] = []
     pooled_p: list[float] = []
     het_p: list[float] = []
@@ -148,68 +149,96 @@ def _unit_rows(scores, unit, name, maf, mac, carriers, masks, cutoffs, collapse_
             if not keep.any():
                 continue
             kept = cols[keep]
-            collapse = collapse_matrix(mac[kept] <= collapse_mac if collapse_mac > 0
-                                       else np.zeros(kept.size, bool))  # fmt: skip
-            unit_maf = _collapsed_maf(maf[kept], collapse)
-            weights = beta_weights(unit_maf, *beta)
-            acat_weights = _acat_weights(maf[kept], collapse, beta)
-            score = collapse.T @ scores.score[:, kept].sum(axis=0)
-            covariance = collapse.T @ scores.unit_covariance(unit, keep) @ collapse
-            counts = (kept.size, carriers[kept].sum(), mac[kept].sum())
-            label = (name, float(cutoff), mask_name)
-
-            stat, pval = burden_test(score, covariance, weights)
-            rows.append((*label[:1], "burden", *label[1:], POOLED, *counts, stat, 1, pval))
-            stat_s, pval_s = skat_test(score, covariance, weights)
-            rows.append((*label[:1], "skat", *label[1:], POOLED, *counts, stat_s, pd.NA, pval_s))
-            stat_o, pval_o = skato_acat_test(score, covariance, weights)
-            rows.append((*label[:1], "skato_acat", *label[1:], POOLED, *counts, stat_o, pd.NA,
-                         pval_o))  # fmt: skip
-            single = score_test(score, np.diag(covariance))[1]
-            pval_v = acat_v_test(single, acat_weights)
-            rows.append((*label[:1], "acat_v", *label[1:], POOLED, *counts, np.nan, pd.NA,
-                         pval_v))  # fmt: skip
-            pooled_p += [pval, pval_s, pval_v]
-            if m_groups < 2:
-                continue
-
-            stacked_t = np.kron(np.eye(m_groups), collapse)
-            s_score = stacked_t.T @ scores.stacked_score(unit, keep)
-            s_cov = stacked_t.T @ scores.stacked_covariance(unit, keep) @ stacked_t
-            k = collapse.shape[1]
-            by_group = np.kron(np.eye(m_groups), weights[:, None])  # (M k, M)
-            stat_b, pval_b, df_b = quadratic_test(by_group.T @ s_score,
-                                                  by_group.T @ s_cov @ by_group)  # fmt: skip
-            rows.append((*label[:1], "burden_het", *label[1:], HETEROGENEOUS, *counts, stat_b,
-                         df_b, pval_b))  # fmt: skip
-            stat_hs, pval_hs = skat_test(s_score, s_cov, np.tile(weights, m_groups))
-            rows.append((*label[:1], "skat_het", *label[1:], HETEROGENEOUS, *counts, stat_hs,
-                         pd.NA, pval_hs))  # fmt: skip
-            single_het = []
-            for j in range(k):
-                idx = np.arange(m_groups) * k + j
-                single_het.append(quadratic_test(s_score[idx], s_cov[np.ix_(idx, idx)])[1])
-            pval_hv = acat_v_test(np.array(single_het), acat_weights)
-            rows.append((*label[:1], "acat_v_het", *label[1:], HETEROGENEOUS, *counts, np.nan,
-                         pd.NA, pval_hv))  # fmt: skip
-            het_p += [pval_b, pval_hs, pval_hv]
-            for m, group in enumerate(group_names):
-                block = slice(m * k, (m + 1) * k)
-                group_mac = scores.mac[m, kept].sum()
-                if group_mac <= 0:
-                    continue
-                stat_g, pval_g = burden_test(s_score[block], s_cov[block, block], weights)
-                group_counts = (kept.size, scores.carriers[m, kept].sum(), group_mac)
-                rows.append((name, "burden", float(cutoff), mask_name, group, *group_counts,
-                             stat_g, 1, pval_g))  # fmt: skip
+            ultra = mac[kept] <= collapse_mac if collapse_mac > 0 else np.zeros(kept.size, bool)
+            subset = _Subset(
+                unit=unit, keep=keep, collapse=collapse_matrix(ultra),
+                head=(name, float(cutoff), mask_name),
+                counts=(kept.size, carriers[kept].sum(), mac[kept].sum()),
+            )  # fmt: skip
+            weights = beta_weights(_collapsed_maf(maf[kept], subset.collapse), *beta)
+            acat_weights = _acat_weights(maf[kept], subset.collapse, beta)
+            new, p_values = _pooled_tests(scores, subset, weights, acat_weights)
+            rows += new
+            pooled_p += p_values
+            if scores.n_groups > 1:
+                new, p_values = _heterogeneous_tests(scores, subset, weights, acat_weights,
+                                                     group_names)  # fmt: skip
+                rows += new
+                het_p += p_values
     total = (cols.size, carriers[cols].sum(), mac[cols].sum())
-    if pooled_p:
-        rows.append((name, "acat_o", np.nan, "", POOLED, *total, np.nan, pd.NA,
-                     cauchy_combination(pooled_p)))  # fmt: skip
-    if het_p:
-        rows.append((name, "acat_o_het", np.nan, "", HETEROGENEOUS, *total, np.nan, pd.NA,
-                     cauchy_combination(het_p)))  # fmt: skip
+    for test, group, p_values in (("acat_o", POOLED, pooled_p),
+                                  ("acat_o_het", HETEROGENEOUS, het_p)):  # fmt: skip
+        if p_values:
+            rows.append((name, test, np.nan, "", group, *total, np.nan, pd.NA,
+                         cauchy_combination(p_values)))  # fmt: skip
     return rows
+
+
+@dataclass(frozen=True)
+class _Subset:
+    """A unit's variants at one mask × cut-off: which, collapsed how, and the row's labels."""
+
+    unit: int
+    keep: np.ndarray  # over the unit's variants
+    collapse: np.ndarray  # T: kept variants → tested columns (collapse_matrix)
+    head: tuple  # unit name, maf_max, mask
+    counts: tuple  # n_variants, n_carriers, mac
+
+    def row(self, test: str, group: str, statistic, df, p, counts=None) -> tuple:
+        """A table row of this subset (``counts``: a group's, default the pooled ones)."""
+        unit, maf_max, mask = self.head
+        return (unit, test, maf_max, mask, group, *(counts or self.counts), statistic, df, p)
+
+
+def _pooled_tests(scores, subset, weights, acat_weights) -> tuple[list[tuple], list[float]]:
+    """Burden, SKAT, SKAT-O (Cauchy) and ACAT-V on the pooled scores; the p-values ACAT-O takes."""
+    t = subset.collapse
+    kept = scores.unit_columns(subset.unit)[subset.keep]
+    score = t.T @ scores.score[:, kept].sum(axis=0)
+    covariance = t.T @ scores.unit_covariance(subset.unit, subset.keep) @ t
+    stat_b, p_b = burden_test(score, covariance, weights)
+    stat_s, p_s = skat_test(score, covariance, weights)
+    stat_o, p_o = skato_acat_test(score, covariance, weights)
+    p_v = acat_v_test(score_test(score, np.diag(covariance))[1], acat_weights)
+    rows = [
+        subset.row("burden", POOLED, stat_b, 1, p_b),
+        subset.row("skat", POOLED, stat_s, pd.NA, p_s),
+        subset.row("skato_acat", POOLED, stat_o, pd.NA, p_o),
+        subset.row("acat_v", POOLED, np.nan, pd.NA, p_v),
+    ]
+    return rows, [p_b, p_s, p_v]
+
+
+def _heterogeneous_tests(scores, subset, weights, acat_weights,
+                         group_names) -> tuple[list[tuple], list[float]]:  # fmt: skip
+    """The tests on the groups' stacked scores, and burden within each group."""
+    m_groups, k = scores.n_groups, subset.collapse.shape[1]
+    stacked_t = np.kron(np.eye(m_groups), subset.collapse)
+    score = stacked_t.T @ scores.stacked_score(subset.unit, subset.keep)
+    covariance = stacked_t.T @ scores.stacked_covariance(subset.unit, subset.keep) @ stacked_t
+    by_group = np.kron(np.eye(m_groups), weights[:, None])  # (M k, M): each group's burden
+    stat_b, p_b, df_b = quadratic_test(by_group.T @ score, by_group.T @ covariance @ by_group)
+    stat_s, p_s = skat_test(score, covariance, np.tile(weights, m_groups))
+    single = []
+    for j in range(k):
+        idx = np.arange(m_groups) * k + j
+        single.append(quadratic_test(score[idx], covariance[np.ix_(idx, idx)])[1])
+    p_v = acat_v_test(np.array(single), acat_weights)
+    rows = [
+        subset.row("burden_het", HETEROGENEOUS, stat_b, df_b, p_b),
+        subset.row("skat_het", HETEROGENEOUS, stat_s, pd.NA, p_s),
+        subset.row("acat_v_het", HETEROGENEOUS, np.nan, pd.NA, p_v),
+    ]
+    kept = scores.unit_columns(subset.unit)[subset.keep]
+    for m, group in enumerate(group_names):
+        group_mac = scores.mac[m, kept].sum()
+        if group_mac <= 0:
+            continue
+        block = slice(m * k, (m + 1) * k)
+        stat_g, p_g = burden_test(score[block], covariance[block, block], weights)
+        counts = (kept.size, scores.carriers[m, kept].sum(), group_mac)
+        rows.append(subset.row("burden", group, stat_g, 1, p_g, counts=counts))
+    return rows, [p_b, p_s, p_v]
 
 
 def _collapsed_maf(maf: np.ndarray, collapse: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ from rvfedprs.strategies.base import (
     config_section,
 )
 from rvfedprs.strategies.burden_delivery import BurdenDelivery
-from rvfedprs.strategies.fedglm import glm_dimensions
+from rvfedprs.strategies.fedglm import glm_dimensions, glm_message
 from rvfedprs.strategies.newton import NewtonSearch
 
 __all__ = ["FedAssociation", "read_groups"]
@@ -188,21 +188,13 @@ class FedAssociation(GlobalModelStrategy):
                 )
         self._reset()
         self.search.next_point = np.zeros(self.n_floor)
-        self.parameters = self._floor_message(self.search.next_point)
+        self.parameters = glm_message(self.search.next_point)
 
     def _unit_map(self) -> Any:
         """The unit map (built once from a callable), or None."""
         if callable(self._units):
             self._units = self._units()
         return self._units
-
-    def _floor_message(self, coef: np.ndarray) -> Parameters:
-        q = coef.size
-        return {
-            "glm.coef": np.asarray(coef, np.float64).copy(),
-            "glm.gradient": np.zeros(q),
-            "glm.hessian": np.zeros((q, q)),
-        }
 
     @property
     def finished(self) -> bool:
@@ -282,9 +274,9 @@ class FedAssociation(GlobalModelStrategy):
             self.search.step(point, self._loss, total("glm.gradient"), total("glm.hessian"),
                              np.zeros(point.size), noise=n * self._noise)  # fmt: skip
             if not self.search.converged:
-                return self._floor_message(self.search.next_point)
+                return glm_message(self.search.next_point)
             self.floor, self.phase = point.copy(), "association"
-            message = self._floor_message(point)
+            message = glm_message(point)
             message.update(empty_sums(len(self.group_names), self.n_floor, self.n_rare,
                                       self.layout))  # fmt: skip
             return message

@@ -50,6 +50,7 @@ __all__ = [
     "FedGLM",
     "NewtonSearch",
     "glm_dimensions",
+    "glm_message",
     "penalty_vector",
     "check_glm_features",
     "check_top_k",
@@ -69,6 +70,16 @@ def penalty_vector(size: int, l2: float, penalize: str, n_covariates: int) -> np
     penalty = np.full(size, float(l2))
     penalty[: 1 if penalize == "all" else 2 + n_covariates] = 0.0
     return penalty
+
+
+def glm_message(coef: np.ndarray) -> Parameters:
+    """A GLM round's message: the coefficients to evaluate and zeroed statistics to fill."""
+    width = np.size(coef)
+    return {
+        "glm.coef": np.asarray(coef, dtype=np.float64).copy(),
+        "glm.gradient": np.zeros(width),
+        "glm.hessian": np.zeros((width, width)),
+    }
 
 
 def glm_dimensions(template: Mapping[str, np.ndarray]) -> tuple[int, int]:
@@ -261,19 +272,11 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         self._reset_search()
         if self._delivery is not None:  # a new run: no site holds the map yet
             self._delivery.holders.clear()
-        self.parameters = self._message(self.coef)
+        self.parameters = glm_message(self.coef)
         if self.top_k > 0:  # the floor's rounds first, then the top-k choice (and the rest)
             self.screen = FloorScreen(self.top_k, 2 + n_covariates, n_rare, self.tol)
             self.coef = np.zeros(2 + n_covariates)
             self.parameters = self.screen.message()
-
-    def _message(self, coef: np.ndarray) -> Parameters:
-        width = coef.size
-        return {
-            "glm.coef": np.asarray(coef, dtype=np.float64).copy(),
-            "glm.gradient": np.zeros(width),
-            "glm.hessian": np.zeros((width, width)),
-        }
 
     @property
     def finished(self) -> bool:
@@ -328,7 +331,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
             dimensions = glm_dimensions(self.template)
             width = glm_width(self.features, *dimensions, n_burden, self.top_k)
             self.coef = np.concatenate([self.coef, np.zeros(width - self.coef.size)])
-            return self._message(self.coef)  # the whole GLM, from the floor (or the floor)
+            return glm_message(self.coef)  # the whole GLM, from the floor (or the floor)
         gradient = n * (np.asarray(average["glm.gradient"]) - sent["glm.gradient"])
         hessian = n * (np.asarray(average["glm.hessian"]) - sent["glm.hessian"])
         n_covariates = glm_dimensions(self.template)[0]
@@ -336,7 +339,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         self.coef = self.search.step(
             beta, n * self._mean_loss, gradient, hessian, penalty, noise=n * self._noise
         )
-        return self._message(self.search.next_point)
+        return glm_message(self.search.next_point)
 
     # --- the fitted model ------------------------------------------------------------------
     def network_parameters(self, coef: np.ndarray | None = None) -> Parameters:

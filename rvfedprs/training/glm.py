@@ -25,6 +25,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from rvfedprs.association.sums import (
+    ASSOCIATION_TENSORS,
+    UnitLayout,
+    association_sums,
+    floor_scores,
+)
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.model import RARE_INPUTS, rare_projection
 from rvfedprs.training.data import ClientData
@@ -157,36 +163,14 @@ def score_sums(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A site's sums for the score test of each rare variant added to the floor model.
 
-    With p_i = σ(z_i · β) under the floor design z (intercept, PRS, covariates) and
-    w_i = p_i (1 − p_i), the pooled efficient score of variant j is U_j = Σ_i a_ij (y_i − p_i)
-    and its variance V_j = S_j − c_jᵀ (Zᵀ W Z)⁻¹ c_j; a site returns its part of the sums
-    U, S and C (Zᵀ W Z is the floor's Hessian, returned beside them).
-
-    Returns
-    -------
-    score : array, shape (n_rare,)
-        U = Aᵀ (y − p).
-    information : array, shape (n_rare,)
-        S = (A ∘ A)ᵀ w.
-    cross : array, shape (n_floor, n_rare)
-        C = Zᵀ W A.
+    U = Aᵀ (y − p), S = (A ∘ A)ᵀ w and C = Zᵀ W A: :func:`rvfedprs.association.sums.
+    floor_scores`, the sums the association tests also start from.
     """
-    coef = np.asarray(coef, dtype=np.float64)
-    eta = np.asarray(floor_design @ coef, dtype=np.float64).reshape(-1)
-    prob = 0.5 * (1.0 + np.tanh(0.5 * eta))
-    weight = prob * (1.0 - prob)
-    a = sp.csr_matrix(rare, dtype=np.float64)
-    score = np.asarray(a.T @ (np.asarray(y, np.float64) - prob)).reshape(-1)
-    information = np.asarray(a.multiply(a).T @ weight).reshape(-1)
-    weighted = sp.csr_matrix(a.multiply(weight[:, None]))
-    cross = (sp.csr_matrix(floor_design).T @ weighted).toarray()
-    return score, information, np.asarray(cross, dtype=np.float64)
+    return floor_scores(floor_design, rare, y, coef)
 
 
 def _association_reply(parameters, floor_design, data, coef, config, units) -> dict:
     """The association sums (:mod:`rvfedprs.association.sums`) per training sample, as an update."""
-    from rvfedprs.association.sums import ASSOCIATION_TENSORS, UnitLayout, association_sums
-
     if config["features"] != "floor":
         raise ConfigError(f"association sums are taken under the floor, not {config['features']!r}")
     settings = config["association"]
