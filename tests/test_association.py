@@ -28,8 +28,14 @@ from rvfedprs.association.gene_tests import beta_weights  # noqa: E402
 from rvfedprs.association.runner import associate  # noqa: E402
 from rvfedprs.burden import burden_from_config  # noqa: E402
 from rvfedprs.config import validate_config  # noqa: E402
-from rvfedprs.exceptions import ConfigError  # noqa: E402
+from rvfedprs.exceptions import ConfigError, InputDataError  # noqa: E402
+from rvfedprs.federation.inprocess import InProcessTransport  # noqa: E402
+from rvfedprs.federation.rounds import RunSpec, serve  # noqa: E402
 from rvfedprs.genomic.data import load_federation, pool_clients  # noqa: E402
+from rvfedprs.genomic.engine import genomic_settings  # noqa: E402
+from rvfedprs.genomic.task import GenomicTask, sites_of  # noqa: E402
+from rvfedprs.strategies import strategy_from_config  # noqa: E402
+from rvfedprs.training import LocalTrainingConfig  # noqa: E402
 from rvfedprs.training.glm import glm_design  # noqa: E402
 
 BURDEN = {"window_bp": 200}
@@ -293,3 +299,55 @@ def test_flower_simulation_gives_the_in_process_table(cohort, clear_run, tmp_pat
                                rtol=1e-9, atol=1e-12)  # fmt: skip
     np.testing.assert_allclose(b["p"].astype(float), a["p"].astype(float), rtol=1e-9,
                                atol=1e-300)  # fmt: skip
+
+
+class _LosingAssociation(GenomicTask):
+    """The genomic task whose site ``lost`` never answers from its first association round on."""
+
+    def __init__(self, lost: str) -> None:
+        super().__init__()
+        self.lost, self.dead = lost, False
+
+    def fit(self, instruction, site, settings, state, *, random_seed):
+        if site.client_id == self.lost and "association" in instruction.config.get("glm", {}):
+            self.dead = True
+        if self.dead and site.client_id == self.lost:
+            raise InputDataError(f"site {self.lost}: node lost")
+        return super().fit(instruction, site, settings, state, random_seed=random_seed)
+
+
+def _serve_association(federation, task, out, min_replies=None):
+    config = _config({"data": federation.data_dir, "groups": None},
+                     associate={"groups": None})  # fmt: skip
+    strategy = strategy_from_config("fedassoc", config)
+    transport = InProcessTransport(task, sites_of(federation))
+    settings = genomic_settings(federation, model_config={"start_from_floor": False},
+                                training=LocalTrainingConfig())  # fmt: skip
+    job = {"seed": 3, "rounds": 40, "resume": False, "min_replies": min_replies}
+    serve(task, transport, [RunSpec(strategy, out=out)], job, settings)
+    return strategy
+
+
+def test_a_site_lost_in_the_association_round_refits_the_floor_without_it(cohort, tmp_path):
+    """The sums are then those of the sites left at their own floor: a run on those sites alone.
+
+    The two runs standardise the PRS and covariates with different federated moments (all six
+    sites' against five), so the floor's coefficients and Zᵀ W A differ by that affine change;
+    the fitted probabilities, and so the scores, information and efficient variances, do not
+    (to ~1e-7: the PRS is stored as float32, so the two standardisations round differently).
+    Without the refit the scores would sit at the six-site floor, ~1e-2 away.
+    """
+    everyone = load_federation(cohort["data"])
+    lost = everyone.client_ids[-1]
+    survived = _serve_association(everyone, _LosingAssociation(lost), tmp_path / "lost",
+                                  min_replies=len(everyone.client_ids) - 1)  # fmt: skip
+    assert survived.refits and survived.refits[0]["lost"] == [lost]
+    assert lost not in survived.floor_sites
+    rest = load_federation(cohort["data"], clients=[c for c in everyone.client_ids if c != lost])
+    direct = _serve_association(rest, GenomicTask(), tmp_path / "rest")
+    for name in ("assoc.score", "assoc.information", "assoc.blocks", "assoc.mac",
+                 "assoc.carriers", "assoc.samples", "assoc.cases"):  # fmt: skip
+        np.testing.assert_allclose(survived.sums[name], direct.sums[name], rtol=1e-6, atol=1e-6,
+                                   err_msg=name)  # fmt: skip
+    np.testing.assert_allclose(survived.scores().pooled_variance(),
+                               direct.scores().pooled_variance(), rtol=1e-6, atol=1e-6)  # fmt: skip

@@ -158,9 +158,14 @@ def _summary(strategy, scores, table: pd.DataFrame, variants: pd.DataFrame) -> d
     acat = table[(table["test"] == "acat_o") & (table["group"] == POOLED)]
     mac = scores.mac.sum(axis=0)
     tested_units = set(table.loc[table["test"] == "acat_o", "unit"])
+    in_units = np.zeros(len(variants), bool)
+    for cols in strategy.layout.members:
+        in_units[cols] = True
     return {
         "floor": strategy.floor.tolist(),
         "floor_rounds": int(strategy.search.iterations),
+        "floor_sites": list(strategy.floor_sites),
+        "floor_refits": [dict(r) for r in strategy.refits],
         "groups": {
             name: {
                 "sites": sorted(c for c, g in strategy.site_group.items() if g == m),
@@ -172,6 +177,7 @@ def _summary(strategy, scores, table: pd.DataFrame, variants: pd.DataFrame) -> d
         "variants": int(len(variants)),
         "variants_tested": int(len(single)),
         "variants_not_carried": int(np.sum(mac <= 0)),
+        "variants_in_no_unit": int(np.sum(~in_units)) if strategy.layout.n_units else None,
         "units": int(strategy.layout.n_units),
         "units_tested": len(tested_units),
         "units_untested": sorted(set(strategy.layout.names) - tested_units),
@@ -199,12 +205,16 @@ def _top(frame: pd.DataFrame, n: int = 10) -> list[dict[str, Any]]:
 
 def _headline(summary: Mapping[str, Any]) -> list[str]:
     lam = summary["lambda_gc"]
+    no_unit = summary["variants_in_no_unit"]
+    outside = f" ({no_unit} variants in no unit)" if no_unit else ""
     lines = [
         f"associate: {summary['variants_tested']} of {summary['variants']} rare variants tested "
         f"({summary['variants_not_carried']} carried by nobody in the training data), "
-        f"{summary['units_tested']} of {summary['units']} units; groups "
+        f"{summary['units_tested']} of {summary['units']} units{outside}; groups "
         f"{list(summary['groups'])}; lambda_GC {lam['score']:.3f}"
     ]
+    for refit in summary["floor_refits"]:
+        lines.append(f"  round {refit['round']}: {refit['lost']} lost; floor refitted without")
     best_of = (("variant", "top_variants"), ("variant (het)", "top_variants_het"),
                ("unit ACAT-O", "top_units"), ("unit ACAT-O (het)", "top_units_het"))  # fmt: skip
     for label, key in best_of:

@@ -19,12 +19,18 @@ set of sites (``groups``: site → group name, e.g. FedCE's clusters or the user
 given, there is one. Under secure aggregation a group's row is the sum over its sites, so every
 group must hold at least ``secagg.min_clients`` replying sites, or the run is refused by name.
 
+The scores are efficient only at the floor of the very samples they sum over (Σ Zᵀ(y − μ̂) = 0
+there). A site lost in the association round (a killed node, under ``min_replies``) would break
+that, so the server goes back to the floor's Newton rounds over the sites still answering, from
+the floor it had, and asks for the association sums again; the run's record names the refit.
+
 The model served is the floor (two-pathway parameters whose logit is its linear predictor), so
 ``rvfedprs train --strategy fedassoc`` evaluates as any other strategy.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,6 +52,8 @@ from rvfedprs.strategies.fedglm import glm_dimensions, glm_message
 from rvfedprs.strategies.newton import NewtonSearch
 
 __all__ = ["FedAssociation", "read_groups"]
+
+log = logging.getLogger(__name__)
 
 _PHASES = ("floor", "association", "done")
 
@@ -143,6 +151,8 @@ class FedAssociation(GlobalModelStrategy):
 
     def _reset(self) -> None:
         self.phase = "floor"
+        self.floor_sites: list[str] = []  # the sites of the round the floor converged in
+        self.refits: list[dict[str, Any]] = []
         self.search = NewtonSearch(self.tol)
         self.floor = np.zeros(0)
         self.sums: dict[str, np.ndarray] = {}
@@ -169,6 +179,10 @@ class FedAssociation(GlobalModelStrategy):
                 raise ConfigError(f"associate.groups names no group for sites {missing}")
             self.group_names = sorted({self.groups[c] for c in self.client_ids})
             self.site_group = {c: self.group_names.index(self.groups[c]) for c in self.client_ids}
+            unknown = sorted(set(self.groups) - set(self.client_ids))
+            if unknown:
+                log.warning("associate.groups lists sites that are not in this run, left "
+                            "out: %s", unknown)  # fmt: skip
         units = self._unit_map()
         if units is None:
             self.layout = UnitLayout.from_members([], [])
@@ -227,6 +241,7 @@ class FedAssociation(GlobalModelStrategy):
 
     def aggregate_fit(self, server_round, results):
         """The floor's Newton step, or the association sums, from the n_k-weighted average."""
+        self._replied = sorted(r.client_id for r in results)
         self._n_total = float(sum(r.n_samples for r in results))
         self._loss = float(sum(r.metrics["loss"] * r.n_samples for r in results))
         self._noise = 0.0
@@ -257,6 +272,7 @@ class FedAssociation(GlobalModelStrategy):
 
     def aggregate_sums(self, server_round, results, sums):
         """As :meth:`aggregate_fit`, from the secure sum (its error bounds the tolerance)."""
+        self._replied = sorted(r.client_id for r in results)
         self._n_total = float(sum(r.n_samples for r in results))
         self._loss = float(sum(r.metrics["loss"] * r.n_samples for r in results))
         self._noise = float(sums["model"].error_bound) / max(float(sums["model"].weight), 1e-300)
@@ -275,11 +291,19 @@ class FedAssociation(GlobalModelStrategy):
                              np.zeros(point.size), noise=n * self._noise)  # fmt: skip
             if not self.search.converged:
                 return glm_message(self.search.next_point)
-            self.floor, self.phase = point.copy(), "association"
+            self.floor, self.phase, self.floor_sites = point.copy(), "association", self._replied
             message = glm_message(point)
             message.update(empty_sums(len(self.group_names), self.n_floor, self.n_rare,
                                       self.layout))  # fmt: skip
             return message
+        if self.phase == "association" and self._replied != self.floor_sites:
+            lost = sorted(set(self.floor_sites) - set(self._replied))
+            log.warning("round %d: %s did not send association sums; the floor is refitted over "
+                        "the %d sites left", server_round, lost, len(self._replied))  # fmt: skip
+            self.refits.append({"round": int(server_round), "lost": lost})
+            self.phase, self.search = "floor", NewtonSearch(self.tol)
+            self.search.next_point = self.floor.copy()
+            return glm_message(self.floor)
         if self.phase == "association":
             self.sums = {name: total(name) for name in ASSOCIATION_TENSORS}
             self.floor_hessian = total("glm.hessian")
@@ -317,6 +341,8 @@ class FedAssociation(GlobalModelStrategy):
             phase=self.phase,
             search=self.search.state_dict(),
             floor=self.floor.copy(),
+            floor_sites=list(self.floor_sites),
+            refits=[dict(r) for r in self.refits],
             sums={k: v.copy() for k, v in self.sums.items()},
             floor_hessian=self.floor_hessian.copy(),
             group_names=list(self.group_names),
@@ -335,6 +361,8 @@ class FedAssociation(GlobalModelStrategy):
         self.phase = str(state["phase"])
         self.search = NewtonSearch.from_state_dict(state["search"])
         self.floor = np.asarray(state["floor"], np.float64)
+        self.floor_sites = [str(c) for c in state.get("floor_sites", [])]
+        self.refits = [dict(r) for r in state.get("refits", [])]
         self.sums = {k: np.asarray(v, np.float64) for k, v in state["sums"].items()}
         self.floor_hessian = np.asarray(state["floor_hessian"], np.float64)
         self.group_names = list(state["group_names"])
@@ -350,4 +378,6 @@ class FedAssociation(GlobalModelStrategy):
             "converged": bool(self.search.converged),
             "groups": list(self.group_names),
             "units": self.layout.n_units,
+            "floor_sites": list(self.floor_sites),
+            "refits": [dict(r) for r in self.refits],
         }
