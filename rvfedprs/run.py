@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from rvfedprs.evaluation.selection import selected_parameters, selection_record
 from rvfedprs.exceptions import ConfigError, InputDataError
 from rvfedprs.federation import ENGINES
 from rvfedprs.federation.result import RunResult
@@ -42,6 +43,7 @@ __all__ = [
     "client_clusters",
     "jsonable",
     "write_metrics",
+    "finish_run",
     "metric_warnings",
     "write_predictions",
     "input_files",
@@ -81,24 +83,6 @@ def client_clusters(strategy: Strategy, client_ids) -> dict[str, Any]:
     """Each real client's cluster (a pooled strategy puts everyone in cluster 0)."""
     found = strategy.clusters()
     return {c: found.get(c, 0) for c in client_ids}
-
-
-class _SelectAndTrack:
-    """``evaluate_round`` that chooses on validation and also records the per-round test AUC."""
-
-    def __init__(self, selection, track) -> None:
-        self.selection, self.track = selection, track
-
-    def prepare(self, settings: Mapping[str, Any]) -> None:
-        """Validation scores the network of the run settings after the warm start."""
-        self.selection.prepare(settings)
-
-    def start(self, strategy: Strategy) -> None:
-        """The starting model (the floor) is a candidate."""
-        self.selection.start(strategy)
-
-    def __call__(self, strategy: Strategy, server_round: int) -> dict[str, float]:
-        return {**self.selection(strategy, server_round), **self.track(strategy, server_round)}
 
 
 class _LoggedRounds:
@@ -162,66 +146,6 @@ class _RunModel:
         return self._config
 
 
-def _with_validation(federation: Any, fraction: float, seed: int, model_config, track):
-    """The federation less its validation split, the selector, and the round callback."""
-    from rvfedprs.evaluation.selection import BestRound, split_validation
-    from rvfedprs.federation.seeds import derive_seed
-
-    fit, validation = split_validation(
-        federation, fraction, random_seed=derive_seed(seed, "validation")
-    )
-    selection = BestRound(validation, federation.n_rare, model_config)
-    return fit, selection, _SelectAndTrack(selection, track)
-
-
-def keep_selection(checkpoint: Path, selection, client_ids) -> None:
-    """Add the models chosen on validation to ``checkpoint`` (``selected``: round, models).
-
-    Identical models are stored once (FedAvg's clients share one; FedCE's a cluster's).
-    """
-    from rvfedprs.federation.checkpoints import load_checkpoint, save_checkpoint
-
-    models: list[dict] = []
-    index: dict[str, int] = {}
-    for client in client_ids:
-        params = selection.parameters_for(client)
-        found = next((i for i, m in enumerate(models) if _same_model(m, params)), None)
-        if found is None:
-            models.append(params)
-            found = len(models) - 1
-        index[client] = found
-    record = load_checkpoint(checkpoint)
-    record["selected"] = {"round": int(selection.best_round), "models": models, "index": index}
-    save_checkpoint(checkpoint, record)
-
-
-def _same_model(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    import numpy as np
-
-    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
-
-
-def selected_parameters(record: Mapping[str, Any]):
-    """``parameters_for`` of the models a checkpoint's ``selected`` entry holds, or None."""
-    chosen = record.get("selected")
-    if not chosen:
-        return None
-    models, index = chosen["models"], chosen["index"]
-    return lambda client: models[index[client]]
-
-
-def selection_record(selection, fraction: float) -> dict[str, Any]:
-    """What ``metrics.json`` says of the validation choice (``chose_floor`` when round 0 won)."""
-    return {
-        "validation_fraction": float(fraction),
-        "selected_round": int(selection.best_round),
-        "chose_floor": selection.best_round == 0,
-        "validation_auc": float(selection.best_auc),
-        "floor_validation_auc": selection.start_auc,
-        "validation_aucs": [float(a) for a in selection.aucs],
-    }
-
-
 def metric_warnings(name: str, metrics: Mapping[str, Any]) -> list[str]:
     """Below-chance and below-floor warnings of a run's test metrics, each also logged."""
     from rvfedprs.evaluation.checks import auc_warnings
@@ -245,6 +169,43 @@ def write_metrics(out: str | Path, metrics: Mapping[str, Any]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "metrics.json"
     path.write_text(json.dumps(jsonable(metrics), indent=2) + "\n")
+    return path
+
+
+def finish_run(
+    out: str | Path,
+    record: dict[str, Any],
+    *,
+    config: Mapping[str, Any],
+    strategy: Strategy,
+    command: str,
+    inputs: list,
+    variants: Any = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write what a finished run leaves: ``metrics.json``, burden exclusions, provenance.
+
+    Every training run ends here, ``rvfedprs train`` (any engine) and each run of a consortium
+    study: ``record`` gets its below-chance and below-floor ``warnings``
+    (:func:`metric_warnings`) and is written by :func:`write_metrics`; the burden exclusions
+    table of a burden run (``variants``: a study's federated rare-variant table) and
+    ``provenance.json`` (``command``, the configuration, its seed, ``inputs``' checksums,
+    ``extra``) go beside it.
+
+    Returns
+    -------
+    Path
+        The ``metrics.json`` written.
+    """
+    out = Path(out)
+    record["warnings"] = metric_warnings(record["strategy"], record)
+    path = write_metrics(out, record)
+    written = {"metrics": str(path), **dict(extra or {})}
+    exclusions = write_burden_exclusions(config, strategy, out, variants)
+    if exclusions is not None:
+        written["burden_exclusions"] = str(exclusions)
+    write_provenance(out, command=command, parameters=config, seed=int(record["seed"]),
+                     inputs=inputs, extra=written)  # fmt: skip
     return path
 
 
@@ -371,17 +332,6 @@ def train(
                                 run_model.at_round(server_round))  # fmt: skip
             return {"auc": m["auc"]}
 
-    selection = None
-    if plan.validation_fraction:
-        if plan.engine != "inprocess":
-            raise ConfigError(
-                f"train.validation_fraction = {plan.validation_fraction} needs the in-process "
-                f"engine (a {plan.engine} site trains on all its training samples); set it to 0"
-            )
-        federation, selection, evaluate_round = _with_validation(
-            federation, plan.validation_fraction, seed, model_config, evaluate_round
-        )
-
     # A bar on a terminal; elsewhere (a rule's log file) one logged line per round.
     bar = section["progress"] and sys.stderr.isatty()
     if not bar:
@@ -392,30 +342,24 @@ def train(
     )  # fmt: skip
     client_state: dict[str, dict[str, Any]] = {}
     result = run(plan, client_state=client_state)
-    chosen = None if selection is None else selection.parameters_for
+    # the models of the round (or the floor) chosen on the sites' validation samples
+    chosen = selected_parameters(result.selected)
     # the run's networks (e.g. with the rare projection of model.rare_input)
     evaluated = {**config, "model": run_model.of(result)}
     metrics = _evaluate(strategy, federation, evaluated, truth, parameters_for=chosen)
     record = {"strategy": name, "seed": seed, **metrics, "history": result.history}
     record["traffic"] = result.metrics.get("traffic", {})  # per step; per round in the history
-    if selection is not None:
-        record["selection"] = selection_record(selection, section["validation_fraction"])
-        if result.checkpoints:  # `rvfedprs evaluate` of the final checkpoint scores the choice
-            keep_selection(result.checkpoints[-1], selection, federation.client_ids)
+    if result.selected is not None:  # the final checkpoint holds it too (`rvfedprs evaluate`)
+        record["selection"] = selection_record(result.selected, section["validation_fraction"])
     record.update(dp_epsilon(result.client_state))
-    record["warnings"] = metric_warnings(name, record)
-    path = write_metrics(out, record)
-    extra = {"metrics": str(path), "checkpoints": [str(p) for p in result.checkpoints]}
-    exclusions = write_burden_exclusions(config, strategy, out)
-    if exclusions is not None:
-        extra["burden_exclusions"] = str(exclusions)
-    write_provenance(
+    finish_run(
         out,
+        record,
+        config=config,
+        strategy=strategy,
         command="rvfedprs train",
-        parameters=config,
-        seed=seed,
         inputs=input_files(federation),
-        extra=extra,
+        extra={"checkpoints": [str(p) for p in result.checkpoints]},
     )
     result.metrics = record
     return result
@@ -474,7 +418,7 @@ def evaluate_checkpoint(
     strategy = strategy_from_config(name, config)
     strategy.load_state_dict(record["strategy_state"])
     config["model"] = dict(record["model_config"])
-    chosen = selected_parameters(record)
+    chosen = selected_parameters(record.get("selected"))
     metrics = _evaluate(
         strategy, federation, config, load_truth_from_config(config), parameters_for=chosen
     )

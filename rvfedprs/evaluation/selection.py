@@ -37,8 +37,14 @@ __all__ = [
     "pooled_log_loss",
     "validation_scores",
     "is_better",
+    "validation_split",
+    "held_out_counts",
+    "held_out_rows",
     "split_validation",
+    "RoundSelection",
     "BestRound",
+    "selected_parameters",
+    "selection_record",
 ]
 
 #: Validation criteria a round or a configuration can be chosen on.
@@ -89,6 +95,66 @@ def is_better(criterion: str, score: float, than: float) -> bool:
     return score < than if criterion == "log_loss" else score > than
 
 
+def validation_split(fraction: float, seed: int) -> dict[str, Any] | None:
+    """The split every site draws of a run with master seed ``seed``, or None for fraction 0.
+
+    ``{"fraction", "seed"}``: what the run settings carry to every site (each draws its own
+    rows, :func:`held_out_rows`), the same on every engine and in a study.
+    """
+    fraction = float(fraction or 0.0)
+    if fraction == 0.0:
+        return None
+    return {"fraction": fraction, "seed": int(derive_seed(int(seed), "validation"))}
+
+
+def held_out_counts(n_cases: int, n_controls: int, fraction: float) -> tuple[int, int]:
+    """How many cases and controls a site holds out for validation (:func:`held_out_rows`).
+
+    Raises
+    ------
+    InputDataError
+        When ``fraction`` is out of (0, 0.5], or the site has too few cases or controls to
+        hold one of each out and keep one of each for training (the count named).
+    """
+    if not 0 < fraction <= 0.5:
+        raise InputDataError(f"validation fraction must be in (0, 0.5], got {fraction}")
+    held = []
+    for n, kind in ((n_controls, "controls"), (n_cases, "cases")):
+        n_held = int(round(fraction * n))
+        if n < 2 or n_held < 1:
+            raise InputDataError(
+                f"{n} training {kind} cannot give a validation fraction of {fraction} (needs "
+                "≥1 held out and ≥1 kept)"
+            )
+        held.append(min(n_held, n - 1))
+    return held[1], held[0]
+
+
+def held_out_rows(y: np.ndarray, fraction: float, *, random_seed: int, client: str) -> np.ndarray:
+    """The rows of one site's training samples held out for validation, sorted.
+
+    Stratified by phenotype (:func:`held_out_counts` of each class), drawn from
+    ``SeedSequence([random_seed, "validation", client])``: a site draws its own rows from the
+    run's split seed (:func:`validation_split`) and its id, whichever engine runs it.
+
+    Raises
+    ------
+    InputDataError
+        As :func:`held_out_counts`, naming the client.
+    """
+    y = np.asarray(y)
+    try:
+        n_cases, n_controls = held_out_counts(int((y == 1).sum()), int((y == 0).sum()), fraction)
+    except InputDataError as exc:
+        raise InputDataError(f"client {client}: {exc}") from None
+    rng = np.random.default_rng(derive_seed(random_seed, "validation", client))
+    held = [
+        rng.choice(np.flatnonzero(y == label), size=size, replace=False)
+        for label, size in ((0, n_controls), (1, n_cases))
+    ]
+    return np.sort(np.concatenate(held))
+
+
 def split_validation(
     federation: Federation, fraction: float, *, random_seed: int
 ) -> tuple[Federation, dict[str, ClientData]]:
@@ -100,7 +166,7 @@ def split_validation(
     fraction : float
         In (0, 0.5]; at least one case and one control per client go to validation.
     random_seed : int
-        The split is drawn per client from ``SeedSequence([random_seed, crc32(client)])``.
+        Each client's rows are :func:`held_out_rows` of this seed.
 
     Returns
     -------
@@ -113,40 +179,203 @@ def split_validation(
     Raises
     ------
     InputDataError
-        When ``fraction`` is out of range or a client has too few cases or controls to give one
-        of each to validation and keep one of each for training.
+        As :func:`held_out_rows`.
     """
-    if not 0 < fraction <= 0.5:
-        raise InputDataError(f"validation fraction must be in (0, 0.5], got {fraction}")
     fit, validation = {}, {}
     for client, data in federation.train.items():
-        rng = np.random.default_rng(derive_seed(random_seed, "validation", client))
-        held = []
-        for label in (0, 1):
-            members = np.flatnonzero(data.y == label)
-            n_held = int(round(fraction * members.size))
-            if members.size < 2 or n_held < 1:
-                kind = "cases" if label else "controls"
-                raise InputDataError(
-                    f"client {client}: {members.size} training {kind} cannot give a "
-                    f"validation fraction of {fraction} (needs ≥1 held out and ≥1 kept)"
-                )
-            held.append(rng.choice(members, size=min(n_held, members.size - 1), replace=False))
         mask = np.zeros(data.n_samples, dtype=bool)
-        mask[np.concatenate(held)] = True
+        mask[held_out_rows(data.y, fraction, random_seed=random_seed, client=client)] = True
         validation[client] = data.subset(np.flatnonzero(mask))
         fit[client] = data.subset(np.flatnonzero(~mask))
     return replace(federation, train=fit), validation
 
 
-class BestRound:
+class RoundSelection:
     """``evaluate_round`` callback: validation scores after every round; keeps the best models.
 
-    Pass an instance as ``evaluate_round`` to a run; it records the pooled validation AUC and
-    log-loss (each client's validation samples scored by that client's own model,
-    ``parameters_for``) and keeps a copy of every client's parameters from the round with the
-    best ``criterion`` (the earliest on a tie). Afterwards :meth:`parameters_for` serves those
-    models for evaluation.
+    It records the validation AUC and log-loss of every client's model (``parameters_for``)
+    after every round, and keeps a copy of every client's parameters from the round with the
+    best ``criterion`` (the earliest on a tie); the starting models (round 0: the floor) are
+    the first candidate (:meth:`start`). Afterwards :meth:`parameters_for` serves those models.
+    How the scores are computed is the subclass's :meth:`score`: pooled predictions in this
+    process (:class:`BestRound`), or the sites' validation summaries
+    (:class:`~rvfedprs.genomic.validation.SiteValidation`).
+
+    Parameters
+    ----------
+    criterion : str
+        One of :data:`CRITERIA`: ``"auc"`` (highest wins) or ``"log_loss"`` (lowest wins).
+
+    Attributes
+    ----------
+    best_round : int
+        1-based round of the kept models; 0 for the starting models (the floor) when no round
+        beat them on validation (:meth:`start`), or before the first round.
+    start_auc, start_log_loss : float or None
+        Validation scores of the starting models, when the engine showed them (:meth:`start`).
+    best_auc, best_log_loss : float
+        Validation scores of the kept round.
+    aucs, log_losses : list of float
+        Validation scores per round.
+
+    Raises
+    ------
+    ValueError
+        For a criterion not in :data:`CRITERIA`.
+    """
+
+    def __init__(self, *, criterion: str = "auc") -> None:
+        self.criterion = check_criterion(criterion)
+        self.best_round = 0
+        self.best_auc = -np.inf
+        self.best_log_loss = np.inf
+        self.start_auc: float | None = None
+        self.start_log_loss: float | None = None
+        self.aucs: list[float] = []
+        self.log_losses: list[float] = []
+        self._best: dict[str, dict[str, np.ndarray]] = {}
+
+    @property
+    def clients(self) -> list[str]:
+        """The clients whose models are kept."""
+        raise NotImplementedError
+
+    def score(self, strategy: Strategy, server_round: int) -> dict[str, float]:
+        """Validation ``auc`` and ``log_loss`` of the strategy's models (round 0: the start)."""
+        raise NotImplementedError
+
+    @property
+    def best_score(self) -> float:
+        """The kept round's validation score on :attr:`criterion`."""
+        return self.best_log_loss if self.criterion == "log_loss" else self.best_auc
+
+    def start(self, strategy: Strategy) -> None:
+        """Score the starting models (round 0: the floor) as the first candidate.
+
+        The engine calls this before round 1 of a fresh run
+        (:func:`~rvfedprs.federation.rounds.serve`); a round must then beat the start on
+        validation to be chosen, and ``best_round`` 0 says that nothing did.
+        """
+        scores = self.score(strategy, 0)
+        self.start_auc, self.start_log_loss = scores["auc"], scores["log_loss"]
+        self._keep(strategy, scores, 0)
+
+    def __call__(self, strategy: Strategy, server_round: int) -> dict[str, Any]:
+        """Score this round's models on validation; keep them if they are the best so far.
+
+        Returns the round's ``validation_auc`` (and ``validation_log_loss`` when that is the
+        criterion, and what :meth:`score` adds besides the two) for the run's history.
+        """
+        scores = dict(self.score(strategy, len(self.aucs) + 1))
+        self.aucs.append(scores.pop("auc"))
+        self.log_losses.append(scores.pop("log_loss"))
+        self._keep(strategy, {"auc": self.aucs[-1], "log_loss": self.log_losses[-1]},
+                   len(self.aucs))  # fmt: skip
+        row = {"validation_auc": self.aucs[-1], **scores}
+        if self.criterion == "log_loss":
+            row["validation_log_loss"] = self.log_losses[-1]
+        return row
+
+    def _keep(self, strategy: Strategy, scores: Mapping[str, float], server_round: int) -> None:
+        if is_better(self.criterion, scores[self.criterion], self.best_score):
+            self.best_auc, self.best_log_loss = scores["auc"], scores["log_loss"]
+            self.best_round = server_round
+            self._best = {
+                c: {k: np.array(v, copy=True) for k, v in strategy.parameters_for(c).items()}
+                for c in self.clients
+            }
+
+    def parameters_for(self, client: str) -> dict[str, np.ndarray]:
+        """Client ``client``'s parameters from the best validation round.
+
+        Raises
+        ------
+        KeyError
+            For a client without validation data, or before the first round.
+        """
+        if not self._best:
+            raise KeyError("no round has been evaluated yet")
+        return self._best[client]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The choice so far, as a checkpoint keeps it (identical models stored once).
+
+        ``round``, ``models``, ``index`` (client → model), ``criterion``, the scores
+        (``start_auc``, ``best_auc``, ``aucs``, their log-loss twins): what a resumed run
+        restores (:meth:`load_state_dict`) and ``rvfedprs evaluate`` scores
+        (:func:`selected_parameters`).
+        """
+        models: list[dict[str, np.ndarray]] = []
+        index: dict[str, int] = {}
+        for client in sorted(self._best):
+            params = self._best[client]
+            found = next((i for i, m in enumerate(models) if _same_model(m, params)), None)
+            if found is None:
+                models.append(params)
+                found = len(models) - 1
+            index[client] = found
+        return {
+            "round": int(self.best_round),
+            "models": models,
+            "index": index,
+            "criterion": self.criterion,
+            "start_auc": self.start_auc,
+            "start_log_loss": self.start_log_loss,
+            "best_auc": float(self.best_auc),
+            "best_log_loss": float(self.best_log_loss),
+            "aucs": [float(a) for a in self.aucs],
+            "log_losses": [float(v) for v in self.log_losses],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Inverse of :meth:`state_dict` (a resumed run continues the same choice)."""
+        self.criterion = check_criterion(state["criterion"])
+        self.best_round = int(state["round"])
+        self.start_auc, self.start_log_loss = state["start_auc"], state["start_log_loss"]
+        self.best_auc, self.best_log_loss = float(state["best_auc"]), float(state["best_log_loss"])
+        self.aucs, self.log_losses = list(state["aucs"]), list(state["log_losses"])
+        models = state["models"]
+        self._best = {c: dict(models[i]) for c, i in state["index"].items()}
+
+
+def _same_model(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def selected_parameters(selected: Mapping[str, Any] | None):
+    """``parameters_for`` of the models a ``selected`` record holds, or None.
+
+    ``selected``: :meth:`RoundSelection.state_dict`, as a checkpoint and a
+    :class:`~rvfedprs.federation.result.RunResult` hold it.
+    """
+    if not selected:
+        return None
+    models, index = selected["models"], selected["index"]
+    if len(index) == 1:  # chosen over one pooled site (the centralised baseline): everyone's
+        return lambda client: models[next(iter(index.values()))]
+    return lambda client: models[index[client]]
+
+
+def selection_record(selected: Mapping[str, Any], fraction: float) -> dict[str, Any]:
+    """What ``metrics.json`` says of the validation choice (``chose_floor`` when round 0 won)."""
+    return {
+        "validation_fraction": float(fraction),
+        "criterion": selected["criterion"],
+        "selected_round": int(selected["round"]),
+        "chose_floor": int(selected["round"]) == 0,
+        "validation_auc": float(selected["best_auc"]),
+        "floor_validation_auc": selected["start_auc"],
+        "validation_aucs": [float(a) for a in selected["aucs"]],
+        # |the AUCs above − the exact pooled ones| at most this (0: pooled in this process)
+        "validation_auc_tie_bound": max(selected.get("auc_tie_bounds") or [0.0]),
+    }
+
+
+class BestRound(RoundSelection):
+    """:class:`RoundSelection` on validation samples held in this process, pooled.
+
+    Every client's validation samples are scored by its own model and pooled: the exact
+    pooled AUC and log-loss.
 
     Parameters
     ----------
@@ -157,7 +386,7 @@ class BestRound:
         ``common_hidden``, ``rare_hidden``, ``dropout``, ``rare_input``: the network scored
         until the engine hands over the run's own (:meth:`prepare`).
     criterion : str
-        One of :data:`CRITERIA`: ``"auc"`` (highest wins) or ``"log_loss"`` (lowest wins).
+        As :class:`RoundSelection`.
     keep_predictions : bool
         Keep every scored round's validation probabilities in :attr:`predictions`.
 
@@ -166,22 +395,8 @@ class BestRound:
     n_rare : int
     model_config : dict
         The network the clients' parameters are scored with (:attr:`model`).
-    best_round : int
-        1-based round of the kept models; 0 for the starting models (the floor) when no round
-        beat them on validation (:meth:`start`), or before the first round.
-    start_auc, start_log_loss : float or None
-        Validation scores of the starting models, when the engine showed them (:meth:`start`).
-    best_auc, best_log_loss : float
-        Validation scores of the kept round.
-    aucs, log_losses : list of float
-        Validation scores per round.
     predictions : dict of int to dict of str to ndarray
         With ``keep_predictions``: round (0: the start) → client → validation probabilities.
-
-    Raises
-    ------
-    ValueError
-        For a criterion not in :data:`CRITERIA`.
     """
 
     def __init__(
@@ -193,25 +408,17 @@ class BestRound:
         criterion: str = "auc",
         keep_predictions: bool = False,
     ) -> None:
-        self.criterion = check_criterion(criterion)
+        super().__init__(criterion=criterion)
         self.validation = dict(validation)
         self.n_rare, self.model_config = int(n_rare), dict(model_config)
         self._model: TwoPathwayModel | None = None
-        self.best_round = 0
-        self.best_auc = -np.inf
-        self.best_log_loss = np.inf
-        self.start_auc: float | None = None
-        self.start_log_loss: float | None = None
-        self.aucs: list[float] = []
-        self.log_losses: list[float] = []
         self.keep_predictions = keep_predictions
         self.predictions: dict[int, dict[str, np.ndarray]] = {}
-        self._best: dict[str, dict[str, np.ndarray]] = {}
 
     @property
-    def best_score(self) -> float:
-        """The kept round's validation score on :attr:`criterion`."""
-        return self.best_log_loss if self.criterion == "log_loss" else self.best_auc
+    def clients(self) -> list[str]:
+        """The clients with validation samples."""
+        return sorted(self.validation)
 
     def prepare(self, settings: Mapping[str, Any]) -> None:
         """Score with the network of the run settings after the warm start.
@@ -242,55 +449,9 @@ class BestRound:
         """Every client's probabilities on ``datasets`` under the kept round's models."""
         return predict_clients(self.parameters_for, datasets, self.model)
 
-    def start(self, strategy: Strategy) -> None:
-        """Score the starting models (round 0: the floor) as the first candidate.
-
-        The engine calls this before round 1 of a fresh run
-        (:func:`~rvfedprs.federation.rounds.serve`); a round must then beat the start on
-        validation to be chosen, and ``best_round`` 0 says that nothing did.
-        """
-        scores = self._score(strategy, 0)
-        self.start_auc, self.start_log_loss = scores["auc"], scores["log_loss"]
-        self._keep(strategy, scores, 0)
-
-    def __call__(self, strategy: Strategy, server_round: int) -> dict[str, float]:
-        """Score this round's models on validation; keep them if they are the best so far.
-
-        Returns the round's ``validation_auc`` (and ``validation_log_loss`` when that is the
-        criterion) for the run's history.
-        """
-        scores = self._score(strategy, len(self.aucs) + 1)
-        self.aucs.append(scores["auc"])
-        self.log_losses.append(scores["log_loss"])
-        self._keep(strategy, scores, len(self.aucs))
-        row = {"validation_auc": scores["auc"]}
-        if self.criterion == "log_loss":
-            row["validation_log_loss"] = scores["log_loss"]
-        return row
-
-    def _score(self, strategy: Strategy, server_round: int) -> dict[str, float]:
+    def score(self, strategy: Strategy, server_round: int) -> dict[str, float]:
+        """The pooled validation scores of the strategy's models."""
         predictions = predict_clients(strategy.parameters_for, self.validation, self.model)
         if self.keep_predictions:
             self.predictions[server_round] = predictions
         return validation_scores(predictions, self.validation)
-
-    def _keep(self, strategy: Strategy, scores: Mapping[str, float], server_round: int) -> None:
-        if is_better(self.criterion, scores[self.criterion], self.best_score):
-            self.best_auc, self.best_log_loss = scores["auc"], scores["log_loss"]
-            self.best_round = server_round
-            self._best = {
-                c: {k: np.array(v, copy=True) for k, v in strategy.parameters_for(c).items()}
-                for c in self.validation
-            }
-
-    def parameters_for(self, client: str) -> dict[str, np.ndarray]:
-        """Client ``client``'s parameters from the best validation round.
-
-        Raises
-        ------
-        KeyError
-            For a client without validation data, or before the first round.
-        """
-        if not self._best:
-            raise KeyError("no round has been evaluated yet")
-        return self._best[client]

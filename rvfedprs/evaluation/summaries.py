@@ -39,6 +39,8 @@ __all__ = [
     "histogram_auprc",
     "tie_bound",
     "pooled_metrics",
+    "validation_summary",
+    "pooled_validation",
 ]
 
 #: Number of histogram bins and the logit range they cover (scores outside go to the end bins).
@@ -197,3 +199,35 @@ def pooled_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
         out["carrier_auc_tie_bound"] = tie_bound(c_cases, c_controls)
         out["n_carriers"] = int(sum(summaries[s]["n_carriers"] for s in with_carriers))
     return out
+
+
+def validation_summary(y: np.ndarray, p: np.ndarray, *, bins: int = BINS) -> dict[str, Any]:
+    """What one site sends about its validation samples: counts, histograms, the log-loss sum.
+
+    Nothing per sample: the sparse case and control histograms of its scores (the pooled AUC,
+    :func:`pooled_validation`) and Σ of the binary cross-entropy (the pooled log-loss, exact).
+    """
+    y = np.asarray(y).astype(int)
+    q = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
+    return {
+        "n": int(y.size),
+        "n_cases": int(y.sum()),
+        "log_loss_sum": float(-np.sum(y * np.log(q) + (1 - y) * np.log1p(-q))),
+        "histogram": _histogram(y, np.asarray(p, dtype=np.float64), bins),
+    }
+
+
+def pooled_validation(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """The pooled validation ``auc`` (histograms), ``log_loss`` (exact) and ``auc_tie_bound``.
+
+    ``auc_tie_bound`` bounds |``auc`` − the exact pooled AUC| (:func:`tie_bound`).
+    """
+    sites = sorted(summaries)
+    cases, controls = merge_histograms([summaries[s]["histogram"] for s in sites])
+    n = sum(int(summaries[s]["n"]) for s in sites)
+    loss = sum(float(summaries[s]["log_loss_sum"]) for s in sites)
+    return {
+        "auc": histogram_auc(cases, controls),
+        "log_loss": loss / n if n else float("nan"),
+        "auc_tie_bound": tie_bound(cases, controls),
+    }

@@ -109,9 +109,6 @@ class RunPlan:
         ``f(strategy, round)`` after every round; merged into the history.
     progress : bool
         A progress bar over rounds (in-process).
-    validation_fraction : float
-        The share of each client's training samples held out to choose the round (applied
-        by :func:`rvfedprs.run.train`; in-process only).
     min_replies : int, optional
         Fewest clients a round may aggregate (default: every client).
     round_timeout, timeout : float, optional
@@ -138,7 +135,6 @@ class RunPlan:
     keep_checkpoints: int | None = None
     evaluate_round: Any = None
     progress: bool = False
-    validation_fraction: float = 0.0
     min_replies: int | None = None
     round_timeout: float | None = None
     timeout: float | None = None

@@ -30,6 +30,9 @@ class RunResult:
         Client id → its persistent state as the server last saw it (DP accountants).
     metrics : dict
         What the run's evaluation gave (``metrics.json``), when the caller evaluated it.
+    selected : dict, optional
+        The run's choice on the sites' validation samples (the models of the chosen round,
+        :meth:`~rvfedprs.evaluation.selection.RoundSelection.state_dict`); None without one.
     """
 
     strategy: Strategy
@@ -38,3 +41,4 @@ class RunResult:
     checkpoints: list[Path] = field(default_factory=list)
     client_state: dict[str, dict[str, Any]] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+    selected: dict[str, Any] | None = None

@@ -62,6 +62,7 @@ __all__ = [
     "require_replies",
     "RunSpec",
     "RunSetup",
+    "RoundEvaluations",
     "negotiate",
     "open_sites",
     "declare_samples",
@@ -112,6 +113,39 @@ class RunSpec:
     keep_checkpoints: int | None = None
 
 
+class RoundEvaluations:
+    """A run's validation choice and its own ``evaluate_round``, called as one.
+
+    Each is optional; ``prepare`` and ``start`` reach those that have them, a round's entry
+    merges both (the choice's first). False when neither is there.
+    """
+
+    def __init__(self, *callbacks: RoundCallback | None) -> None:
+        self.callbacks = [c for c in callbacks if c is not None]
+
+    def __bool__(self) -> bool:
+        return bool(self.callbacks)
+
+    def prepare(self, settings: Mapping[str, Any]) -> None:
+        """Hand the run settings after the warm start to those that take them."""
+        for callback in self.callbacks:
+            if hasattr(callback, "prepare"):
+                callback.prepare(settings)
+
+    def start(self, strategy: Strategy) -> None:
+        """Show the starting model (the floor) to those that take it."""
+        for callback in self.callbacks:
+            if hasattr(callback, "start"):
+                callback.start(strategy)
+
+    def __call__(self, strategy: Strategy, server_round: int) -> dict[str, Any]:
+        """The round's entry: every callback's, merged in order."""
+        entry: dict[str, Any] = {}
+        for callback in self.callbacks:
+            entry.update(callback(strategy, server_round))
+        return entry
+
+
 class RunSetup:
     """What a run needs to checkpoint a round: fixed for the whole run.
 
@@ -128,6 +162,9 @@ class RunSetup:
         Keep only the latest this many checkpoints (older ones are deleted after each round is
         saved; a checkpoint holds the whole model, tens of MB with many rare variants). None or
         0 keeps them all. A resume needs only the latest.
+    selection : object, optional
+        The run's choice on validation (:meth:`~rvfedprs.federation.task.Task.selection`):
+        every checkpoint keeps its ``state_dict()`` as ``selected``.
     """
 
     def __init__(
@@ -138,6 +175,7 @@ class RunSetup:
         out: str | Path | None = None,
         checkpoint_extra: Mapping[str, Any] | None = None,
         keep_checkpoints: int | None = None,
+        selection: Any = None,
     ) -> None:
         if keep_checkpoints is not None and keep_checkpoints < 0:
             raise ValueError(f"keep_checkpoints must be >= 0, got {keep_checkpoints}")
@@ -146,6 +184,7 @@ class RunSetup:
         self.out = None if out is None else Path(out)
         self.checkpoint_extra = dict(checkpoint_extra or {})
         self.keep_checkpoints = keep_checkpoints or None
+        self.selection = selection
 
 
 def required_replies(job: Mapping[str, Any], n_sites: int) -> int:
@@ -222,7 +261,8 @@ def open_sites(
     FederationError
         When fewer than ``min_replies`` sites answered.
     """
-    payload = {"task": task.name, **dict(job.get("task_settings") or {})}
+    payload = {"task": task.name, **dict(job.get("task_settings") or {}),
+               **task.setup_payload(job)}  # fmt: skip
     reports, failures = transport.open(payload)
     total = int(job.get("expected_clients") or len(reports) + len(failures))
     count = f"only {len(reports)} of {total} clients answered the setup"
@@ -259,7 +299,8 @@ def begin_run(
     """Initialise ``strategy`` with ``initial()`` (or restore it from the latest checkpoint).
 
     When resuming and ``client_state`` is given, each client's dict in it is refilled in place
-    from the checkpoint (so sites holding those dicts see the restored state).
+    from the checkpoint (so sites holding those dicts see the restored state); the run's
+    validation choice (``setup.selection``) continues from the checkpoint's ``selected``.
 
     Returns
     -------
@@ -286,6 +327,11 @@ def begin_run(
     strategy.load_state_dict(record["strategy_state"])
     if client_state is not None:
         restore_client_state(client_state, record)
+    if setup.selection is not None:
+        if record.get("selected"):
+            setup.selection.load_state_dict(record["selected"])
+        else:
+            log.warning("%s holds no validation choice: the floor is no candidate", latest)
     log.info("resuming from %s (round %d)", latest, int(record["round"]))
     return int(record["round"]), list(record.get("history", []))
 
@@ -415,6 +461,8 @@ def _save_round(
     }
     if client_state is not None:
         record["client_state"] = encode_client_state(client_state)
+    if setup.selection is not None:
+        record["selected"] = setup.selection.state_dict()
     path = save_checkpoint(checkpoint_path(setup.out, server_round), record)
     if setup.keep_checkpoints is not None:
         prune_checkpoints(path.parent, setup.keep_checkpoints)
@@ -628,6 +676,8 @@ def serve(
         )
         for c in link.client_ids:
             state.setdefault(c, {})
+        min_replies = required_replies(job, len(link.client_ids))
+        selection = task.selection(link, settings, job, min_replies=min_replies)
         setup = RunSetup(
             link.client_ids,
             random_seed=seed,
@@ -637,6 +687,7 @@ def serve(
                 "strategy_name": run.strategy.name,
             },
             keep_checkpoints=run.keep_checkpoints,
+            selection=selection,
         )
         start, history = begin_run(
             run.strategy,
@@ -645,11 +696,11 @@ def serve(
             resume=bool(job.get("resume", False)),
             client_state=state,
         )
-        if hasattr(run.evaluate_round, "prepare"):
-            run.evaluate_round.prepare(settings)  # the network after the warm start
-        evaluate_pending(run.strategy, setup, history, run.evaluate_round, state)
-        if start == 0 and hasattr(run.evaluate_round, "start"):
-            run.evaluate_round.start(run.strategy)  # the starting model (the floor) is a candidate
+        evaluate = RoundEvaluations(selection, run.evaluate_round)
+        evaluate.prepare(settings)  # the network after the warm start
+        evaluate_pending(run.strategy, setup, history, evaluate or None, state)
+        if start == 0:
+            evaluate.start(run.strategy)  # the starting model (the floor) is a candidate
         bar = _progress(rounds, start, progress)
 
         def after(entry: dict[str, Any], _index: int = index, _bar=bar) -> None:
@@ -668,8 +719,8 @@ def serve(
             start=start,
             history=history,
             client_state=state,
-            min_replies=required_replies(job, len(link.client_ids)),
-            evaluate_round=run.evaluate_round,
+            min_replies=min_replies,
+            evaluate_round=evaluate or None,
             on_round=after,
             secure=secure,
             screen=screen,
@@ -684,6 +735,7 @@ def serve(
                 checkpoints=[p for p in written if p.exists()],
                 client_state=state,
                 metrics={"traffic": transport.traffic.table(mark)},
+                selected=None if selection is None else selection.state_dict(),
             )
         )
         mark = transport.traffic.mark()

@@ -258,6 +258,32 @@ class Task(ABC):
         """What every checkpoint records besides the strategy (model shape, configuration)."""
         return {}
 
+    def setup_payload(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        """What the ``setup`` request carries for this job besides the task's name (default: {}).
+
+        The genomic task sends its validation split here, so that the counts a site declares
+        are of the samples it trains on.
+        """
+        return {}
+
+    def selection(
+        self,
+        transport: Transport,
+        settings: Mapping[str, Any],
+        job: Mapping[str, Any],
+        *,
+        min_replies: int,
+    ) -> Any:
+        """The run's choice of round on validation held at the sites, or None (the default).
+
+        An object with the ``evaluate_round`` protocol (``prepare(settings)``,
+        ``start(strategy)``, ``__call__(strategy, round)``), ``parameters_for(client)`` (the
+        chosen models) and ``state_dict()`` / ``load_state_dict()`` (kept in every checkpoint
+        as ``selected``): :func:`~rvfedprs.federation.rounds.serve` runs it over ``transport``
+        after the warm start and after every round, on every engine.
+        """
+        return None
+
     def summary(self, results: Sequence[Any]) -> dict[str, Any]:
         """What the job's final status adds for this task (e.g. every client's ε)."""
         return {}

@@ -95,5 +95,4 @@ def plan(
         config=config,
         out=None if out is None else Path(out),
         keep_checkpoints=section["keep_checkpoints"],
-        validation_fraction=float(section["validation_fraction"] or 0.0),
     )

@@ -218,6 +218,21 @@ def training_config(
     )
 
 
+def job_validation(job: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The validation split of a job (its configuration's ``train.validation_fraction``).
+
+    :func:`~rvfedprs.evaluation.selection.validation_split` of the fraction and the job's
+    seed; None without a configuration or with fraction 0.
+    """
+    train = (job.get("config") or {}).get("train") or {}
+    fraction = float(train.get("validation_fraction") or 0.0)
+    if fraction == 0.0:
+        return None
+    from rvfedprs.evaluation.selection import validation_split
+
+    return validation_split(fraction, int(job["seed"]))
+
+
 def initial_parameters(
     n_rare: int, model_config: Mapping[str, Any], random_seed: int
 ) -> dict[str, np.ndarray]:
@@ -243,6 +258,8 @@ class GenomicSite:
     raw_covariates : array of float64, shape (n_train, n_covariates), optional
         With ``raw_prs``: the unstandardised covariates (named ``covariate_names``).
     covariate_names : tuple of str
+    parts : tuple of GenomicSite
+        A pooled site's sites, in the order of its rows (their validation rows are its own).
     """
 
     train: ClientData
@@ -251,14 +268,15 @@ class GenomicSite:
     raw_prs: np.ndarray | None = None
     raw_covariates: np.ndarray | None = None
     covariate_names: tuple[str, ...] = ()
+    parts: tuple[GenomicSite, ...] = ()
 
     @property
     def client_id(self) -> str:
         """The site's client id."""
         return self.train.client_id
 
-    def training_data(self, settings: Mapping[str, Any]) -> ClientData:
-        """The training split with the PRS standardised by the run's federated mean and sd."""
+    def standardised(self, settings: Mapping[str, Any]) -> ClientData:
+        """Every training sample, the PRS standardised by the run's federated mean and sd."""
         if self.raw_prs is None:
             return self.train
         prs = (self.raw_prs - float(settings["prs_mean"])) / float(settings["prs_sd"])
@@ -268,6 +286,60 @@ class GenomicSite:
                 self.raw_covariates, settings["covariate_mean"], settings["covariate_sd"]
             )
         return replace(self.train, prs=prs.astype(np.float32), covariates=covariates)
+
+    def validation_rows(self, settings: Mapping[str, Any]) -> np.ndarray | None:
+        """The training rows this site holds out for validation, or None (no ``validation``).
+
+        Drawn from the run's split (``settings["validation"]``,
+        :func:`~rvfedprs.evaluation.selection.held_out_rows`); a pooled site's are its parts'.
+        """
+        spec = settings.get("validation")
+        if not spec:
+            return None
+        if self.parts:
+            rows, offset = [], 0
+            for part in self.parts:
+                rows.append(part.validation_rows(settings) + offset)
+                offset += part.train.n_samples
+            return np.concatenate(rows)
+        from rvfedprs.evaluation.selection import held_out_rows
+
+        return held_out_rows(self.train.y, float(spec["fraction"]),
+                             random_seed=int(spec["seed"]), client=self.client_id)  # fmt: skip
+
+    def training_data(self, settings: Mapping[str, Any]) -> ClientData:
+        """The samples the site trains on: its training split less its validation rows."""
+        data = self.standardised(settings)
+        held = self.validation_rows(settings)
+        if held is None:
+            return data
+        keep = np.ones(data.n_samples, dtype=bool)
+        keep[held] = False
+        return data.subset(np.flatnonzero(keep))
+
+    def validation_data(self, settings: Mapping[str, Any]) -> ClientData:
+        """The site's validation samples (standardised as its training samples).
+
+        Raises
+        ------
+        ConfigError
+            When the run holds out no validation (``settings`` has no ``validation``).
+        """
+        held = self.validation_rows(settings)
+        if held is None:
+            raise ConfigError(
+                f"site {self.client_id}: the run holds out no validation samples "
+                "(train.validation_fraction is 0)"
+            )
+        return self.standardised(settings).subset(held)
+
+    def fit_counts(self, settings: Mapping[str, Any]) -> tuple[int, float]:
+        """(samples, cases) the site trains on under ``settings``' split."""
+        held = self.validation_rows(settings)
+        y = self.train.y
+        if held is None:
+            return int(y.size), float(y.sum())
+        return int(y.size - held.size), float(y.sum() - y[held].sum())
 
     def moments(self) -> tuple[int, float, float]:
         """(n, Σx, Σx²) of the training PRS as the site holds it."""
@@ -334,6 +406,7 @@ class GenomicTask(Task):
 
     name = "genomic"
     planner = "rvfedprs.genomic.engine:plan"
+    steps = {"setup": "setup_report", "validate": "step_validate"}
 
     # --- site side -------------------------------------------------------------------------
     def locate(
@@ -396,19 +469,48 @@ class GenomicTask(Task):
         )
 
     def setup_report(self, site: GenomicSite, payload: Mapping[str, Any], state: dict) -> dict:
-        """Moments of the training PRS and covariates, the case count and the data's width."""
+        """Moments of the training PRS and covariates, the counts it trains on, the width.
+
+        The moments are of every training sample (validation ones included, standardised
+        alike); ``n-fit`` and ``n-cases`` of the samples it trains on, less the validation
+        rows of the split in ``payload["validation"]`` (:meth:`setup_payload`).
+        """
         n, s, ss = site.moments()
         _, cov_s, cov_ss = site.covariate_moments()
+        n_fit, n_cases = site.fit_counts({"validation": payload.get("validation")})
         return {
             "n": n,
             "sum": s,
             "sumsq": ss,
-            "n-cases": float(site.train.y.sum()),
+            "n-fit": n_fit,
+            "n-cases": n_cases,
             "n-rare": len(site.variant_keys),
             "covariates": list(site.covariate_names),
             "covariate-sum": cov_s,
             "covariate-sumsq": cov_ss,
         }
+
+    def declared_samples(self, report: Mapping[str, Any]) -> int | None:
+        """The samples a setup report says the site trains on (``n-fit``; else ``n``)."""
+        value = report.get("n-fit", report.get("n"))
+        return None if value is None else int(value)
+
+    def step_validate(self, site: GenomicSite, payload: Mapping[str, Any], state: dict) -> dict:
+        """The validation summary of ``payload["parameters"]`` (the site's own model).
+
+        :func:`~rvfedprs.evaluation.summaries.validation_summary` of the site's validation
+        samples (:meth:`GenomicSite.validation_data`) under the network of
+        ``payload["settings"]``.
+        """
+        from rvfedprs.evaluation.summaries import validation_summary
+        from rvfedprs.model import model_from_config, set_parameters
+        from rvfedprs.training.predict import evaluate
+
+        settings = payload["settings"]
+        data = site.validation_data(settings)
+        model = model_from_config(data.n_rare, settings["model"], initialise=False)
+        set_parameters(model, payload["parameters"])
+        return validation_summary(data.y, evaluate(model, data), bins=int(payload["bins"]))
 
     def fit(
         self,
@@ -468,8 +570,9 @@ class GenomicTask(Task):
         first = sites[sorted(sites)[0]]
         pooled = pool_clients({c: s.train for c, s in sites.items()}, client_id=POOLED_CLIENT)
         return GenomicSite(
-            pooled, first.variant_keys, first.bloom_key, covariate_names=first.covariate_names
-        )
+            pooled, first.variant_keys, first.bloom_key, covariate_names=first.covariate_names,
+            parts=tuple(sites[c] for c in sorted(sites)),
+        )  # fmt: skip
 
     # --- run plans --------------------------------------------------------------------------
     def load_data(self, locator: str | Path) -> Federation:
@@ -486,14 +589,45 @@ class GenomicTask(Task):
         The plan's training settings, or else its configuration's (DP batch size included).
         """
         training = plan.training
+        model = plan.model if plan.model is not None else plan.config["model"]
+        model = network_model_config(model, plan.config)
+        validation = job_validation({"config": plan.config, "seed": plan.seed})
         if training is None:
             if plan.config is None:
                 raise ConfigError("a genomic run plan needs its training settings or a config")
-            training = training_config(plan.config, plan.data, dp=True)
-        model = plan.model if plan.model is not None else plan.config["model"]
-        model = network_model_config(model, plan.config)
-        return genomic_settings(plan.data, model_config=model, training=training,
-                                dp=plan.privacy.dp)  # fmt: skip
+            counts = [site.fit_counts({"validation": validation})
+                      for site in sites_of(plan.data).values()]  # fmt: skip
+            training = local_training_config(
+                plan.config["train"],
+                n_samples=sum(n for n, _ in counts),
+                n_cases=sum(c for _, c in counts),
+                dp=plan.config.get("dp"),
+            )
+        settings = genomic_settings(plan.data, model_config=model, training=training,
+                                    dp=plan.privacy.dp)  # fmt: skip
+        if validation is not None:
+            settings["validation"] = validation
+        return settings
+
+    def setup_payload(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        """The run's validation split (``validation``), which a site's setup counts exclude."""
+        validation = job_validation(job)
+        return {} if validation is None else {"validation": validation}
+
+    def selection(
+        self,
+        transport: Any,
+        settings: Mapping[str, Any],
+        job: Mapping[str, Any],
+        *,
+        min_replies: int,
+    ) -> Any:
+        """The run's choice on the sites' validation summaries, or None without a split."""
+        if settings.get("validation") is None:
+            return None
+        from rvfedprs.genomic.validation import SiteValidation
+
+        return SiteValidation(transport, settings, min_replies=min_replies)
 
     def plan_nodes(self, plan: RunPlan) -> dict[str, Any]:
         """One node per client, each reading its own folder under the federation's."""
@@ -547,7 +681,7 @@ class GenomicTask(Task):
         )
         training = local_training_config(
             config["train"],
-            n_samples=sum(int(r["n"]) for r in reports.values()),
+            n_samples=sum(int(self.declared_samples(r)) for r in reports.values()),
             n_cases=sum(float(r["n-cases"]) for r in reports.values()),
             dp=config.get("dp"),
         )
@@ -568,6 +702,9 @@ class GenomicTask(Task):
         dp = dp_settings(config.get("dp"))
         if dp is not None:
             settings["dp"] = dp
+        validation = job_validation(job)
+        if validation is not None:
+            settings["validation"] = validation
         return settings
 
     def initial_parameters(self, settings: Mapping[str, Any], random_seed: int) -> dict:

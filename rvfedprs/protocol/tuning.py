@@ -105,6 +105,9 @@ def _trial_config(
     """The validated configuration a (non-logistic) trial trains with."""
     config = validate_config(deep_merge(base_config, configuration_overrides(configuration)))
     config["train"]["seed"] = int(random_seed)
+    # the protocol holds its validation split out itself (ProtocolData): the sites of a trial
+    # train on all of data.fit and hold out nothing more
+    config["train"]["validation_fraction"] = 0.0
     return config
 
 

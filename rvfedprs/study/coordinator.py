@@ -47,6 +47,7 @@ import pandas as pd
 
 from rvfedprs.cohort import exclusions
 from rvfedprs.evaluation.metrics import cluster_ari
+from rvfedprs.evaluation.selection import selected_parameters, selection_record
 from rvfedprs.evaluation.summaries import pooled_metrics
 from rvfedprs.federation.metering import traffic_of
 from rvfedprs.federation.plan import Privacy, RunPlan, enabled_secagg
@@ -66,8 +67,8 @@ from rvfedprs.prepare.coordinator import (
     match_scores,
     write_weights,
 )
-from rvfedprs.provenance import jsonable, write_provenance
-from rvfedprs.run import write_burden_exclusions
+from rvfedprs.provenance import jsonable
+from rvfedprs.run import finish_run
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.study.counts import check_secure_counts, sum_counts
 from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
@@ -167,6 +168,7 @@ def federated_evaluation(
     bins: int,
     min_replies: int,
     step: str = "evaluation",
+    parameters_for=None,
 ) -> dict[str, Any]:
     """Every site evaluates its own model; the pooled metrics from the summaries that came back.
 
@@ -182,6 +184,8 @@ def federated_evaluation(
         Fewest sites that must answer (:func:`~rvfedprs.federation.rounds.require_replies`).
     step : str
         Names the exchange in the log and the error ("round 3 evaluation").
+    parameters_for : callable, optional
+        Each site's model (default: the strategy's), e.g. the round chosen on validation.
 
     Returns
     -------
@@ -197,10 +201,11 @@ def federated_evaluation(
         When fewer than ``min_replies`` sites answered (naming the others and why).
     """
     sites = transport.client_ids
+    parameters_for = parameters_for or strategy.parameters_for
     requests = {
         c: Request(
             "evaluate",
-            {"parameters": strategy.parameters_for(c), "settings": dict(settings), "bins": bins},
+            {"parameters": parameters_for(c), "settings": dict(settings), "bins": bins},
         )
         for c in sites
     }
@@ -249,10 +254,11 @@ class RoundEvaluation:
         """Evaluate the network of the run settings after the warm start."""
         self.settings = dict(settings)
 
-    def evaluate(self, strategy: Strategy, step: str) -> dict[str, Any]:
-        """:func:`federated_evaluation` of the strategy's models under :attr:`settings`."""
+    def evaluate(self, strategy: Strategy, step: str, parameters_for=None) -> dict[str, Any]:
+        """:func:`federated_evaluation` of the models (default: the strategy's), as set."""
         return federated_evaluation(self.transport, strategy, self.settings, bins=self.bins,
-                                    min_replies=self.min_replies, step=step)  # fmt: skip
+                                    min_replies=self.min_replies, step=step,
+                                    parameters_for=parameters_for)  # fmt: skip
 
     def __call__(self, strategy: Strategy, server_round: int) -> dict[str, Any]:
         """Round ``server_round``'s entry: its pooled AUC (and any lost sites)."""
@@ -588,6 +594,31 @@ def run_study(
     return summary
 
 
+def _moments(
+    task: Task, sites: _Sites, job: Mapping[str, Any], summaries: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Every site's moments report; a site whose training split changed is left out.
+
+    The report's ``n`` (its training samples) must be the ``n_train`` its features summary
+    declared (recorded in the study's state, so a resume checks it too); its ``n-fit``, the
+    samples it trains on less its validation rows (the split of ``task.setup_payload``), is
+    then the only aggregation weight accepted
+    (:func:`~rvfedprs.federation.rounds.declare_samples`).
+    """
+    moments = sites.ask("moments", task.setup_payload(job))
+    changed = {
+        c: f"{int(r['n'])} training samples, but its features summary declared "
+        f"{int(summaries[c]['n_train'])}"
+        for c, r in moments.items()
+        if int(r["n"]) != int(summaries[c]["n_train"])
+    }
+    if changed:
+        kept = sorted(set(moments) - set(changed))
+        sites.keep(kept, changed, "moments")
+        _checked("moments", dict.fromkeys(kept), changed, sites.total, sites.min_replies)
+    return {c: moments[c] for c in sites.ids}
+
+
 def _train(
     task: Task,
     sites: _Sites,
@@ -609,12 +640,8 @@ def _train(
     config, study = job["config"], job["study"]
     traffic = traffic_of(sites.transport)
     start = None if traffic is None else traffic.mark()
-    moments = sites.ask("moments", {})
-    settings = declare_samples(
-        task,
-        {**task.run_settings(job, moments), **sites.base},
-        {c: summaries[c] for c in sites.ids},
-    )
+    moments = _moments(task, sites, job, summaries)
+    settings = declare_samples(task, {**task.run_settings(job, moments), **sites.base}, moments)
     evaluation = RoundEvaluation(
         sites.transport, settings, bins=study["bins"], min_replies=sites.min_replies
     )
@@ -633,22 +660,25 @@ def _train(
         min_replies=job.get("min_replies"),
     )
     result = run(plan, transport=sites.transport, settings=settings, on_round=on_round)
-    metrics = evaluation.evaluate(strategy, "final evaluation")  # the run's network
+    # the models of the round (or the floor) chosen on the sites' validation samples
+    chosen = selected_parameters(result.selected)
+    metrics = evaluation.evaluate(strategy, "final evaluation", parameters_for=chosen)
     record = {"strategy": spec["strategy"], "seed": int(job["seed"]), **metrics,
               "history": result.history}  # fmt: skip
+    if result.selected is not None:
+        fraction = config["train"]["validation_fraction"]
+        record["selection"] = selection_record(result.selected, fraction)
     record.update(task.summary([result]))
     if traffic is not None:  # the run's exchanges: moments, rounds, evaluations
         record["traffic"] = traffic.table(start)
-    folder = Path(spec["out"])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics.json").write_text(json.dumps(jsonable(record), indent=2) + "\n")
-    write_burden_exclusions(config, strategy, folder, job.get("rare_variants"))
-    write_provenance(
-        folder,
+    finish_run(
+        spec["out"],
+        record,
+        config=config,
+        strategy=strategy,
         command="rvfedprs study",
-        parameters=config,
-        seed=int(job["seed"]),
         inputs=[study["scoring_file"]],
+        variants=job.get("rare_variants"),
     )
     lost = {e["round"]: e["evaluation_failed"] for e in result.history if "evaluation_failed" in e}
     if "evaluation_failed" in metrics:

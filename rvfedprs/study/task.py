@@ -16,8 +16,10 @@ secagg.* the secure sum of its counts (four exchanges)         keys, encrypted s
 features its PRS, rare dosages, covariates, train/test split   sizes (samples, cases, splits)
 check    (a resumed study) whether it still holds what counts  for each, true or false
          and features left with it
-moments  the training PRS and covariate moments                (n, Σx, Σx²), cases, width
+moments  the training PRS and covariate moments; the samples  (n, Σx, Σx²), cases, width, the
+         it trains on, less its validation rows                count it trains on
 fit      a round of local training (genomic task)              its update, Bloom filter, n, loss
+validate its model on its validation rows (genomic task)       counts, score histograms, Σ loss
 evaluate its model on its test split                           exact per-site metrics, score
                                                                histograms, its true cluster
 ======== ===================================================== ================================
@@ -32,7 +34,7 @@ simulation by its ``partition-id`` into the job's sorted sites.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +42,8 @@ import pandas as pd
 
 from rvfedprs.bloom import read_bloom_key
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.federation.task import Task
 from rvfedprs.genomic.task import GenomicTask
-from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
+from rvfedprs.strategies.base import FitInstruction, FitResult
 from rvfedprs.study.counts import hold_counts, hwe_failing
 from rvfedprs.study.samplesheet import SiteInputs
 from rvfedprs.study.site import StudySite
@@ -96,21 +97,25 @@ def site_locator(inputs: SiteInputs, folder: str | Path, key_file: str | None = 
     }
 
 
-class StudyTask(Task):
-    """Prepare → train → evaluate, every step at the sites (see the module docstring)."""
+class StudyTask(GenomicTask):
+    """Prepare → train → evaluate, every step at the sites (see the module docstring).
+
+    The genomic task with the study's own site steps before training: the server side (run
+    settings, the floor, strategies, checkpoints, the validation choice) is the genomic task's;
+    a site trains, validates and evaluates on the genomic site its features stage prepared.
+    """
 
     name = "study"
+    planner = ""  # a study is its coordinator's program (:meth:`coordinator`), not a run plan
     steps = {
         "setup": "setup_report",
         "counts": "step_counts",
         "features": "step_features",
         "check": "step_check",
         "moments": "step_moments",
+        "validate": "step_validate",
         "evaluate": "step_evaluate",
     }
-
-    def __init__(self) -> None:
-        self._genomic = GenomicTask()
 
     # --- site side -------------------------------------------------------------------------
     def locate(
@@ -141,10 +146,6 @@ class StudyTask(Task):
     def setup_report(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
         """The site's id (its data are read by the later steps)."""
         return {"site": site.site}
-
-    def declared_samples(self, report: Mapping[str, Any]) -> int | None:
-        """The training split's size (``n_train``) a ``features`` summary declares."""
-        return int(report["n_train"]) if "n_train" in report else None
 
     def step_counts(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
         """Validation, sample QC and the released counts (:meth:`StudySite.counts`).
@@ -180,8 +181,12 @@ class StudyTask(Task):
         return {step: site.holds(step, str(request)) for step, request in payload.items()}
 
     def step_moments(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
-        """The genomic task's setup report on the prepared data."""
-        return self._genomic.setup_report(site.genomic(), payload, state)
+        """The genomic setup report of the prepared data (moments, counts it trains on)."""
+        return super().setup_report(site.genomic(), payload, state)
+
+    def step_validate(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
+        """The genomic validation summary on the prepared data."""
+        return super().step_validate(site.genomic(), payload, state)
 
     def step_evaluate(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
         """Evaluation summary of the model sent (:meth:`StudySite.evaluate`)."""
@@ -197,53 +202,9 @@ class StudyTask(Task):
         random_seed: int,
     ) -> FitResult:
         """A round of the genomic task's local training on the site's prepared data."""
-        return self._genomic.fit(
-            instruction, site.genomic(), settings, state, random_seed=random_seed
-        )
-
-    def export_state(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """As the genomic task (the DP accountant)."""
-        return self._genomic.export_state(state)
-
-    def restore_state(self, saved: Mapping[str, Any]) -> dict[str, Any]:
-        """As the genomic task."""
-        return self._genomic.restore_state(saved)
-
-    def check_state(self, saved: Mapping[str, Any] | None, settings: Mapping) -> str | None:
-        """As the genomic task."""
-        return self._genomic.check_state(saved, settings)
+        return super().fit(instruction, site.genomic(), settings, state, random_seed=random_seed)
 
     # --- server side -----------------------------------------------------------------------
-    def run_settings(
-        self, job: Mapping[str, Any], reports: Mapping[str, Mapping[str, Any]]
-    ) -> dict[str, Any]:
-        """Training settings from the sites' ``moments`` reports (as the genomic task)."""
-        return self._genomic.run_settings(job, reports)
-
-    def initial_parameters(self, settings: Mapping[str, Any], random_seed: int) -> dict:
-        """As the genomic task."""
-        return self._genomic.initial_parameters(settings, random_seed)
-
-    def warm_start(self, settings: Mapping[str, Any], job: Mapping[str, Any]):
-        """As the genomic task (the floor)."""
-        return self._genomic.warm_start(settings, job)
-
-    def with_warm_start(self, settings, strategy, history) -> dict[str, Any]:
-        """As the genomic task."""
-        return self._genomic.with_warm_start(settings, strategy, history)
-
-    def build_strategy(self, spec: Mapping[str, Any], job: Mapping[str, Any]) -> Strategy:
-        """As the genomic task."""
-        return self._genomic.build_strategy(spec, job)
-
-    def checkpoint_extra(self, settings: Mapping[str, Any], job: Mapping[str, Any]) -> dict:
-        """As the genomic task."""
-        return self._genomic.checkpoint_extra(settings, job)
-
-    def summary(self, results: Sequence[Any]) -> dict[str, Any]:
-        """As the genomic task (every site's ε with DP)."""
-        return self._genomic.summary(results)
-
     def coordinator(self, job: Mapping[str, Any]) -> Callable[..., dict[str, Any]] | None:
         """The study's program (:func:`rvfedprs.study.coordinator.run_study`)."""
         from rvfedprs.study.coordinator import run_study

@@ -282,6 +282,7 @@ def run_one(
     config = json.loads(json.dumps(ctx.config))
     for section, values in (config_overrides or {}).items():
         config[section].update(values)
+    config["train"]["validation_fraction"] = 0.0  # held out above, by this driver's own split
     strategy = strategy_from_config(name, config)
     training = ctx.training
     if dp is not None and dp.get("batch_size"):

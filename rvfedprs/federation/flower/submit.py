@@ -423,4 +423,5 @@ def collect(
         seed=int(random_seed),
         checkpoints=checkpoints,
         client_state=state,
+        selected=final.get("selected"),
     )
