@@ -6,8 +6,9 @@ from snakemake.utils import min_version
 
 import copy
 import os
+import sys
 
-from rvfedprs.config import validate_config
+from rvfedprs.config import inherited_settings, validate_config
 
 min_version("9.0")
 
@@ -15,6 +16,18 @@ min_version("9.0")
 # Relative to the Snakefile, so that `--directory` may point elsewhere.
 configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
+
+# A --configfile is read over config/config.yaml here, over the schema defaults by `rvfedprs`
+# commands: say which settings it takes from config/config.yaml, so one file means one thing.
+for _key, _value, _default in inherited_settings(
+    os.path.join(workflow.basedir, "config", "config.yaml"), list(workflow.overwrite_configfiles)
+):
+    print(
+        f"rvfedprs: warning: {_key} = {_value!r} comes from config/config.yaml, which your "
+        f"--configfile is read over (the schema default, which `rvfedprs` commands use, is "
+        f"{_default!r}); set it in your file to silence this",
+        file=sys.stderr,
+    )
 
 # The simulate section as written (before defaults): `rvfedprs simulate` merges it over a preset.
 RAW_SIMULATE = copy.deepcopy(config.get("simulate") or {})

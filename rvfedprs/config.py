@@ -225,3 +225,46 @@ def load_config(
     if overrides:
         raw = deep_merge(raw, overrides)
     return validate_config(raw)
+
+
+def inherited_settings(base: str | Path, files: list[str | Path]) -> list[tuple[str, Any, Any]]:
+    """The settings ``files`` take from ``base`` that the schema defaults would not give them.
+
+    A Snakemake run reads every ``--configfile`` over the workflow's own ``configfile:`` (the
+    embedded ``config/config.yaml``); ``rvfedprs`` commands read a file over the schema
+    defaults. A setting of ``base`` that none of ``files`` sets, and whose value is not the
+    schema default, therefore means one thing in the workflow and another on the command line;
+    the workflow warns with this list.
+
+    Returns
+    -------
+    list of (str, object, object)
+        ``(dotted key, the value taken from base, the schema default)``, sorted by key.
+    """
+    own = [_read_yaml(Path(f)) for f in files]
+    defaults = validate_config({})
+
+    def leaves(mapping: Mapping[str, Any], prefix: str = ""):
+        for key, value in mapping.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, Mapping) and value:
+                yield from leaves(value, name + ".")
+            else:
+                yield name, value
+
+    def lookup(mapping: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
+        node: Any = mapping
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return False, None
+            node = node[part]
+        return True, node
+
+    found = []
+    for key, value in leaves(_read_yaml(Path(base))):
+        if any(lookup(f, key)[0] for f in own):
+            continue
+        has_default, default = lookup(defaults, key)
+        if not has_default or default != value:
+            found.append((key, value, default))
+    return sorted(found, key=lambda row: row[0])

@@ -53,8 +53,8 @@ def burden(federation_dir):
 def _train(data: Path, out: Path, rounds: int = 30, **options):
     config = validate_config(
         {
-            "train": {"data": str(data), "strategy": "fedglm", "rounds": rounds, "seed": 3,
-                      "progress": False},
+            "train": {"validation_fraction": 0, "data": str(data), "strategy": "fedglm",
+                      "rounds": rounds, "seed": 3, "progress": False},
             "fedglm": {"features": "burden", "l2": 0.5},
             "burden": BURDEN,
         }

@@ -101,6 +101,7 @@ def _train(data: Path, out: Path, **sections):
     config = validate_config(
         {
             "train": {
+                "validation_fraction": 0,
                 "data": str(data),
                 "strategy": "fedglm",
                 "rounds": 30,
@@ -271,6 +272,7 @@ def test_training_starts_at_the_floor(federation_dir, tmp_path):
     config = validate_config(
         {
             "train": {
+                "validation_fraction": 0,
                 "data": str(federation_dir),
                 "strategy": "fedavg",
                 "rounds": 1,
@@ -340,6 +342,7 @@ def test_fedce_glm_equals_the_pooled_fit_with_per_cluster_rare_effects(
     config = validate_config(
         {
             "train": {
+                "validation_fraction": 0,
                 "data": str(clustered["data"]),
                 "strategy": "fedce_glm",
                 "rounds": 30,
@@ -513,8 +516,8 @@ def test_fedce_glm_with_burdens_and_top_k_equals_the_pooled_fit(clustered, tmp_p
     burden_section = {"window_bp": 200, "max_maf": 0.05, "weights": "flat"}
     config = validate_config(
         {
-            "train": {"data": str(clustered["data"]), "strategy": "fedce_glm", "rounds": 40,
-                      "seed": 3, "progress": False},
+            "train": {"validation_fraction": 0, "data": str(clustered["data"]),
+                      "strategy": "fedce_glm", "rounds": 40, "seed": 3, "progress": False},
             "evaluate": {"samples": str(clustered["samples"]), "truth": str(clustered["truth"])},
             "fedglm": {"features": "burden+top_k", "top_k": 5, "l2": 3.0},
             "fedce": {"n_clusters": 2},
@@ -559,8 +562,8 @@ def test_fedglm_top_k_resumes_in_the_floor_rounds(federation_dir, tmp_path):
 
     def config(rounds):
         return validate_config({
-            "train": {"data": str(federation_dir), "strategy": "fedglm", "rounds": rounds,
-                      "seed": 3, "progress": False},
+            "train": {"validation_fraction": 0, "data": str(federation_dir), "strategy": "fedglm",
+                      "rounds": rounds, "seed": 3, "progress": False},
             "fedglm": {"features": "top_k", "top_k": 4, "l2": 2.0},
         })  # fmt: skip
 

@@ -146,7 +146,13 @@ def _config(fed, name="fedavg", rounds=2, **sections):
     return load_config(
         None,
         overrides={
-            "train": {"strategy": name, "rounds": rounds, "seed": SEED, "data": str(fed.data_dir)},
+            "train": {
+                "validation_fraction": 0,
+                "strategy": name,
+                "rounds": rounds,
+                "seed": SEED,
+                "data": str(fed.data_dir),
+            },
             "fedce": {"n_clusters": 2},
             # the tests count and tamper with training messages; the floor's GLM rounds before
             # them are tested in test_fedglm and on flower-sim

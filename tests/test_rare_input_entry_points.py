@@ -59,7 +59,8 @@ def _config(data, rare_input: str, **sections) -> dict:
     model = {"rare_input": rare_input, "rare_hidden": [8]}
     if "top_k" in rare_input:
         model["top_k"] = K
-    return validate_config({"train": {"data": str(data), "progress": False, "seed": 1},
+    return validate_config({"train": {"validation_fraction": 0, "data": str(data),
+                                      "progress": False, "seed": 1},
                             "model": model, "burden": BURDEN, **sections})  # fmt: skip
 
 

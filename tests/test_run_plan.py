@@ -30,7 +30,13 @@ def cohort(tmp_path_factory):
 
 def _config(cohort, **sections):
     config = {
-        "train": {"progress": False, "data": str(cohort["data"]), "rounds": 2, "seed": 7},
+        "train": {
+            "validation_fraction": 0,
+            "progress": False,
+            "data": str(cohort["data"]),
+            "rounds": 2,
+            "seed": 7,
+        },
         "model": {"rare_hidden": [8]},
         "fedce": {"bloom_key_file": str(cohort["key"])},
     }
@@ -112,7 +118,9 @@ def test_bad_plans_are_refused_naming_the_value(cohort):
     with pytest.raises(ConfigError, match="task 'study' builds no run plan"):
         get_task("study").plan(config)
     with pytest.raises(ConfigError, match="unknown"):
-        get_task("genomic").plan({**config, "train": {**config["train"], "engine": "mpi"}})
+        get_task("genomic").plan(
+            {**config, "train": {"validation_fraction": 0, **config["train"], "engine": "mpi"}}
+        )
 
 
 def test_a_pooled_strategy_is_refused_on_flower_before_anything_starts(cohort, tmp_path):

@@ -71,7 +71,8 @@ def _run(federation, **tamper):
 
 def _config(federation):
     return load_config(None, overrides={
-        "train": {"strategy": "fedavg", "rounds": 2, "seed": 1, "data": str(federation.data_dir)},
+        "train": {"validation_fraction": 0, "strategy": "fedavg",
+                  "rounds": 2, "seed": 1, "data": str(federation.data_dir)},
         "model": {"common_hidden": [4], "rare_hidden": [8]},
     })  # fmt: skip
 

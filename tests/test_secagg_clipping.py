@@ -85,7 +85,8 @@ class Poisoning(InProcessTransport):
 
 def _secure_run(fed, scale, rounds=2, n=None):
     config = load_config(None, overrides={
-        "train": {"strategy": "fedavg", "rounds": rounds, "seed": SEED, "data": str(fed.data_dir)},
+        "train": {"validation_fraction": 0, "strategy": "fedavg",
+                  "rounds": rounds, "seed": SEED, "data": str(fed.data_dir)},
         "model": {"common_hidden": [4], "rare_hidden": [8], "start_from_floor": False},
         "secagg": {"enabled": True},
     })  # fmt: skip

@@ -68,7 +68,13 @@ def _config(fed, name="fedavg", secure=True, rounds=1, **sections):
     return load_config(
         None,
         overrides={
-            "train": {"strategy": name, "rounds": rounds, "seed": SEED, "data": str(fed.data_dir)},
+            "train": {
+                "validation_fraction": 0,
+                "strategy": name,
+                "rounds": rounds,
+                "seed": SEED,
+                "data": str(fed.data_dir),
+            },
             # the floor's own secure fit is tested in test_fedglm; here both runs start alike
             "model": {"common_hidden": [4], "rare_hidden": [8], "start_from_floor": False},
             "fedce": {"n_clusters": 2, **sections.pop("fedce", {})},
@@ -535,7 +541,12 @@ def test_rvfedprs_train_runs_secure_fedce_and_refuses_ditto(fed, tmp_path, capsy
             {
                 # the floor's own secure fit is tested in test_fedglm; here both runs start alike
                 "model": {"common_hidden": [4], "rare_hidden": [8], "start_from_floor": False},
-                "train": {"data": str(fed.data_dir), "rounds": 2, "progress": False},
+                "train": {
+                    "validation_fraction": 0,
+                    "data": str(fed.data_dir),
+                    "rounds": 2,
+                    "progress": False,
+                },
                 "fedce": {"n_clusters": 2},
                 "secagg": {"enabled": True},
             }

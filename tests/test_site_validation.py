@@ -150,8 +150,11 @@ def test_train_gives_the_same_choice_and_metrics_on_every_engine(data, tmp_path)
     for engine in ("flower-sim", "flower-deploy"):
         other = runs[engine]
         assert other["selection"]["selected_round"] == reference["selection"]["selected_round"]
-        np.testing.assert_allclose(other["selection"]["validation_aucs"],
-                                   reference["selection"]["validation_aucs"], atol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(
+            other["selection"]["validation_aucs"],
+            reference["selection"]["validation_aucs"],
+            atol=1e-6,
+        )
         for key in ("auc", "auprc", "prs_only_auc"):
             assert other[key] == pytest.approx(reference[key], abs=1e-6), (engine, key)
         assert other["client_auc"] == pytest.approx(reference["client_auc"], abs=1e-6)

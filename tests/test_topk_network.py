@@ -68,7 +68,7 @@ def oracle(federation_dir):
 
 def _config(data, strategy="fedavg", rare_input="top_k", **sections):
     train_section = {"data": str(data), "strategy": strategy, "rounds": 2, "seed": 1,
-                     "progress": False}  # fmt: skip
+                     "progress": False, "validation_fraction": 0}  # fmt: skip
     model = {"rare_input": rare_input, "top_k": K, "rare_hidden": [16]}
     model.update(sections.pop("model", {}))
     return validate_config({"train": train_section, "model": model, **sections})

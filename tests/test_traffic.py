@@ -115,7 +115,13 @@ def test_metrics_json_carries_the_traffic_table(data, tmp_path):
     config = load_config(
         None,
         overrides={
-            "train": {"strategy": "fedavg", "rounds": 2, "seed": 5, "data": str(data)},
+            "train": {
+                "validation_fraction": 0,
+                "strategy": "fedavg",
+                "rounds": 2,
+                "seed": 5,
+                "data": str(data),
+            },
             "model": {**MODEL, "start_from_floor": False},
         },
     )
