@@ -59,7 +59,13 @@ def _config(name: str, data: Path, **sections) -> dict:
     return load_config(
         None,
         overrides={
-            "train": {"strategy": name, "rounds": ROUNDS, "seed": SEED, "data": str(data)},
+            "train": {
+                "validation_fraction": 0,
+                "strategy": name,
+                "rounds": ROUNDS,
+                "seed": SEED,
+                "data": str(data),
+            },
             "fedce": {"n_clusters": 2},
             # no floor fit before training: on a deployment every exchange starts a ClientApp
             # (~15 s on a loaded 2-core host); the GLM's Newton rounds over Flower are tested by

@@ -72,7 +72,12 @@ def test_flower_sim_joins_a_separately_started_ray_head(tmp_path):
         config = load_config(
             None,
             overrides={
-                "train": {"strategy": "fedavg", "rounds": ROUNDS, "seed": SEED},
+                "train": {
+                    "validation_fraction": 0,
+                    "strategy": "fedavg",
+                    "rounds": ROUNDS,
+                    "seed": SEED,
+                },
                 "model": {"start_from_floor": False},
                 "flower": {"ray_address": address},
             },

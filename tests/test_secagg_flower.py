@@ -41,7 +41,13 @@ def _config(name: str, data: Path) -> dict:
     return load_config(
         None,
         overrides={
-            "train": {"strategy": name, "rounds": ROUNDS, "seed": SEED, "data": str(data)},
+            "train": {
+                "validation_fraction": 0,
+                "strategy": name,
+                "rounds": ROUNDS,
+                "seed": SEED,
+                "data": str(data),
+            },
             "fedce": {"n_clusters": 2},
             "secagg": {"enabled": True},
             # the floor's secure fit is tested in-process (test_fedglm); here, no extra exchanges

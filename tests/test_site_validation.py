@@ -158,3 +158,54 @@ def test_train_gives_the_same_choice_and_metrics_on_every_engine(data, tmp_path)
         for key in ("auc", "auprc", "prs_only_auc"):
             assert other[key] == pytest.approx(reference[key], abs=1e-6), (engine, key)
         assert other["client_auc"] == pytest.approx(reference["client_auc"], abs=1e-6)
+
+
+class _LosesValidation:
+    """The in-process transport, but ``site`` does not answer its ``at``-th validation."""
+
+    def __init__(self, inner, site: str, at: int):
+        self.inner, self.site, self.at, self.seen = inner, site, at, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def subset(self, client_ids):
+        return _LosesValidation(self.inner.subset(client_ids), self.site, self.at)
+
+    def query(self, requests, settings):
+        replies, failures = self.inner.query(requests, settings)
+        if any(r.step == "validate" for r in requests.values()):
+            self.seen += 1
+            if self.seen == self.at:
+                replies.pop(self.site)
+                failures = {**failures, self.site: "no reply within 5 s"}
+        return replies, failures
+
+
+def _run_losing(data, out, *, min_replies):
+    from dataclasses import replace
+
+    from rvfedprs.federation.inprocess import InProcessTransport
+    from rvfedprs.plan import run
+    from rvfedprs.tasks import get_task
+
+    config = validate_config({"train": _section(data, rounds=2)})
+    task = get_task("genomic")
+    plan = replace(task.plan(config, out), min_replies=min_replies)
+    site = plan.data.client_ids[1]
+    transport = _LosesValidation(InProcessTransport(task, sites_of(plan.data)), site, at=2)
+    return run(plan, transport=transport), site
+
+
+def test_a_site_lost_in_a_validation_exchange_is_named_and_the_round_scored_on_the_rest(
+    data, tmp_path
+):
+    from rvfedprs.federation.rounds import FederationError
+
+    result, site = _run_losing(data, tmp_path / "two", min_replies=2)
+    first = result.history[0]  # exchange 1: the floor's; 2: round 1's
+    assert first["validation_failed"] == {site: "no reply within 5 s"}
+    assert "validation_failed" not in result.history[1]
+    assert result.selected["round"] in (0, 1, 2)
+    with pytest.raises(FederationError, match=f"round 1 validation: only 2 of 3 .*{site}"):
+        _run_losing(data, tmp_path / "all", min_replies=None)

@@ -109,7 +109,13 @@ def test_warm_deployment_equals_inprocess(data, tmp_path):
     config = load_config(
         None,
         overrides={
-            "train": {"strategy": "fedavg", "rounds": 2, "seed": 3, "data": str(data)},
+            "train": {
+                "validation_fraction": 0,
+                "strategy": "fedavg",
+                "rounds": 2,
+                "seed": 3,
+                "data": str(data),
+            },
             "model": {"start_from_floor": False},
             "flower": {"clientapp": "warm", "timeout": 900},
         },
