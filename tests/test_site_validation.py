@@ -209,3 +209,47 @@ def test_a_site_lost_in_a_validation_exchange_is_named_and_the_round_scored_on_t
     assert result.selected["round"] in (0, 1, 2)
     with pytest.raises(FederationError, match=f"round 1 validation: only 2 of 3 .*{site}"):
         _run_losing(data, tmp_path / "all", min_replies=None)
+
+
+class _Recording:
+    """The in-process transport, keeping every ``validate`` reply the server receives."""
+
+    def __init__(self, inner, seen=None):
+        self.inner, self.seen = inner, [] if seen is None else seen
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def subset(self, client_ids):
+        return _Recording(self.inner.subset(client_ids), self.seen)
+
+    def query(self, requests, settings):
+        replies, failures = self.inner.query(requests, settings)
+        if any(r.step == "validate" for r in requests.values()):
+            self.seen.append(dict(replies))
+        return replies, failures
+
+
+def test_under_secure_aggregation_the_server_learns_only_the_sum_of_the_summaries(data, tmp_path):
+    from rvfedprs.evaluation.summaries import SECURE_BINS
+    from rvfedprs.federation.inprocess import InProcessTransport
+    from rvfedprs.plan import run
+    from rvfedprs.tasks import get_task
+
+    config = validate_config({"train": _section(data, rounds=2), "secagg": {"enabled": True}})
+    task = get_task("genomic")
+    plan = task.plan(config, tmp_path / "run")
+    transport = _Recording(InProcessTransport(task, sites_of(plan.data)))
+    result = run(plan, transport=transport)
+    assert len(transport.seen) == 3  # the floor and two rounds
+    for replies in transport.seen:  # a size, never a histogram or a count
+        assert replies == dict.fromkeys(plan.data.client_ids, {"held": SECURE_BINS})
+    federation = load_federation(data)
+    spec = validation_split(FRACTION, SEED)
+    bounds = result.selected["auc_tie_bounds"]
+    assert len(bounds) == 3 and max(bounds) < 5e-3
+    for entry in result.history:
+        record = load_checkpoint(checkpoint_path(tmp_path / "run", entry["round"]))
+        auc, loss = _pooled_scores(federation, record, spec)
+        assert abs(entry["validation_auc"] - auc) <= bounds[entry["round"]] + 1e-12
+        assert result.selected["log_losses"][entry["round"] - 1] == pytest.approx(loss, abs=1e-6)

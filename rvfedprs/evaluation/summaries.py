@@ -41,7 +41,19 @@ __all__ = [
     "pooled_metrics",
     "validation_summary",
     "pooled_validation",
+    "SECURE_BINS",
+    "LOSS_SCALE",
+    "VALIDATION_TENSORS",
+    "dense_validation",
+    "summed_validation",
 ]
+
+#: Histogram bins of a validation summary summed securely (dense: every bin is sent).
+SECURE_BINS = 1 << 16
+#: Fixed point of a securely summed log-loss sum (resolution 2^-24 per site).
+LOSS_SCALE = 1 << 24
+#: The integer tensors of a securely summed validation summary.
+VALIDATION_TENSORS = ("cases", "controls", "counts", "log_loss")
 
 #: Number of histogram bins and the logit range they cover (scores outside go to the end bins).
 BINS = 1 << 20
@@ -226,6 +238,37 @@ def pooled_validation(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, f
     cases, controls = merge_histograms([summaries[s]["histogram"] for s in sites])
     n = sum(int(summaries[s]["n"]) for s in sites)
     loss = sum(float(summaries[s]["log_loss_sum"]) for s in sites)
+    return {
+        "auc": histogram_auc(cases, controls),
+        "log_loss": loss / n if n else float("nan"),
+        "auc_tie_bound": tie_bound(cases, controls),
+    }
+
+
+def dense_validation(y: np.ndarray, p: np.ndarray, *, bins: int = SECURE_BINS) -> dict:
+    """A validation summary as integer vectors, for a secure sum (:data:`VALIDATION_TENSORS`).
+
+    ``cases`` and ``controls`` per bin (dense), ``counts`` (n, cases) and ``log_loss``
+    (round(2^24 · Σ cross-entropy)): summed over the sites, :func:`summed_validation` gives
+    what :func:`pooled_validation` gives from the clear summaries, on ``bins`` bins.
+    """
+    y = np.asarray(y).astype(int)
+    index = score_bins(p, bins=bins)
+    summary = validation_summary(y, p, bins=bins)
+    return {
+        "cases": np.bincount(index[y == 1], minlength=bins).astype(np.int64),
+        "controls": np.bincount(index[y == 0], minlength=bins).astype(np.int64),
+        "counts": np.array([y.size, int(y.sum())], dtype=np.int64),
+        "log_loss": np.array([round(summary["log_loss_sum"] * LOSS_SCALE)], dtype=np.int64),
+    }
+
+
+def summed_validation(total: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """:func:`pooled_validation`'s scores from the secure sum of :func:`dense_validation`."""
+    cases = np.asarray(total["cases"], dtype=np.float64)
+    controls = np.asarray(total["controls"], dtype=np.float64)
+    n = int(np.asarray(total["counts"])[0])
+    loss = float(np.asarray(total["log_loss"])[0]) / LOSS_SCALE
     return {
         "auc": histogram_auc(cases, controls),
         "log_loss": loss / n if n else float("nan"),

@@ -500,7 +500,9 @@ class GenomicTask(Task):
 
         :func:`~rvfedprs.evaluation.summaries.validation_summary` of the site's validation
         samples (:meth:`GenomicSite.validation_data`) under the network of
-        ``payload["settings"]``.
+        ``payload["settings"]``; with ``payload["secure"]`` the site holds its summary as
+        integer vectors for a secure sum (:func:`~rvfedprs.evaluation.summaries.
+        dense_validation`) and replies with their size only.
         """
         from rvfedprs.evaluation.summaries import validation_summary
         from rvfedprs.model import model_from_config, set_parameters
@@ -510,7 +512,15 @@ class GenomicTask(Task):
         data = site.validation_data(settings)
         model = model_from_config(data.n_rare, settings["model"], initialise=False)
         set_parameters(model, payload["parameters"])
-        return validation_summary(data.y, evaluate(model, data), bins=int(payload["bins"]))
+        p = evaluate(model, data)
+        if not payload.get("secure"):
+            return validation_summary(data.y, p, bins=int(payload["bins"]))
+        from rvfedprs.evaluation.summaries import dense_validation
+        from rvfedprs.federation.secagg.site import hold
+        from rvfedprs.genomic.validation import HELD
+
+        hold(state, HELD, dense_validation(data.y, p, bins=int(payload["bins"])))
+        return {"held": int(payload["bins"])}
 
     def fit(
         self,
@@ -625,9 +635,18 @@ class GenomicTask(Task):
         """The run's choice on the sites' validation summaries, or None without a split."""
         if settings.get("validation") is None:
             return None
+        from rvfedprs.federation.plan import enabled_secagg
+        from rvfedprs.federation.secagg.protocol import SecAggParams
         from rvfedprs.genomic.validation import SiteValidation
 
-        return SiteValidation(transport, settings, min_replies=min_replies)
+        secagg = enabled_secagg(job.get("config"))
+        return SiteValidation(
+            transport,
+            settings,
+            min_replies=min_replies,
+            secure=None if secagg is None else SecAggParams.from_config(secagg),
+            seed=int(job["seed"]),
+        )
 
     def plan_nodes(self, plan: RunPlan) -> dict[str, Any]:
         """One node per client, each reading its own folder under the federation's."""
