@@ -64,3 +64,45 @@ def test_nested_defaults_filled_even_when_section_declares_its_draft():
     for name in cfg.section_names():
         schema = json.loads((cfg._schema_dir() / f"{name}.schema.json").read_text())
         _assert_defaults_filled(schema, full[name], name)
+
+
+def test_a_file_means_one_thing_to_the_workflow_and_the_commands(tmp_path):
+    """What a --configfile takes from config/config.yaml that the schema would not give it."""
+    from pathlib import Path
+
+    embedded = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"train": {"rounds": 3}, "simulate": {"seed": 5}}))
+    inherited = cfg.inherited_settings(embedded, [mine])
+    found = {key: (value, default) for key, value, default in inherited}
+    # the demo's choices the commands would not make; nothing the file sets itself
+    assert found["fedce.n_clusters"] == (4, "auto")
+    assert found["train.seed"] == (20240611, None)
+    assert "simulate.seed" not in found and "train.rounds" not in found
+    # the validation split is the schema default: the same through both
+    assert "train.validation_fraction" not in found
+    assert cfg.validate_config({})["train"]["validation_fraction"] == 0.2
+    # a file that sets them all takes nothing
+    every = tmp_path / "every.yaml"
+    every.write_text(embedded.read_text())
+    assert cfg.inherited_settings(embedded, [every]) == []
+
+
+def test_the_workflow_names_what_a_configfile_takes_from_the_embedded_default(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({"train": {"rounds": 3}}))
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--dry-run",
+         "--cores", "1", "--configfile", str(mine), "--directory", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stderr
+    assert "fedce.n_clusters = 4 comes from config/config.yaml" in said
+    assert "(the schema default, which `rvfedprs` commands use, is 'auto')" in said
+    assert "train.rounds" not in said
