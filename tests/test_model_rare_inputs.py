@@ -138,8 +138,14 @@ BURDEN = {"window_bp": 100, "max_maf": 0.05}
 
 def _config(data, strategy, **sections):
     # validation_fraction 0: the reported models are the last round's, which the test reads
-    train = {"data": str(data), "strategy": strategy, "rounds": 2, "seed": 1, "progress": False,
-             "validation_fraction": 0}
+    train = {
+        "data": str(data),
+        "strategy": strategy,
+        "rounds": 2,
+        "seed": 1,
+        "progress": False,
+        "validation_fraction": 0,
+    }
     return validate_config({"train": train, "model": {"rare_input": "burden"},
                             "burden": BURDEN, **sections})  # fmt: skip
 
