@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rvfedprs.evaluation import federation_metrics, predict_clients
+from rvfedprs.evaluation.summaries import log_loss_sum
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.model import TwoPathwayModel, model_from_config
@@ -50,9 +51,6 @@ __all__ = [
 #: Validation criteria a round or a configuration can be chosen on.
 CRITERIA = ("auc", "log_loss")
 
-#: Probabilities are clipped to [ε, 1 − ε] before the log-loss.
-_EPS = 1e-12
-
 
 def check_criterion(criterion: str) -> str:
     """``criterion`` when it is one of :data:`CRITERIA`.
@@ -70,10 +68,8 @@ def check_criterion(criterion: str) -> str:
 def pooled_log_loss(predictions: Mapping[str, np.ndarray], data: Mapping[str, ClientData]) -> float:
     """Mean binary cross-entropy of every client's probabilities on its samples, pooled."""
     clients = sorted(predictions)
-    y = np.concatenate([data[c].y for c in clients]).astype(np.float64)
-    p = np.concatenate([predictions[c] for c in clients]).astype(np.float64)
-    p = np.clip(p, _EPS, 1 - _EPS)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+    y = np.concatenate([data[c].y for c in clients])
+    return log_loss_sum(y, np.concatenate([predictions[c] for c in clients])) / y.size
 
 
 def validation_scores(

@@ -46,12 +46,15 @@ __all__ = [
     "VALIDATION_TENSORS",
     "dense_validation",
     "summed_validation",
+    "log_loss_sum",
 ]
 
 #: Histogram bins of a validation summary summed securely (dense: every bin is sent).
 SECURE_BINS = 1 << 16
 #: Fixed point of a securely summed log-loss sum (resolution 2^-24 per site).
 LOSS_SCALE = 1 << 24
+#: Probabilities are clipped to [ε, 1 − ε] before the log-loss.
+LOSS_EPS = 1e-12
 #: The integer tensors of a securely summed validation summary.
 VALIDATION_TENSORS = ("cases", "controls", "counts", "log_loss")
 
@@ -220,11 +223,10 @@ def validation_summary(y: np.ndarray, p: np.ndarray, *, bins: int = BINS) -> dic
     :func:`pooled_validation`) and Σ of the binary cross-entropy (the pooled log-loss, exact).
     """
     y = np.asarray(y).astype(int)
-    q = np.clip(np.asarray(p, dtype=np.float64), 1e-12, 1 - 1e-12)
     return {
         "n": int(y.size),
         "n_cases": int(y.sum()),
-        "log_loss_sum": float(-np.sum(y * np.log(q) + (1 - y) * np.log1p(-q))),
+        "log_loss_sum": log_loss_sum(y, p),
         "histogram": _histogram(y, np.asarray(p, dtype=np.float64), bins),
     }
 
@@ -238,11 +240,7 @@ def pooled_validation(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, f
     cases, controls = merge_histograms([summaries[s]["histogram"] for s in sites])
     n = sum(int(summaries[s]["n"]) for s in sites)
     loss = sum(float(summaries[s]["log_loss_sum"]) for s in sites)
-    return {
-        "auc": histogram_auc(cases, controls),
-        "log_loss": loss / n if n else float("nan"),
-        "auc_tie_bound": tie_bound(cases, controls),
-    }
+    return _validation_scores(cases, controls, n, loss)
 
 
 def dense_validation(y: np.ndarray, p: np.ndarray, *, bins: int = SECURE_BINS) -> dict:
@@ -254,12 +252,11 @@ def dense_validation(y: np.ndarray, p: np.ndarray, *, bins: int = SECURE_BINS) -
     """
     y = np.asarray(y).astype(int)
     index = score_bins(p, bins=bins)
-    summary = validation_summary(y, p, bins=bins)
     return {
         "cases": np.bincount(index[y == 1], minlength=bins).astype(np.int64),
         "controls": np.bincount(index[y == 0], minlength=bins).astype(np.int64),
         "counts": np.array([y.size, int(y.sum())], dtype=np.int64),
-        "log_loss": np.array([round(summary["log_loss_sum"] * LOSS_SCALE)], dtype=np.int64),
+        "log_loss": np.array([round(log_loss_sum(y, p) * LOSS_SCALE)], dtype=np.int64),
     }
 
 
@@ -269,8 +266,25 @@ def summed_validation(total: Mapping[str, np.ndarray]) -> dict[str, float]:
     controls = np.asarray(total["controls"], dtype=np.float64)
     n = int(np.asarray(total["counts"])[0])
     loss = float(np.asarray(total["log_loss"])[0]) / LOSS_SCALE
+    return _validation_scores(cases, controls, n, loss)
+
+
+def _validation_scores(
+    cases: np.ndarray, controls: np.ndarray, n: int, loss: float
+) -> dict[str, float]:
+    """The pooled scores of pooled histograms and a pooled cross-entropy sum over ``n``."""
     return {
         "auc": histogram_auc(cases, controls),
         "log_loss": loss / n if n else float("nan"),
         "auc_tie_bound": tie_bound(cases, controls),
     }
+
+
+def log_loss_sum(y: np.ndarray, p: np.ndarray) -> float:
+    """Σ of the binary cross-entropy of probabilities ``p`` for ``y``, clipped to [ε, 1 − ε].
+
+    ε = :data:`LOSS_EPS`; the mean over samples is the log-loss.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    q = np.clip(np.asarray(p, dtype=np.float64), LOSS_EPS, 1 - LOSS_EPS)
+    return float(-np.sum(y * np.log(q) + (1 - y) * np.log1p(-q)))

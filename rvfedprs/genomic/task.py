@@ -203,17 +203,24 @@ def local_training_config(
 
 
 def training_config(
-    config: Mapping[str, Any], federation: Federation, *, dp: bool = False
+    config: Mapping[str, Any],
+    federation: Federation,
+    *,
+    dp: bool = False,
+    validation: Mapping[str, Any] | None = None,
 ) -> LocalTrainingConfig:
     """The clients' :class:`LocalTrainingConfig` for a loaded federation.
 
-    ``pos_weight: auto`` from the federation's training cases; with ``dp`` the ``dp`` section's
-    batch size applies when DP is enabled (as a DP run trains).
+    ``pos_weight: auto`` from the training cases the sites train on (less the validation rows
+    of ``validation``, the run's split: :meth:`GenomicSite.fit_counts`); with ``dp`` the
+    ``dp`` section's batch size applies when DP is enabled (as a DP run trains).
     """
+    counts = [site.fit_counts({"validation": validation})
+              for site in sites_of(federation).values()]  # fmt: skip
     return local_training_config(
         config["train"],
-        n_samples=sum(d.n_samples for d in federation.train.values()),
-        n_cases=sum(float(d.y.sum()) for d in federation.train.values()),
+        n_samples=sum(n for n, _ in counts),
+        n_cases=sum(c for _, c in counts),
         dp=config.get("dp") if dp else None,
     )
 
@@ -224,13 +231,10 @@ def job_validation(job: Mapping[str, Any]) -> dict[str, Any] | None:
     :func:`~rvfedprs.evaluation.selection.validation_split` of the fraction and the job's
     seed; None without a configuration or with fraction 0.
     """
-    train = (job.get("config") or {}).get("train") or {}
-    fraction = float(train.get("validation_fraction") or 0.0)
-    if fraction == 0.0:
-        return None
     from rvfedprs.evaluation.selection import validation_split
 
-    return validation_split(fraction, int(job["seed"]))
+    train = (job.get("config") or {}).get("train") or {}
+    return validation_split(train.get("validation_fraction"), job.get("seed"))
 
 
 def initial_parameters(
@@ -599,20 +603,13 @@ class GenomicTask(Task):
         The plan's training settings, or else its configuration's (DP batch size included).
         """
         training = plan.training
-        model = plan.model if plan.model is not None else plan.config["model"]
-        model = network_model_config(model, plan.config)
         validation = job_validation({"config": plan.config, "seed": plan.seed})
         if training is None:
             if plan.config is None:
                 raise ConfigError("a genomic run plan needs its training settings or a config")
-            counts = [site.fit_counts({"validation": validation})
-                      for site in sites_of(plan.data).values()]  # fmt: skip
-            training = local_training_config(
-                plan.config["train"],
-                n_samples=sum(n for n, _ in counts),
-                n_cases=sum(c for _, c in counts),
-                dp=plan.config.get("dp"),
-            )
+            training = training_config(plan.config, plan.data, dp=True, validation=validation)
+        model = plan.model if plan.model is not None else plan.config["model"]
+        model = network_model_config(model, plan.config)
         settings = genomic_settings(plan.data, model_config=model, training=training,
                                     dp=plan.privacy.dp)  # fmt: skip
         if validation is not None:
