@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from rvfedprs.outcomes import BINARY, Outcome
+
 __all__ = [
     "UnitLayout",
     "ASSOCIATION_TENSORS",
@@ -122,6 +124,7 @@ def association_sums(
     *,
     group: int,
     n_groups: int,
+    kind: Outcome = BINARY,
 ) -> dict[str, np.ndarray]:
     """One site's association sums at the floor's coefficients, in its group's row.
 
@@ -139,6 +142,8 @@ def association_sums(
         The genes/regions whose information blocks are summed.
     group, n_groups : int
         The site's group (its row) and the number of groups M.
+    kind : Outcome
+        The phenotype's outcome (μ and w of :func:`floor_scores`).
 
     Returns
     -------
@@ -148,10 +153,10 @@ def association_sums(
     if not 0 <= int(group) < int(n_groups):
         raise ValueError(f"group {group} is outside the {n_groups} groups")
     a = sp.csr_matrix(rare, dtype=np.float64)
-    _, weight = _floor_fit(floor_design, coef)
+    _, weight = _floor_fit(floor_design, coef, kind)
     out = empty_sums(n_groups, floor_design.shape[1], a.shape[1], layout)
     row = int(group)
-    score, information, cross = floor_scores(floor_design, a, y, coef)
+    score, information, cross = floor_scores(floor_design, a, y, coef, kind)
     out["assoc.score"][row], out["assoc.information"][row] = score, information
     out["assoc.cross"][row] = cross
     if layout.n_units:
@@ -169,11 +174,10 @@ def association_sums(
     return out
 
 
-def _floor_fit(floor_design: sp.spmatrix | np.ndarray, coef: np.ndarray):
-    """(μ, w) of the floor at ``coef``: σ(Z β) (stable for any η) and μ (1 − μ)."""
+def _floor_fit(floor_design: sp.spmatrix | np.ndarray, coef: np.ndarray, kind: Outcome):
+    """(μ, w) of the floor at ``coef``: the outcome's mean and working weights at Z β."""
     eta = np.asarray(floor_design @ np.asarray(coef, np.float64), np.float64).reshape(-1)
-    mu = 0.5 * (1.0 + np.tanh(0.5 * eta))
-    return mu, mu * (1.0 - mu)
+    return kind.mean(eta), kind.variance(eta)
 
 
 def floor_scores(
@@ -181,12 +185,14 @@ def floor_scores(
     rare: sp.spmatrix,
     y: np.ndarray,
     coef: np.ndarray,
+    kind: Outcome = BINARY,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A site's score sums of every rare variant under the floor at ``coef``.
 
-    With μ_i = σ(z_i β) and w_i = μ_i (1 − μ_i): the pooled efficient score of variant j is
-    U_j = Σ_i a_ij (y_i − μ_i) and its variance V_j = S_j − c_jᵀ (Zᵀ W Z)⁻¹ c_j; a site returns
-    its part of the sums U, S and C.
+    With μ_i = σ(z_i β) and w_i = μ_i (1 − μ_i) for a binary outcome (μ_i = z_i β and
+    w_i = 1 for a quantitative one, whose V is then in units of the residual variance): the
+    pooled efficient score of variant j is U_j = Σ_i a_ij (y_i − μ_i) and its variance
+    V_j = S_j − c_jᵀ (Zᵀ W Z)⁻¹ c_j; a site returns its part of the sums U, S and C.
 
     Returns
     -------
@@ -197,7 +203,7 @@ def floor_scores(
     cross : array, shape (n_floor, n_rare)
         C = Zᵀ W A.
     """
-    mu, weight = _floor_fit(floor_design, coef)
+    mu, weight = _floor_fit(floor_design, coef, kind)
     a = sp.csr_matrix(rare, dtype=np.float64)
     score = np.asarray(a.T @ (np.asarray(y, np.float64).reshape(-1) - mu)).reshape(-1)
     information = np.asarray(a.multiply(a).T @ weight).reshape(-1)

@@ -47,7 +47,7 @@ from rvfedprs.evaluation.summaries import (
     tie_bound,
 )
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.training.glm import logistic_sums
+from rvfedprs.outcomes import BINARY
 
 __all__ = [
     "ID_COLUMNS",
@@ -381,13 +381,13 @@ def _logistic(designs, *, max_iter: int = 100) -> tuple[np.ndarray, np.ndarray, 
     p = designs[0][0].shape[1]
 
     def loglik(beta):
-        return -sum(logistic_sums(X, y, beta, hessian=False)[0] for X, y in designs)
+        return -sum(BINARY.glm_sums(X, y, beta, hessian=False)[0] for X, y in designs)
 
     def derivatives(beta):
         """Score (gradient of the log-likelihood) and information, summed over the blocks."""
         grad, hess = np.zeros(p), 1e-9 * np.eye(p)
         for X, y in designs:
-            _, g, h = logistic_sums(X, y, beta)
+            _, g, h = BINARY.glm_sums(X, y, beta)
             grad -= g
             hess += h
         return grad, hess

@@ -26,6 +26,7 @@ from rvfedprs.evaluation.summaries import log_loss_sum
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.model import TwoPathwayModel, model_from_config
+from rvfedprs.outcomes import BINARY, Outcome
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.training import ClientData
 
@@ -39,7 +40,7 @@ __all__ = [
     "validation_scores",
     "is_better",
     "validation_split",
-    "held_out_counts",
+    "held_out_count",
     "held_out_rows",
     "split_validation",
     "RoundSelection",
@@ -103,50 +104,52 @@ def validation_split(fraction: float, seed: int) -> dict[str, Any] | None:
     return {"fraction": fraction, "seed": int(derive_seed(int(seed), "validation"))}
 
 
-def held_out_counts(n_cases: int, n_controls: int, fraction: float) -> tuple[int, int]:
-    """How many cases and controls a site holds out for validation (:func:`held_out_rows`).
+def held_out_count(n: int, fraction: float, what: str) -> int:
+    """How many of a stratum's ``n`` training samples a site holds out (:func:`held_out_rows`).
 
     Raises
     ------
     InputDataError
-        When ``fraction`` is out of (0, 0.5], or the site has too few cases or controls to
-        hold one of each out and keep one of each for training (the count named).
+        When ``fraction`` is out of (0, 0.5], or the stratum is too small to hold one out and
+        keep one for training (``what`` and its count named).
     """
     if not 0 < fraction <= 0.5:
         raise InputDataError(f"validation fraction must be in (0, 0.5], got {fraction}")
-    held = []
-    for n, kind in ((n_controls, "controls"), (n_cases, "cases")):
-        n_held = int(round(fraction * n))
-        if n < 2 or n_held < 1:
-            raise InputDataError(
-                f"{n} training {kind} cannot give a validation fraction of {fraction} (needs "
-                "≥1 held out and ≥1 kept)"
-            )
-        held.append(min(n_held, n - 1))
-    return held[1], held[0]
+    n_held = int(round(fraction * n))
+    if n < 2 or n_held < 1:
+        raise InputDataError(
+            f"{n} training {what} cannot give a validation fraction of {fraction} (needs "
+            "≥1 held out and ≥1 kept)"
+        )
+    return min(n_held, n - 1)
 
 
-def held_out_rows(y: np.ndarray, fraction: float, *, random_seed: int, client: str) -> np.ndarray:
+def held_out_rows(
+    y: np.ndarray, fraction: float, *, random_seed: int, client: str, kind: Outcome = BINARY
+) -> np.ndarray:
     """The rows of one site's training samples held out for validation, sorted.
 
-    Stratified by phenotype (:func:`held_out_counts` of each class), drawn from
+    Stratified by phenotype (:meth:`~rvfedprs.outcomes.Outcome.strata` of ``kind``: the
+    classes, or a quantitative trait's quintiles; :func:`held_out_count` of each), drawn from
     ``SeedSequence([random_seed, "validation", client])``: a site draws its own rows from the
     run's split seed (:func:`validation_split`) and its id, whichever engine runs it.
 
     Raises
     ------
     InputDataError
-        As :func:`held_out_counts`, naming the client.
+        As :func:`held_out_count`, naming the client.
     """
-    y = np.asarray(y)
+    strata = kind.strata(np.asarray(y))
+    labels = np.unique(strata)
     try:
-        n_cases, n_controls = held_out_counts(int((y == 1).sum()), int((y == 0).sum()), fraction)
+        sizes = [held_out_count(int((strata == label).sum()), fraction,
+                                kind.stratum_name(label)) for label in labels]  # fmt: skip
     except InputDataError as exc:
         raise InputDataError(f"client {client}: {exc}") from None
     rng = np.random.default_rng(derive_seed(random_seed, "validation", client))
     held = [
-        rng.choice(np.flatnonzero(y == label), size=size, replace=False)
-        for label, size in ((0, n_controls), (1, n_cases))
+        rng.choice(np.flatnonzero(strata == label), size=size, replace=False)
+        for label, size in zip(labels, sizes, strict=True)
     ]
     return np.sort(np.concatenate(held))
 
@@ -180,7 +183,9 @@ def split_validation(
     fit, validation = {}, {}
     for client, data in federation.train.items():
         mask = np.zeros(data.n_samples, dtype=bool)
-        mask[held_out_rows(data.y, fraction, random_seed=random_seed, client=client)] = True
+        rows = held_out_rows(data.y, fraction, random_seed=random_seed, client=client,
+                             kind=data.outcome)  # fmt: skip
+        mask[rows] = True
         validation[client] = data.subset(np.flatnonzero(mask))
         fit[client] = data.subset(np.flatnonzero(~mask))
     return replace(federation, train=fit), validation

@@ -6,6 +6,11 @@ Input layout (docs/ARCHITECTURE.md, "Per-client inputs")::
     DIR/clients.tsv                        client, n_samples, n_cases, n_train, n_test
     DIR/clients/{client}/samples.parquet   sample_id, prs, phenotype, split
     DIR/clients/{client}/rare_dosages.npz  CSR (n_samples, n_rare_variants)
+    DIR/outcome.json                       {"kind": "binary" | "quantitative", "column": ...}
+                                           (absent: binary)
+
+A quantitative phenotype is standardised with its federated training mean and sd, as the PRS
+is (:attr:`Federation.trait_mean`, :attr:`Federation.trait_sd`).
 """
 
 from __future__ import annotations
@@ -20,9 +25,13 @@ import pandas as pd
 import scipy.sparse as sp
 
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.outcomes import BINARY, Outcome, outcome
 from rvfedprs.training import ClientData
 
 __all__ = [
+    "OUTCOME_FILE",
+    "read_outcome",
+    "write_outcome",
     "Federation",
     "load_federation",
     "prs_moments",
@@ -31,9 +40,42 @@ __all__ = [
     "covariate_moments",
     "combine_covariate_moments",
     "pool_clients",
+    "standardise_trait",
 ]
 
 _SAMPLE_COLUMNS = ("sample_id", "prs", "phenotype", "split")
+
+#: The prepared federation's outcome record (its phenotype's kind and column).
+OUTCOME_FILE = "outcome.json"
+
+
+def read_outcome(data_dir: str | Path) -> Outcome:
+    """The outcome a prepared federation records in ``outcome.json`` (absent: binary).
+
+    Raises
+    ------
+    InputDataError
+        For an unreadable record or an unknown kind, naming the file.
+    """
+    import json
+
+    path = Path(data_dir) / OUTCOME_FILE
+    if not path.is_file():
+        return BINARY
+    try:
+        return outcome(json.loads(path.read_text())["kind"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputDataError(f"{path}: not an outcome record ({exc})") from None
+
+
+def write_outcome(data_dir: str | Path, kind: Outcome | str, column: str) -> Path:
+    """Write ``outcome.json`` (kind and phenotype column) into a prepared federation."""
+    import json
+
+    path = Path(data_dir) / OUTCOME_FILE
+    record = {"kind": outcome(kind).kind, "column": str(column)}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
 
 
 @dataclass(frozen=True)
@@ -53,6 +95,11 @@ class Federation:
         The covariates (``samples.parquet`` columns besides the four standard ones), in order.
     covariate_mean, covariate_sd : array of float64, shape (n_covariates,)
         Their federated means and standard deviations over the training splits.
+    outcome : Outcome
+        The phenotype's kind (``outcome.json``).
+    trait_mean, trait_sd : float
+        The federated training mean and sd a quantitative phenotype is standardised with
+        (0 and 1 for a binary one).
     """
 
     data_dir: Path
@@ -64,6 +111,9 @@ class Federation:
     covariate_names: tuple[str, ...] = ()
     covariate_mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
     covariate_sd: np.ndarray = field(default_factory=lambda: np.ones(0))
+    outcome: Outcome = BINARY
+    trait_mean: float = 0.0
+    trait_sd: float = 1.0
 
     @property
     def client_ids(self) -> list[str]:
@@ -140,7 +190,9 @@ def standardise_covariates(
     return ((x - np.asarray(mean, float)) / np.asarray(sd, float)).astype(np.float32)
 
 
-def _read_client(folder: Path, client: str, n_rare: int) -> tuple[pd.DataFrame, sp.csr_matrix]:
+def _read_client(
+    folder: Path, client: str, n_rare: int, kind: Outcome
+) -> tuple[pd.DataFrame, sp.csr_matrix]:
     samples_path = folder / "samples.parquet"
     dosage_path = folder / "rare_dosages.npz"
     for path in (samples_path, dosage_path):
@@ -174,15 +226,14 @@ def _read_client(folder: Path, client: str, n_rare: int) -> tuple[pd.DataFrame, 
                 f"client {client!r}: covariate {column!r} in {samples_path} is missing or not a "
                 f"finite number for samples {bad.tolist()[:5]}"
             )
-    bad_y = sorted(set(pd.unique(samples["phenotype"])) - {0, 1})
-    if bad_y:
-        raise InputDataError(
-            f"client {client!r}: phenotype values {bad_y} in {samples_path}; expected 0/1"
-        )
-    return samples, dosages
+    values = pd.to_numeric(samples["phenotype"], errors="coerce").to_numpy(np.float64)
+    kind.check(values, where=f"client {client!r}: {samples_path}")
+    return samples.assign(phenotype=values), dosages
 
 
-def _client_data(client, samples, dosages, mask, mean, sd, cov_mean, cov_sd) -> ClientData:
+def _client_data(
+    client, samples, dosages, mask, mean, sd, cov_mean, cov_sd, kind, trait
+) -> ClientData:
     index = np.flatnonzero(mask)
     prs = (samples["prs"].to_numpy(np.float64)[index] - mean) / sd
     names = list(covariate_columns(samples))
@@ -195,9 +246,15 @@ def _client_data(client, samples, dosages, mask, mean, sd, cov_mean, cov_sd) -> 
         sample_ids=samples["sample_id"].astype(str).to_numpy()[index],
         prs=prs.astype(np.float32),
         rare=dosages[index],
-        y=samples["phenotype"].to_numpy(np.float32)[index],
+        y=standardise_trait(samples["phenotype"].to_numpy(np.float64)[index], *trait),
         covariates=covariates,
+        outcome=kind,
     )
+
+
+def standardise_trait(y: np.ndarray, mean: float, sd: float) -> np.ndarray:
+    """``(y − mean) / sd`` as float32 (mean 0, sd 1 leave a binary phenotype as it is)."""
+    return ((np.asarray(y, dtype=np.float64) - float(mean)) / float(sd)).astype(np.float32)
 
 
 def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = None) -> Federation:
@@ -236,6 +293,7 @@ def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = Non
     if not chosen:
         raise InputDataError(f"no clients listed in {clients_path}")
     n_rare = len(variants)
+    kind = read_outcome(data_dir)
     raw: dict[str, tuple[pd.DataFrame, sp.csr_matrix]] = {}
     for client in sorted(chosen):
         folder = data_dir / "clients" / client
@@ -243,11 +301,10 @@ def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = Non
             raise InputDataError(
                 f"client {client!r} listed in {clients_path} has no folder {folder}"
             )
-        raw[client] = _read_client(folder, client, n_rare)
+        raw[client] = _read_client(folder, client, n_rare, kind)
     for client, (samples, _) in raw.items():
         train = samples["split"].astype(str) == "train"
-        if not (samples.loc[train, "phenotype"] == 1).any():
-            raise InputDataError(f"client {client!r} has no cases in its training split")
+        kind.check_training(samples.loc[train, "phenotype"].to_numpy(), where=f"client {client!r}")
     names = {c: covariate_columns(samples) for c, (samples, _) in raw.items()}
     if len(set(names.values())) > 1:
         raise InputDataError(f"clients disagree on their covariate columns: {names}")
@@ -265,9 +322,15 @@ def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = Non
         ),
         len(covariates),
     )
+    trait = (0.0, 1.0)
+    if kind.standardises:
+        trait = combine_moments(
+            prs_moments(samples["phenotype"].to_numpy()[is_train[c]])
+            for c, (samples, _) in raw.items()
+        )
     train, test = {}, {}
     for client, (samples, dosages) in raw.items():
-        args = (mean, sd, cov_mean, cov_sd)
+        args = (mean, sd, cov_mean, cov_sd, kind, trait)
         train[client] = _client_data(client, samples, dosages, is_train[client], *args)
         test[client] = _client_data(client, samples, dosages, ~is_train[client], *args)
     return Federation(
@@ -280,6 +343,9 @@ def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = Non
         covariate_names=covariates,
         covariate_mean=cov_mean,
         covariate_sd=cov_sd,
+        outcome=kind,
+        trait_mean=trait[0],
+        trait_sd=trait[1],
     )
 
 
@@ -293,4 +359,5 @@ def pool_clients(datasets: Mapping[str, ClientData], *, client_id: str = "pooled
         rare=sp.vstack([d.rare for d in parts], format="csr").astype(np.float32),
         y=np.concatenate([d.y for d in parts]).astype(np.float32),
         covariates=np.concatenate([d.covariates for d in parts]).astype(np.float32),
+        outcome=parts[0].outcome,
     )

@@ -43,7 +43,9 @@ from rvfedprs.genomic.data import (
     pool_clients,
     prs_moments,
     standardise_covariates,
+    standardise_trait,
 )
+from rvfedprs.outcomes import BINARY, outcome
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
 from rvfedprs.training.config import LocalTrainingConfig
 from rvfedprs.training.data import ClientData
@@ -154,6 +156,7 @@ def local_training_config(
     n_samples: int,
     n_cases: float,
     dp: Mapping[str, Any] | None = None,
+    kind: Any = None,
 ) -> LocalTrainingConfig:
     """The clients' :class:`LocalTrainingConfig` from the ``train`` (and ``dp``) section.
 
@@ -168,6 +171,9 @@ def local_training_config(
         Cases among them; ``pos_weight: auto`` becomes ``(n_samples - n_cases) / n_cases``.
     dp : mapping, optional
         The ``dp`` section: when enabled, its ``batch_size`` (if set) replaces the batch size.
+    kind : Outcome or str, optional
+        The phenotype's outcome (default binary), whose :meth:`~rvfedprs.outcomes.Outcome.
+        pos_weight` reads ``pos_weight``.
 
     Returns
     -------
@@ -181,14 +187,7 @@ def local_training_config(
     """
     from rvfedprs.training.dp import dp_settings
 
-    pos_weight = train["pos_weight"]
-    if pos_weight == "auto":
-        if not 0 < n_cases < n_samples:
-            raise InputDataError(
-                f"train.pos_weight: 'auto' needs cases and controls; the federation's training "
-                f"splits hold {n_cases:g} cases among {n_samples} samples"
-            )
-        pos_weight = (n_samples - n_cases) / n_cases
+    pos_weight = outcome(kind).pos_weight(train["pos_weight"], n_samples, {"n_cases": n_cases})
     batch_size = int(train["batch_size"])
     if dp_settings(dp) is not None and dp.get("batch_size") is not None:
         batch_size = int(dp["batch_size"])
@@ -222,6 +221,7 @@ def training_config(
         n_samples=sum(n for n, _ in counts),
         n_cases=sum(c for _, c in counts),
         dp=config.get("dp") if dp else None,
+        kind=federation.outcome,
     )
 
 
@@ -264,6 +264,9 @@ class GenomicSite:
     covariate_names : tuple of str
     parts : tuple of GenomicSite
         A pooled site's sites, in the order of its rows (their validation rows are its own).
+    raw_y : array of float64, shape (n_train,), optional
+        With ``raw_prs``, a quantitative phenotype as the site holds it (each run standardises
+        it with the federated mean and sd of ``settings["outcome"]``).
     """
 
     train: ClientData
@@ -273,6 +276,7 @@ class GenomicSite:
     raw_covariates: np.ndarray | None = None
     covariate_names: tuple[str, ...] = ()
     parts: tuple[GenomicSite, ...] = ()
+    raw_y: np.ndarray | None = None
 
     @property
     def client_id(self) -> str:
@@ -289,7 +293,11 @@ class GenomicSite:
             covariates = standardise_covariates(
                 self.raw_covariates, settings["covariate_mean"], settings["covariate_sd"]
             )
-        return replace(self.train, prs=prs.astype(np.float32), covariates=covariates)
+        y = self.train.y
+        if self.raw_y is not None:
+            trait = settings["outcome"]
+            y = standardise_trait(self.raw_y, float(trait["mean"]), float(trait["sd"]))
+        return replace(self.train, prs=prs.astype(np.float32), covariates=covariates, y=y)
 
     def validation_rows(self, settings: Mapping[str, Any]) -> np.ndarray | None:
         """The training rows this site holds out for validation, or None (no ``validation``).
@@ -308,8 +316,8 @@ class GenomicSite:
             return np.concatenate(rows)
         from rvfedprs.evaluation.selection import held_out_rows
 
-        return held_out_rows(self.train.y, float(spec["fraction"]),
-                             random_seed=int(spec["seed"]), client=self.client_id)  # fmt: skip
+        return held_out_rows(self.train.y, float(spec["fraction"]), random_seed=int(spec["seed"]),
+                             client=self.client_id, kind=self.train.outcome)  # fmt: skip
 
     def training_data(self, settings: Mapping[str, Any]) -> ClientData:
         """The samples the site trains on: its training split less its validation rows."""
@@ -338,12 +346,18 @@ class GenomicSite:
         return self.standardised(settings).subset(held)
 
     def fit_counts(self, settings: Mapping[str, Any]) -> tuple[int, float]:
-        """(samples, cases) the site trains on under ``settings``' split."""
+        """(samples, cases) the site trains on under ``settings``' split (cases 0: quantitative)."""
         held = self.validation_rows(settings)
         y = self.train.y
-        if held is None:
-            return int(y.size), float(y.sum())
-        return int(y.size - held.size), float(y.sum() - y[held].sum())
+        if held is not None:
+            keep = np.ones(y.size, dtype=bool)
+            keep[held] = False
+            y = y[keep]
+        return int(y.size), float(self.train.outcome.counts(y).get("n_cases", 0.0))
+
+    def trait_moments(self) -> tuple[int, float, float]:
+        """(n, Σy, Σy²) of the training phenotype as the site holds it."""
+        return prs_moments(self.train.y if self.raw_y is None else self.raw_y)
 
     def moments(self) -> tuple[int, float, float]:
         """(n, Σx, Σx²) of the training PRS as the site holds it."""
@@ -399,10 +413,30 @@ def genomic_settings(
         "covariate_mean": federation.covariate_mean.tolist(),
         "covariate_sd": federation.covariate_sd.tolist(),
         "n_rare": federation.n_rare,
-    }
+        "outcome": {"kind": federation.outcome.kind, "mean": federation.trait_mean,
+                    "sd": federation.trait_sd},
+    }  # fmt: skip
     if dp is not None:
         settings["dp"] = dict(dp)
     return settings
+
+
+def trait_settings(reports: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's ``outcome``: the sites' common kind and the federated trait mean and sd.
+
+    Raises
+    ------
+    InputDataError
+        When the sites report different outcome kinds (naming each site's).
+    """
+    kinds = {c: str(r.get("outcome") or BINARY.kind) for c, r in reports.items()}
+    if len(set(kinds.values())) > 1:
+        raise InputDataError(f"the sites disagree on the phenotype's kind: {kinds}")
+    kind = outcome(next(iter(kinds.values())))
+    mean, sd = 0.0, 1.0
+    if kind.standardises:
+        mean, sd = combine_moments(tuple(r["trait-moments"]) for r in reports.values())
+    return {"kind": kind.kind, "mean": mean, "sd": sd}
 
 
 class GenomicTask(Task):
@@ -470,7 +504,9 @@ class GenomicTask(Task):
             raw_prs=samples["prs"].to_numpy(np.float64)[rows],
             raw_covariates=samples[list(names)].to_numpy(np.float64)[rows] if names else None,
             covariate_names=names,
-        )
+            raw_y=(samples["phenotype"].to_numpy(np.float64)[rows]
+                   if federation.outcome.standardises else None),
+        )  # fmt: skip
 
     def setup_report(self, site: GenomicSite, payload: Mapping[str, Any], state: dict) -> dict:
         """Moments of the training PRS and covariates, the counts it trains on, the width.
@@ -492,6 +528,8 @@ class GenomicTask(Task):
             "covariates": list(site.covariate_names),
             "covariate-sum": cov_s,
             "covariate-sumsq": cov_ss,
+            "outcome": site.train.outcome.kind,
+            "trait-moments": list(site.trait_moments()),
         }
 
     def declared_samples(self, report: Mapping[str, Any]) -> int | None:
@@ -695,11 +733,13 @@ class GenomicTask(Task):
             ),
             len(covariates),
         )
+        trait = trait_settings(reports)
         training = local_training_config(
             config["train"],
             n_samples=sum(int(self.declared_samples(r)) for r in reports.values()),
             n_cases=sum(float(r["n-cases"]) for r in reports.values()),
             dp=config.get("dp"),
+            kind=trait["kind"],
         )
         settings: dict[str, Any] = {
             "training": dataclasses.asdict(training),
@@ -714,6 +754,7 @@ class GenomicTask(Task):
             "covariate_mean": cov_mean.tolist(),
             "covariate_sd": cov_sd.tolist(),
             "n_rare": next(iter(widths.values())),
+            "outcome": trait,
         }
         dp = dp_settings(config.get("dp"))
         if dp is not None:

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.outcomes import BINARY, Outcome, outcome
 
 if TYPE_CHECKING:
     import torch
@@ -33,9 +34,12 @@ class ClientData:
     rare : scipy.sparse.csr_matrix of float32, shape (n_samples, n_rare)
         Minor-allele dosages of the rare variants (column order = ``rare_variants.tsv``).
     y : array of float32, shape (n_samples,)
-        Phenotype, 0/1.
+        Phenotype: 0/1, or a quantitative trait standardised with its federated moments.
     covariates : array of float32, shape (n_samples, n_covariates), optional
         Covariates standardised with the federated moments (none: shape (n_samples, 0)).
+    outcome : Outcome
+        What ``y`` is (:mod:`rvfedprs.outcomes`; a kind's name is accepted): it checks the
+        values and gives the loss, the link and the metrics.
     """
 
     client_id: str
@@ -44,11 +48,13 @@ class ClientData:
     rare: sp.csr_matrix
     y: np.ndarray
     covariates: np.ndarray | None = None
+    outcome: Outcome = BINARY
 
     def __post_init__(self) -> None:
         sample_ids = np.asarray(self.sample_ids).astype(str)
         prs = np.asarray(self.prs, dtype=np.float32).reshape(-1)
-        y = np.asarray(self.y, dtype=np.float32).reshape(-1)
+        kind = outcome(self.outcome)
+        y = kind.check(self.y, where=f"client {self.client_id}")
         if not sp.issparse(self.rare):
             raise InputDataError(
                 f"client {self.client_id}: rare dosages must be a scipy sparse matrix, "
@@ -64,11 +70,6 @@ class ClientData:
                 )
         if not np.all(np.isfinite(prs)):
             raise InputDataError(f"client {self.client_id}: prs contains NaN or infinite values")
-        bad = ~np.isin(y, (0.0, 1.0))
-        if bad.any():
-            raise InputDataError(
-                f"client {self.client_id}: phenotype must be 0/1, found {np.unique(y[bad])[:5]}"
-            )
         if rare.nnz and not np.all(np.isfinite(rare.data)):
             raise InputDataError(f"client {self.client_id}: rare dosages contain NaN values")
         covariates = np.zeros((n, 0), dtype=np.float32)
@@ -78,6 +79,7 @@ class ClientData:
                 raise InputDataError(
                     f"client {self.client_id}: covariates contain NaN or infinite values"
                 )
+        object.__setattr__(self, "outcome", kind)
         object.__setattr__(self, "covariates", covariates)
         object.__setattr__(self, "sample_ids", sample_ids)
         object.__setattr__(self, "prs", prs)
@@ -113,6 +115,7 @@ class ClientData:
             self.rare[rows],
             self.y[rows],
             self.covariates[rows],
+            self.outcome,
         )
 
     def covariates_tensor(self, rows: np.ndarray | None = None) -> torch.Tensor | None:

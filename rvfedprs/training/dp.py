@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from rvfedprs.exceptions import InputDataError
@@ -253,7 +252,7 @@ def _clipped_sums(
     y: torch.Tensor,
     rare_sq: torch.Tensor,
     max_grad_norm: float,
-    pos_weight: torch.Tensor | None,
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     covariates: torch.Tensor | None = None,
 ) -> tuple[dict[str, torch.Tensor], float]:
     """Sum over the batch of per-sample gradients clipped to ``max_grad_norm`` (ghost clipping).
@@ -269,7 +268,8 @@ def _clipped_sums(
     rare_sq : Tensor, shape (b,)
         ``‖a_i‖²`` of every row of ``rare``.
     max_grad_norm : float
-    pos_weight : Tensor or None
+    loss : callable
+        ``(logits, y)`` → every sample's loss (the outcome's, unreduced).
     covariates : Tensor, shape (b, n_covariates), optional
 
     Returns
@@ -281,7 +281,7 @@ def _clipped_sums(
     """
     tape.clear()
     logits = model(prs, rare, covariates=covariates)
-    losses = F.binary_cross_entropy_with_logits(logits, y, pos_weight=pos_weight, reduction="none")
+    losses = loss(logits, y)
     names = [name for name, _ in tape.layers]
     deltas = torch.autograd.grad(
         losses.sum(), [tape.outputs[name] for name in names] + [tape.outputs[RARE_INPUT]]
@@ -389,7 +389,9 @@ def dp_local_update(
         momentum=config.momentum,
         weight_decay=config.weight_decay,
     )
-    pos_weight = None if config.pos_weight is None else torch.tensor(float(config.pos_weight))
+    def sample_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return data.outcome.loss(logits, y, pos_weight=config.pos_weight, reduction="none")
+
     mu = float(config.proximal_mu)
     rng = np.random.default_rng(random_seed)
     noise_gen = torch.Generator().manual_seed(int(random_seed))
@@ -411,7 +413,7 @@ def dp_local_update(
                         *batch,
                         rare_sq[rows],
                         dp.max_grad_norm,
-                        pos_weight,
+                        sample_losses,
                         covariates=data.covariates_tensor(rows),
                     )
                 else:  # Poisson sampling may draw nobody: the step is pure noise

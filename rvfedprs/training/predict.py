@@ -14,7 +14,11 @@ __all__ = ["evaluate"]
 
 @torch.no_grad()
 def evaluate(model: TwoPathwayModel, data: ClientData, *, batch_size: int = 4096) -> np.ndarray:
-    """Predicted case probabilities, shape (n_samples,), float64 (the model is put in eval mode)."""
+    """Predicted means, shape (n_samples,), float64 (the model is put in eval mode).
+
+    The outcome's inverse link of the model's output: case probabilities for a binary
+    phenotype, the (standardised) trait for a quantitative one.
+    """
     if data.n_rare != model.n_rare:
         raise InputDataError(
             f"client {data.client_id}: {data.n_rare} rare variants, model expects {model.n_rare}"
@@ -25,5 +29,5 @@ def evaluate(model: TwoPathwayModel, data: ClientData, *, batch_size: int = 4096
         rows = np.arange(start, min(start + batch_size, data.n_samples))
         prs, rare, _ = data.batch(rows)
         logits = model(prs, rare, covariates=data.covariates_tensor(rows))
-        out[rows] = torch.sigmoid(logits).double().numpy()
+        out[rows] = data.outcome.torch_mean(logits).double().numpy()
     return out

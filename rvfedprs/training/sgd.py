@@ -21,7 +21,6 @@ from dataclasses import replace
 import numpy as np
 import scipy.sparse as sp
 import torch
-from torch import nn
 
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.model import TwoPathwayModel, get_parameters, set_parameters
@@ -39,12 +38,6 @@ from rvfedprs.training.dp import DPState, dp_local_update
 from rvfedprs.training.influence import column_norms
 
 __all__ = ["local_update", "add_gradient_terms", "LazyColumnSGD"]
-
-
-def _loss_fn(config: LocalTrainingConfig) -> nn.BCEWithLogitsLoss:
-    if config.pos_weight is None:
-        return nn.BCEWithLogitsLoss()
-    return nn.BCEWithLogitsLoss(pos_weight=torch.tensor(float(config.pos_weight)))
 
 
 def _seed_from(random_seed: int | None, generator: np.random.Generator | None) -> int:
@@ -192,7 +185,6 @@ def local_update(
     rare_compact = data.rare[:, active].tocsr()
 
     mu = float(config.proximal_mu)
-    loss_fn = _loss_fn(config)
     named = dict(compact.named_parameters())
     w_in = named.pop(RARE_INPUT)  # updated column-lazily below, not by torch's optimiser
     optimizer = torch.optim.SGD(
@@ -231,7 +223,7 @@ def local_update(
                     input_weight=w_rows.t(),
                     covariates=data.covariates_tensor(rows),
                 )
-                loss = loss_fn(logits, y)
+                loss = data.outcome.loss(logits, y, pos_weight=config.pos_weight)
                 loss.backward()
                 if infl is not None:
                     infl[touched] += column_norms(w_rows.grad.t())

@@ -56,4 +56,5 @@ def stack_clients(parts: Sequence[ClientData], client_id: str) -> ClientData:
         np.concatenate([d.prs for d in parts]),
         sp.vstack([d.rare for d in parts], format="csr"),
         np.concatenate([d.y for d in parts]),
+        outcome=parts[0].outcome,
     )

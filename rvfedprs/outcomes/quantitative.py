@@ -1,0 +1,165 @@
+"""Continuous phenotypes (LDL, HbA1c, height): the Gaussian loss, the identity link, R².
+
+The trait is standardised with its federated training mean and sd before anything is fitted
+(as the PRS is), so a loss, a learning rate and a penalty mean the same whatever the trait's
+units. A site's validation summary is six sums (n, Σy, Σy², Σŷ, Σŷ², Σyŷ), from which the pooled
+``r2`` (the squared correlation of prediction and trait, PRSice-2's PRS.R2 for a score alone)
+and ``mse`` follow exactly; summed securely they are fixed-point integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rvfedprs.exceptions import ConfigError, InputDataError
+from rvfedprs.outcomes.base import Outcome
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Quantitative", "SUMS", "SUM_SCALE", "pooled_sums"]
+
+#: The validation sums a site sends, in order.
+SUMS = ("n", "sum_y", "sum_yy", "sum_p", "sum_pp", "sum_yp")
+#: Fixed point of a securely summed validation sum (resolution 2^-24 per site).
+SUM_SCALE = 1 << 24
+#: Securely summed sums are two's complement modulo 2^62 (the validation exchange's modulus).
+_MODULUS_BITS = 62
+#: Strata of a quantitative trait's stratified splits: its quantiles.
+STRATA = 5
+
+
+def pooled_sums(sums: Mapping[str, float]) -> dict[str, float]:
+    """``r2`` (squared correlation), ``mse`` and ``n`` of pooled :data:`SUMS`."""
+    n = float(sums["n"])
+    if n < 2:
+        return {"r2": float("nan"), "mse": float("nan"), "n": n}
+    sy, syy, sp_, spp, syp = (float(sums[k]) for k in SUMS[1:])
+    cov = syp - sy * sp_ / n
+    var_y, var_p = syy - sy * sy / n, spp - sp_ * sp_ / n
+    r2 = cov * cov / (var_y * var_p) if var_y > 0 and var_p > 0 else float("nan")
+    return {"r2": float(min(r2, 1.0)), "mse": float((syy - 2 * syp + spp) / n), "n": n}
+
+
+class Quantitative(Outcome):
+    """A continuous phenotype: linear model, Gaussian loss, R² for choices."""
+
+    kind = "quantitative"
+    metric = "r2"
+    loss_name = "mse"
+
+    def check(self, y: np.ndarray, *, where: str) -> np.ndarray:
+        """``y`` as float32 when every value is finite (see :meth:`Outcome.check`)."""
+        y = np.asarray(y, dtype=np.float32).reshape(-1)
+        bad = ~np.isfinite(y)
+        if bad.any():
+            raise InputDataError(
+                f"{where}: a quantitative phenotype must be finite, found {np.unique(y[bad])[:5]}"
+            )
+        return y
+
+    def strata(self, y: np.ndarray) -> np.ndarray:
+        """The trait's quintile (ranks, so ties and outliers do not matter), shape (n,)."""
+        y = np.asarray(y, dtype=np.float64)
+        if y.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        ranks = np.argsort(np.argsort(y, kind="stable"), kind="stable")
+        return (ranks * min(STRATA, y.size) // y.size).astype(np.int64)
+
+    standardises = True
+
+    def stratum_name(self, label) -> str:
+        """``samples of quintile k``."""
+        return f"samples of phenotype quintile {int(label) + 1}"
+
+    def counts(self, y: np.ndarray) -> dict[str, float]:
+        """Nothing beside n."""
+        return {}
+
+    def check_training(self, y: np.ndarray, *, where: str) -> None:
+        """A training split needs two different values.
+
+        Raises
+        ------
+        InputDataError
+            When ``y`` is constant.
+        """
+        if np.unique(np.asarray(y)).size < 2:
+            raise InputDataError(f"{where} has a constant phenotype in its training split")
+
+    def pos_weight(self, setting, n_samples, counts):
+        """None (``auto`` or null); a number is a configuration error.
+
+        Raises
+        ------
+        ConfigError
+            For a number: a quantitative trait has no positive class.
+        """
+        if setting in (None, "auto"):
+            return None
+        raise ConfigError(
+            f"train.pos_weight {setting!r} weighs cases, but the phenotype is quantitative; "
+            "use 'auto' or null"
+        )
+
+    def loss(self, eta, y, *, pos_weight=None, reduction="mean") -> torch.Tensor:
+        """½ (y − η)²: the Gaussian negative log-likelihood at unit variance."""
+        losses = 0.5 * (eta - y).square()
+        if reduction == "none":
+            return losses
+        return losses.sum() if reduction == "sum" else losses.mean()
+
+    def mean(self, eta: np.ndarray) -> np.ndarray:
+        """The identity."""
+        return np.asarray(eta, dtype=np.float64)
+
+    def torch_mean(self, eta: torch.Tensor) -> torch.Tensor:
+        """The identity."""
+        return eta
+
+    def variance(self, eta: np.ndarray) -> np.ndarray:
+        """1 for every sample."""
+        return np.ones(np.shape(eta), dtype=np.float64)
+
+    def unit_loss(self, eta: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """½ (y − η)²."""
+        return 0.5 * (np.asarray(y, np.float64) - eta) ** 2
+
+    def validation_summary(self, y, pred, *, bins):
+        """The six :data:`SUMS` of the site's validation samples (``bins`` unused)."""
+        y = np.asarray(y, dtype=np.float64)
+        p = np.asarray(pred, dtype=np.float64)
+        values = (y.size, y.sum(), y @ y, p.sum(), p @ p, y @ p)
+        return {k: (int(v) if k == "n" else float(v)) for k, v in zip(SUMS, values, strict=True)}
+
+    def pooled_validation(self, summaries):
+        """``r2`` and ``mse`` of the summed sums (exact)."""
+        total = {k: sum(float(s[k]) for s in summaries.values()) for k in SUMS}
+        scores = pooled_sums(total)
+        return {"r2": scores["r2"], "mse": scores["mse"]}
+
+    def secure_shapes(self, bins: int) -> dict[str, tuple[int, ...]]:
+        """One vector of the fixed-point sums."""
+        return {"sums": (len(SUMS),)}
+
+    def dense_validation(self, y, pred, *, bins):
+        """:data:`SUMS` as round(2^24 · sum), two's complement modulo 2^62."""
+        summary = self.validation_summary(y, pred, bins=bins)
+        mask = (1 << _MODULUS_BITS) - 1
+        values = [round(float(summary[k]) * SUM_SCALE) & mask for k in SUMS]
+        return {"sums": np.array(values, dtype=np.int64)}
+
+    def summed_validation(self, total):
+        """:meth:`pooled_validation` from the secure sum of :meth:`dense_validation`."""
+        modulus = 1 << _MODULUS_BITS
+        values = [int(v) % modulus for v in np.asarray(total["sums"]).astype(np.uint64)]
+        signed = [v - modulus if v >= modulus // 2 else v for v in values]
+        scores = pooled_sums({k: v / SUM_SCALE for k, v in zip(SUMS, signed, strict=True)})
+        return {"r2": scores["r2"], "mse": scores["mse"]}
+
+    def validation_scores(self, y, pred):
+        """The pooled ``r2`` and ``mse`` of predictions held in one process."""
+        return self.pooled_validation({"all": self.validation_summary(y, pred, bins=0)})
