@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rvfedprs.evaluation.selection import selected_parameters, selection_record
@@ -147,17 +148,24 @@ class _RunModel:
 
 
 def metric_warnings(name: str, metrics: Mapping[str, Any]) -> list[str]:
-    """Below-chance and below-floor warnings of a run's test metrics, each also logged."""
-    from rvfedprs.evaluation.checks import auc_warnings
+    """Below-chance and below-floor warnings of a run's test metrics, each also logged.
 
-    found = auc_warnings(
-        name,
-        metrics["auc"],
-        se=metrics.get("auc_se"),
-        floor_auc=metrics.get("prs_only_auc"),
-        client_auc=metrics.get("client_auc"),
-        client_se=metrics.get("client_auc_se"),
-    )
+    The AUC's (:func:`~rvfedprs.evaluation.checks.auc_warnings`), or for a quantitative
+    phenotype (``metric`` ``r2``) the R²'s (:func:`~rvfedprs.evaluation.checks.r2_warnings`).
+    """
+    from rvfedprs.evaluation.checks import auc_warnings, r2_warnings
+
+    if metrics.get("metric", "auc") == "r2":
+        found = r2_warnings(name, metrics)
+    else:
+        found = auc_warnings(
+            name,
+            metrics["auc"],
+            se=metrics.get("auc_se"),
+            floor_auc=metrics.get("prs_only_auc"),
+            client_auc=metrics.get("client_auc"),
+            client_se=metrics.get("client_auc_se"),
+        )
     for message in found:
         log.warning(message)
     return found
@@ -251,8 +259,7 @@ def _evaluate(
     ``parameters_for`` (default: the strategy's) serves each client's model, e.g. the round
     chosen on validation (:class:`~rvfedprs.evaluation.selection.BestRound`).
     """
-    from rvfedprs.evaluation import evaluate_models, predict_clients
-    from rvfedprs.evaluation.prs_metrics import federation_prs_metrics
+    from rvfedprs.evaluation import evaluate_models, federation_prs_metrics, predict_clients
     from rvfedprs.model import model_from_config
 
     parameters_for = parameters_for or strategy.parameters_for
@@ -330,7 +337,7 @@ def train(
         def evaluate_round(s: Strategy, server_round: int) -> dict[str, float]:
             m = evaluate_models(s.parameters_for, {}, federation.test, federation.variant_keys,
                                 run_model.at_round(server_round))  # fmt: skip
-            return {"auc": m["auc"]}
+            return {m["metric"]: m[m["metric"]]}
 
     # A bar on a terminal; elsewhere (a rule's log file) one logged line per round.
     bar = section["progress"] and sys.stderr.isatty()
@@ -446,6 +453,11 @@ def evaluate_checkpoint(
     return result
 
 
+def _labels(data: Any) -> np.ndarray:
+    """A test split's phenotype as written: 0/1 as int8, a standardised trait as it is."""
+    return data.y if data.outcome.standardises else data.y.astype("int8")
+
+
 def write_predictions(
     out: str | Path,
     strategy: Strategy,
@@ -457,7 +469,8 @@ def write_predictions(
     """Write ``out/predictions.parquet``: each test sample's probability under its model.
 
     Columns ``client, sample_id, y, p``: what intervals and per-cluster metrics downstream
-    need (``pipelines/compare_strategies.py``). ``parameters_for`` (default: the strategy's)
+    need (``pipelines/compare_strategies.py``); for a quantitative phenotype ``y`` and ``p``
+    are the standardised trait and its prediction. ``parameters_for`` (default: the strategy's)
     serves the models, e.g. those chosen on validation.
     """
     from rvfedprs.evaluation import predict_clients
@@ -469,7 +482,7 @@ def write_predictions(
     frame = pd.concat(
         [
             pd.DataFrame({"client": c, "sample_id": federation.test[c].sample_ids,
-                          "y": federation.test[c].y.astype("int8"), "p": scores[c]})
+                          "y": _labels(federation.test[c]), "p": scores[c]})
             for c in sorted(scores)
         ],
         ignore_index=True,

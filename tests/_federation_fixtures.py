@@ -32,8 +32,12 @@ def write_federation(
     test_fraction: float = 0.3,
     seed: int = 0,
     covariates: tuple[str, ...] = (),
+    kind: str = "binary",
 ) -> dict:
     """Write ``root/results`` (pipeline outputs) and ``root/cohort`` (samples.tsv, truth).
+
+    ``kind="quantitative"`` writes the liability itself as the phenotype, on an LDL-like scale
+    (mean 130, sd ~35: mg/dL), and ``outcome.json`` saying so.
 
     Returns
     -------
@@ -111,8 +115,10 @@ def write_federation(
             liability = liability + (0.4 if i == 0 else -0.3) * (values - values.mean()) / (
                 values.std() + 1e-12
             )
-        threshold = np.quantile(liability, 1 - prevalence)
-        y = (liability > threshold).astype(np.int8)
+        if kind == "quantitative":
+            y = 130.0 + 20.0 * liability
+        else:
+            y = (liability > np.quantile(liability, 1 - prevalence)).astype(np.int8)
         split = np.where(rng.random(n) < test_fraction, "test", "train")
         ids = [f"{client}_s{i:04d}" for i in range(n)]
         folder = results / "clients" / client
@@ -122,12 +128,22 @@ def write_federation(
         ).to_parquet(folder / "samples.parquet", index=False)
         sp.save_npz(folder / "rare_dosages.npz", sp.csr_matrix(dense))
         client_rows.append(
-            (client, n, int(y.sum()), int((split == "train").sum()), int((split == "test").sum()))
+            (
+                client,
+                n,
+                int(y.sum()) if kind == "binary" else 0,
+                int((split == "train").sum()),
+                int((split == "test").sum()),
+            )  # fmt: skip
         )
         sample_rows += [(s, f"pop{m}", m, client) for s in ids]
     pd.DataFrame(
         client_rows, columns=["client", "n_samples", "n_cases", "n_train", "n_test"]
     ).to_csv(results / "clients.tsv", sep="\t", index=False)
+    if kind != "binary":
+        from rvfedprs.genomic.data import write_outcome
+
+        write_outcome(results, kind, "phenotype")
     pd.DataFrame(sample_rows, columns=["sample_id", "population", "cluster", "client"]).to_csv(
         cohort / "samples.tsv", sep="\t", index=False
     )

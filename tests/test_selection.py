@@ -88,10 +88,10 @@ def test_best_round_keeps_the_models_of_the_best_validation_auc(federation):
     for snap in snapshots:
         p = predict_clients(snap.__getitem__, validation, model)
         aucs.append(roc_auc_score(y, np.concatenate([p[c] for c in sorted(validation)])))
-    np.testing.assert_allclose(tracker.aucs, aucs, rtol=1e-12)
-    assert [h["validation_auc"] for h in result.history] == tracker.aucs
+    np.testing.assert_allclose(tracker.values, aucs, rtol=1e-12)
+    assert [h["validation_auc"] for h in result.history] == tracker.values
     best = int(np.argmax(aucs))
-    assert tracker.best_round == best + 1 and tracker.best_auc == pytest.approx(aucs[best])
+    assert tracker.best_round == best + 1 and tracker.best_value == pytest.approx(aucs[best])
     for c in fit.client_ids:
         for name, value in snapshots[best][c].items():
             np.testing.assert_array_equal(tracker.parameters_for(c)[name], value)
@@ -123,9 +123,9 @@ def test_the_floor_is_a_candidate_and_wins_when_no_round_beats_it(tmp_path):
     floor = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12)
     floor.fit(pooled.prs.reshape(-1, 1).astype(np.float64), pooled.y.astype(int))
     expected = roc_auc_score(held.y, floor.decision_function(held.prs.reshape(-1, 1)))
-    assert tracker.start_auc == pytest.approx(expected, abs=1e-9)
-    assert len(tracker.aucs) == 3 and max(tracker.aucs) < tracker.start_auc
-    assert tracker.best_round == 0 and tracker.best_auc == tracker.start_auc
+    assert tracker.start_value == pytest.approx(expected, abs=1e-9)
+    assert len(tracker.values) == 3 and max(tracker.values) < tracker.start_value
+    assert tracker.best_round == 0 and tracker.best_value == tracker.start_value
     kept = predict_clients(tracker.parameters_for, validation, build_model(fit.n_rare, MODEL))
     score = np.concatenate([kept[c] for c in sorted(validation)])
     assert roc_auc_score(held.y, score) == pytest.approx(expected, abs=1e-9)

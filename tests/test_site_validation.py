@@ -252,4 +252,4 @@ def test_under_secure_aggregation_the_server_learns_only_the_sum_of_the_summarie
         record = load_checkpoint(checkpoint_path(tmp_path / "run", entry["round"]))
         auc, loss = _pooled_scores(federation, record, spec)
         assert abs(entry["validation_auc"] - auc) <= bounds[entry["round"]] + 1e-12
-        assert result.selected["log_losses"][entry["round"] - 1] == pytest.approx(loss, abs=1e-6)
+        assert result.selected["losses"][entry["round"] - 1] == pytest.approx(loss, abs=1e-6)

@@ -44,6 +44,9 @@ __all__ = [
     "carrier_masks",
     "predict_clients",
     "federation_metrics",
+    "federation_prs_metrics",
+    "binary_metrics",
+    "OUTCOME_METRICS",
     "cluster_metrics",
     "evaluate_models",
     "cluster_recovery",
@@ -233,6 +236,29 @@ def _reference_aucs(
 def federation_metrics(
     predictions: Mapping[str, np.ndarray],
     test: Mapping[str, ClientData],
+    **extra: Any,
+) -> dict[str, Any]:
+    """The test metrics of the test data's outcome: :data:`OUTCOME_METRICS` of its kind.
+
+    A binary phenotype's are :func:`binary_metrics`', a quantitative one's
+    :func:`~rvfedprs.evaluation.quantitative.quantitative_metrics`' (the same keyword
+    arguments: ``carriers``, ``genetic``, ``sample_clusters``).
+    """
+    kind = test[sorted(predictions)[0]].outcome.kind
+    return OUTCOME_METRICS[kind][0](predictions, test, **extra)
+
+
+def federation_prs_metrics(
+    predictions: Mapping[str, np.ndarray], test: Mapping[str, ClientData], **extra: Any
+) -> dict[str, Any]:
+    """What PRS papers report of every client's model, per client and pooled, by outcome."""
+    kind = test[sorted(predictions)[0]].outcome.kind
+    return OUTCOME_METRICS[kind][1](predictions, test, **extra)
+
+
+def binary_metrics(
+    predictions: Mapping[str, np.ndarray],
+    test: Mapping[str, ClientData],
     *,
     carriers: Mapping[str, np.ndarray] | None = None,
     genetic: Mapping[str, np.ndarray] | None = None,
@@ -255,8 +281,8 @@ def federation_metrics(
     Returns
     -------
     dict
-        ``auc``, ``auc_se`` (DeLong), ``auprc``, ``carrier_auc`` (NaN without ``carriers``),
-        ``n_carriers``,
+        ``metric`` ("auc"), ``auc``, ``auc_se`` (DeLong), ``auprc``, ``carrier_auc`` (NaN
+        without ``carriers``), ``n_carriers``,
         ``client_auc`` {client: auc}, ``client_auc_mean``, ``client_auc_std`` (population sd),
         ``client_auc_se`` {client: DeLong standard error}, ``prs_only_auc`` (the standardised
         PRS as the score), with ``genetic`` ``oracle_auc``, with ``carriers``
@@ -273,6 +299,7 @@ def federation_metrics(
     client_auc = {c: roc_auc(test[c].y, predictions[c]) for c in clients}
     mean, std = client_auc_summary(client_auc)
     out: dict[str, Any] = {
+        "metric": "auc",
         "auc": roc_auc(y, p),
         "auc_se": _auc_se(y, p),
         "auprc": auprc(y, p),
@@ -413,3 +440,17 @@ def _plain(value: object) -> object:
 def cluster_recovery(predicted: Mapping[str, object], truth: Truth) -> float:
     """ARI of predicted client clusters against the true ones."""
     return cluster_ari(predicted, truth.client_clusters())
+
+
+def _outcome_metrics() -> dict[str, tuple[Callable[..., dict], Callable[..., dict]]]:
+    from rvfedprs.evaluation.prs_metrics import federation_prs_metrics as binary_prs
+    from rvfedprs.evaluation.quantitative import quantitative_metrics, quantitative_prs_metrics
+
+    return {
+        "binary": (binary_metrics, binary_prs),
+        "quantitative": (quantitative_metrics, quantitative_prs_metrics),
+    }
+
+
+#: Outcome kind → (its test metrics, its PRS-paper metrics) over a federation's test splits.
+OUTCOME_METRICS = _outcome_metrics()

@@ -69,3 +69,22 @@ def auc_warnings(
             error = (client_se or {}).get(client)
             out.append(f"{name}: site {client} test AUC {interval(value, error)} is below 0.5")
     return out
+
+
+def r2_warnings(name: str, metrics: Mapping[str, Any]) -> list[str]:
+    """A quantitative run's warnings: pooled test R² below the PRS alone beyond its interval.
+
+    Parameters
+    ----------
+    name : str
+    metrics : mapping
+        :func:`~rvfedprs.evaluation.quantitative.quantitative_metrics` (``r2``, ``r2_hi``,
+        ``prs_only_r2``).
+    """
+    r2, high, floor = metrics.get("r2"), metrics.get("r2_hi"), metrics.get("prs_only_r2")
+    if _finite(r2) and _finite(high) and _finite(floor) and high < floor:
+        return [
+            f"{name}: pooled test R² {r2:.3f} (95% CI up to {high:.3f}) is below the PRS "
+            f"alone's {floor:.3f} beyond its interval"
+        ]
+    return []

@@ -7,10 +7,11 @@ part in training, and reports the test metrics of that round's models (early sto
 budget as the upper bound). The validation split is carved out of each client's *training*
 samples, stratified by phenotype and seeded, so test samples stay untouched.
 
-The round is chosen on one of :data:`CRITERIA`, every client's validation samples scored by its
-own model and pooled: ``"auc"`` (higher is better, the default) or ``"log_loss"`` (lower is
-better; it weighs every sample's probability, not only the ranking). :class:`BestRound` records
-both per round whichever it chooses on.
+The round is chosen on the outcome's metric or loss (:data:`CRITERIA`), every client's
+validation samples scored by its own model and pooled: ``"auc"`` (higher is better, the default
+for a binary phenotype) or ``"log_loss"`` (lower is better; it weighs every sample's
+probability, not only the ranking), ``"r2"`` or ``"mse"`` for a quantitative one.
+:class:`BestRound` records both per round whichever it chooses on.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rvfedprs.evaluation import federation_metrics, predict_clients
+from rvfedprs.evaluation import predict_clients
 from rvfedprs.evaluation.summaries import log_loss_sum
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.seeds import derive_seed
@@ -49,20 +50,26 @@ __all__ = [
     "selection_record",
 ]
 
-#: Validation criteria a round or a configuration can be chosen on.
-CRITERIA = ("auc", "log_loss")
+#: Validation criteria a round or a configuration can be chosen on: every outcome's primary
+#: metric (higher is better) and loss (lower is better).
+CRITERIA = ("auc", "log_loss", "r2", "mse")
+_LOSSES = ("log_loss", "mse")
 
 
-def check_criterion(criterion: str) -> str:
-    """``criterion`` when it is one of :data:`CRITERIA`.
+def check_criterion(criterion: str, kind: Outcome = BINARY) -> str:
+    """``criterion`` when it is ``kind``'s primary metric or loss.
 
     Raises
     ------
     ValueError
         Naming the value and the criteria there are.
     """
-    if criterion not in CRITERIA:
-        raise ValueError(f"unknown selection criterion {criterion!r}; choose from {CRITERIA}")
+    allowed = (kind.metric, kind.loss_name)
+    if criterion not in allowed:
+        raise ValueError(
+            f"unknown selection criterion {criterion!r} for a {kind.kind} phenotype; "
+            f"choose from {allowed}"
+        )
     return criterion
 
 
@@ -76,11 +83,11 @@ def pooled_log_loss(predictions: Mapping[str, np.ndarray], data: Mapping[str, Cl
 def validation_scores(
     predictions: Mapping[str, np.ndarray], data: Mapping[str, ClientData]
 ) -> dict[str, float]:
-    """Every criterion of :data:`CRITERIA` for ``predictions`` of ``data``, pooled."""
-    return {
-        "auc": float(federation_metrics(predictions, data)["auc"]),
-        "log_loss": pooled_log_loss(predictions, data),
-    }
+    """The outcome's primary metric and loss for ``predictions`` of ``data``, pooled, exact."""
+    clients = sorted(predictions)
+    y = np.concatenate([data[c].y for c in clients])
+    p = np.concatenate([predictions[c] for c in clients])
+    return data[clients[0]].outcome.validation_scores(y, p)
 
 
 def is_better(criterion: str, score: float, than: float) -> bool:
@@ -89,7 +96,7 @@ def is_better(criterion: str, score: float, than: float) -> bool:
         return False
     if not np.isfinite(than):
         return True
-    return score < than if criterion == "log_loss" else score > than
+    return score < than if criterion in _LOSSES else score > than
 
 
 def validation_split(fraction: float, seed: int) -> dict[str, Any] | None:
@@ -194,7 +201,8 @@ def split_validation(
 class RoundSelection:
     """``evaluate_round`` callback: validation scores after every round; keeps the best models.
 
-    It records the validation AUC and log-loss of every client's model (``parameters_for``)
+    It records the validation metric and loss of the outcome (AUC and log-loss for a binary
+    phenotype, R² and MSE for a quantitative one) of every client's model (``parameters_for``)
     after every round, and keeps a copy of every client's parameters from the round with the
     best ``criterion`` (the earliest on a tie); the starting models (round 0: the floor) are
     the first candidate (:meth:`start`). Afterwards :meth:`parameters_for` serves those models.
@@ -204,36 +212,41 @@ class RoundSelection:
 
     Parameters
     ----------
-    criterion : str
-        One of :data:`CRITERIA`: ``"auc"`` (highest wins) or ``"log_loss"`` (lowest wins).
+    criterion : str, optional
+        The outcome's metric (highest wins, the default) or its loss (lowest wins).
+    kind : Outcome
+        The phenotype's outcome, which names the metric and the loss.
 
     Attributes
     ----------
+    metric, loss : str
+        The outcome's metric and loss names (``auc``/``log_loss``, ``r2``/``mse``).
     best_round : int
         1-based round of the kept models; 0 for the starting models (the floor) when no round
         beat them on validation (:meth:`start`), or before the first round.
-    start_auc, start_log_loss : float or None
-        Validation scores of the starting models, when the engine showed them (:meth:`start`).
-    best_auc, best_log_loss : float
-        Validation scores of the kept round.
-    aucs, log_losses : list of float
-        Validation scores per round.
+    start_value, start_loss : float or None
+        Validation metric and loss of the starting models, when the engine showed them.
+    best_value, best_loss : float
+        Validation metric and loss of the kept round.
+    values, losses : list of float
+        Validation metric and loss per round.
 
     Raises
     ------
     ValueError
-        For a criterion not in :data:`CRITERIA`.
+        For a criterion that is neither the outcome's metric nor its loss.
     """
 
-    def __init__(self, *, criterion: str = "auc") -> None:
-        self.criterion = check_criterion(criterion)
+    def __init__(self, *, criterion: str | None = None, kind: Outcome = BINARY) -> None:
+        self.metric, self.loss = kind.metric, kind.loss_name
+        self.criterion = check_criterion(criterion or kind.metric, kind)
         self.best_round = 0
-        self.best_auc = -np.inf
-        self.best_log_loss = np.inf
-        self.start_auc: float | None = None
-        self.start_log_loss: float | None = None
-        self.aucs: list[float] = []
-        self.log_losses: list[float] = []
+        self.best_value = -np.inf
+        self.best_loss = np.inf
+        self.start_value: float | None = None
+        self.start_loss: float | None = None
+        self.values: list[float] = []
+        self.losses: list[float] = []
         self._best: dict[str, dict[str, np.ndarray]] = {}
 
     @property
@@ -242,13 +255,13 @@ class RoundSelection:
         raise NotImplementedError
 
     def score(self, strategy: Strategy, server_round: int) -> dict[str, float]:
-        """Validation ``auc`` and ``log_loss`` of the strategy's models (round 0: the start)."""
+        """Validation :attr:`metric` and :attr:`loss` of the strategy's models (round 0: start)."""
         raise NotImplementedError
 
     @property
     def best_score(self) -> float:
         """The kept round's validation score on :attr:`criterion`."""
-        return self.best_log_loss if self.criterion == "log_loss" else self.best_auc
+        return self.best_loss if self.criterion == self.loss else self.best_value
 
     def start(self, strategy: Strategy) -> None:
         """Score the starting models (round 0: the floor) as the first candidate.
@@ -258,28 +271,28 @@ class RoundSelection:
         validation to be chosen, and ``best_round`` 0 says that nothing did.
         """
         scores = self.score(strategy, 0)
-        self.start_auc, self.start_log_loss = scores["auc"], scores["log_loss"]
+        self.start_value, self.start_loss = scores[self.metric], scores[self.loss]
         self._keep(strategy, scores, 0)
 
     def __call__(self, strategy: Strategy, server_round: int) -> dict[str, Any]:
         """Score this round's models on validation; keep them if they are the best so far.
 
-        Returns the round's ``validation_auc`` (and ``validation_log_loss`` when that is the
-        criterion, and what :meth:`score` adds besides the two) for the run's history.
+        Returns the round's ``validation_<metric>`` (and ``validation_<loss>`` when that is
+        the criterion, and what :meth:`score` adds besides the two) for the run's history.
         """
-        scores = dict(self.score(strategy, len(self.aucs) + 1))
-        self.aucs.append(scores.pop("auc"))
-        self.log_losses.append(scores.pop("log_loss"))
-        self._keep(strategy, {"auc": self.aucs[-1], "log_loss": self.log_losses[-1]},
-                   len(self.aucs))  # fmt: skip
-        row = {"validation_auc": self.aucs[-1], **scores}
-        if self.criterion == "log_loss":
-            row["validation_log_loss"] = self.log_losses[-1]
+        scores = dict(self.score(strategy, len(self.values) + 1))
+        self.values.append(scores.pop(self.metric))
+        self.losses.append(scores.pop(self.loss))
+        self._keep(strategy, {self.metric: self.values[-1], self.loss: self.losses[-1]},
+                   len(self.values))  # fmt: skip
+        row = {f"validation_{self.metric}": self.values[-1], **scores}
+        if self.criterion == self.loss:
+            row[f"validation_{self.loss}"] = self.losses[-1]
         return row
 
     def _keep(self, strategy: Strategy, scores: Mapping[str, float], server_round: int) -> None:
         if is_better(self.criterion, scores[self.criterion], self.best_score):
-            self.best_auc, self.best_log_loss = scores["auc"], scores["log_loss"]
+            self.best_value, self.best_loss = scores[self.metric], scores[self.loss]
             self.best_round = server_round
             self._best = {
                 c: {k: np.array(v, copy=True) for k, v in strategy.parameters_for(c).items()}
@@ -301,10 +314,10 @@ class RoundSelection:
     def state_dict(self) -> dict[str, Any]:
         """The choice so far, as a checkpoint keeps it (identical models stored once).
 
-        ``round``, ``models``, ``index`` (client → model), ``criterion``, the scores
-        (``start_auc``, ``best_auc``, ``aucs``, their log-loss twins): what a resumed run
-        restores (:meth:`load_state_dict`) and ``rvfedprs evaluate`` scores
-        (:func:`selected_parameters`).
+        ``round``, ``models``, ``index`` (client → model), ``criterion``, ``metric`` and
+        ``loss`` (their names), the scores (``start_value``, ``best_value``, ``values``, their
+        loss twins): what a resumed run restores (:meth:`load_state_dict`) and ``rvfedprs
+        evaluate`` scores (:func:`selected_parameters`).
         """
         models: list[dict[str, np.ndarray]] = []
         index: dict[str, int] = {}
@@ -320,21 +333,24 @@ class RoundSelection:
             "models": models,
             "index": index,
             "criterion": self.criterion,
-            "start_auc": self.start_auc,
-            "start_log_loss": self.start_log_loss,
-            "best_auc": float(self.best_auc),
-            "best_log_loss": float(self.best_log_loss),
-            "aucs": [float(a) for a in self.aucs],
-            "log_losses": [float(v) for v in self.log_losses],
+            "metric": self.metric,
+            "loss": self.loss,
+            "start_value": self.start_value,
+            "start_loss": self.start_loss,
+            "best_value": float(self.best_value),
+            "best_loss": float(self.best_loss),
+            "values": [float(a) for a in self.values],
+            "losses": [float(v) for v in self.losses],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Inverse of :meth:`state_dict` (a resumed run continues the same choice)."""
-        self.criterion = check_criterion(state["criterion"])
+        self.metric, self.loss = state["metric"], state["loss"]
+        self.criterion = state["criterion"]
         self.best_round = int(state["round"])
-        self.start_auc, self.start_log_loss = state["start_auc"], state["start_log_loss"]
-        self.best_auc, self.best_log_loss = float(state["best_auc"]), float(state["best_log_loss"])
-        self.aucs, self.log_losses = list(state["aucs"]), list(state["log_losses"])
+        self.start_value, self.start_loss = state["start_value"], state["start_loss"]
+        self.best_value, self.best_loss = float(state["best_value"]), float(state["best_loss"])
+        self.values, self.losses = list(state["values"]), list(state["losses"])
         models = state["models"]
         self._best = {c: dict(models[i]) for c, i in state["index"].items()}
 
@@ -358,18 +374,26 @@ def selected_parameters(selected: Mapping[str, Any] | None):
 
 
 def selection_record(selected: Mapping[str, Any], fraction: float) -> dict[str, Any]:
-    """What ``metrics.json`` says of the validation choice (``chose_floor`` when round 0 won)."""
-    return {
+    """What ``metrics.json`` says of the validation choice (``chose_floor`` when round 0 won).
+
+    ``validation_<metric>``, ``floor_validation_<metric>`` and ``validation_<metric>s`` (per
+    round) in the outcome's metric (``auc``, ``r2``); for the AUC its tie bound.
+    """
+    metric = selected["metric"]
+    record = {
         "validation_fraction": float(fraction),
         "criterion": selected["criterion"],
+        "metric": metric,
         "selected_round": int(selected["round"]),
         "chose_floor": int(selected["round"]) == 0,
-        "validation_auc": float(selected["best_auc"]),
-        "floor_validation_auc": selected["start_auc"],
-        "validation_aucs": [float(a) for a in selected["aucs"]],
-        # |the AUCs above − the exact pooled ones| at most this (0: pooled in this process)
-        "validation_auc_tie_bound": max(selected.get("auc_tie_bounds") or [0.0]),
+        f"validation_{metric}": float(selected["best_value"]),
+        f"floor_validation_{metric}": selected["start_value"],
+        f"validation_{metric}s": [float(a) for a in selected["values"]],
     }
+    if metric == "auc":
+        # |the AUCs above − the exact pooled ones| at most this (0: pooled in this process)
+        record["validation_auc_tie_bound"] = max(selected.get("auc_tie_bounds") or [0.0])
+    return record
 
 
 class BestRound(RoundSelection):
@@ -386,8 +410,8 @@ class BestRound(RoundSelection):
     model_config : mapping
         ``common_hidden``, ``rare_hidden``, ``dropout``, ``rare_input``: the network scored
         until the engine hands over the run's own (:meth:`prepare`).
-    criterion : str
-        As :class:`RoundSelection`.
+    criterion : str, optional
+        As :class:`RoundSelection` (the outcome is the validation data's).
     keep_predictions : bool
         Keep every scored round's validation probabilities in :attr:`predictions`.
 
@@ -406,10 +430,11 @@ class BestRound(RoundSelection):
         n_rare: int,
         model_config: Mapping[str, Any],
         *,
-        criterion: str = "auc",
+        criterion: str | None = None,
         keep_predictions: bool = False,
     ) -> None:
-        super().__init__(criterion=criterion)
+        kind = next(iter(validation.values())).outcome if validation else BINARY
+        super().__init__(criterion=criterion, kind=kind)
         self.validation = dict(validation)
         self.n_rare, self.model_config = int(n_rare), dict(model_config)
         self._model: TwoPathwayModel | None = None

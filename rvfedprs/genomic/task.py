@@ -540,13 +540,12 @@ class GenomicTask(Task):
     def step_validate(self, site: GenomicSite, payload: Mapping[str, Any], state: dict) -> dict:
         """The validation summary of ``payload["parameters"]`` (the site's own model).
 
-        :func:`~rvfedprs.evaluation.summaries.validation_summary` of the site's validation
-        samples (:meth:`GenomicSite.validation_data`) under the network of
+        The outcome's :meth:`~rvfedprs.outcomes.Outcome.validation_summary` of the site's
+        validation samples (:meth:`GenomicSite.validation_data`) under the network of
         ``payload["settings"]``; with ``payload["secure"]`` the site holds its summary as
-        integer vectors for a secure sum (:func:`~rvfedprs.evaluation.summaries.
-        dense_validation`) and replies with their size only.
+        integer vectors for a secure sum (:meth:`~rvfedprs.outcomes.Outcome.dense_validation`)
+        and replies with their size only.
         """
-        from rvfedprs.evaluation.summaries import validation_summary
         from rvfedprs.model import model_from_config, set_parameters
         from rvfedprs.training.predict import evaluate
 
@@ -556,12 +555,11 @@ class GenomicTask(Task):
         set_parameters(model, payload["parameters"])
         p = evaluate(model, data)
         if not payload.get("secure"):
-            return validation_summary(data.y, p, bins=int(payload["bins"]))
-        from rvfedprs.evaluation.summaries import dense_validation
+            return data.outcome.validation_summary(data.y, p, bins=int(payload["bins"]))
         from rvfedprs.federation.secagg.site import hold
         from rvfedprs.genomic.validation import HELD
 
-        hold(state, HELD, dense_validation(data.y, p, bins=int(payload["bins"])))
+        hold(state, HELD, data.outcome.dense_validation(data.y, p, bins=int(payload["bins"])))
         return {"held": int(payload["bins"])}
 
     def fit(

@@ -26,17 +26,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from rvfedprs.evaluation.selection import RoundSelection
-from rvfedprs.evaluation.summaries import (
-    BINS,
-    SECURE_BINS,
-    VALIDATION_TENSORS,
-    pooled_validation,
-    summed_validation,
-)
+from rvfedprs.evaluation.summaries import BINS, SECURE_BINS
 from rvfedprs.federation.rounds import require_replies
 from rvfedprs.federation.secagg.protocol import SecAggParams
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Transport
+from rvfedprs.outcomes import outcome
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.strategies.secure import SumGroup
 
@@ -82,12 +77,13 @@ class SiteValidation(RoundSelection):
         settings: Mapping[str, Any],
         *,
         min_replies: int,
-        criterion: str = "auc",
+        criterion: str | None = None,
         bins: int | None = None,
         secure: SecAggParams | None = None,
         seed: int = 0,
     ) -> None:
-        super().__init__(criterion=criterion)
+        self.kind = outcome((settings.get("outcome") or {}).get("kind"))
+        super().__init__(criterion=criterion, kind=self.kind)
         self.transport, self.settings = transport, dict(settings)
         self.secure, self.seed = secure, int(seed)
         self.bins = int(bins or (BINS if secure is None else SECURE_BINS))
@@ -128,11 +124,13 @@ class SiteValidation(RoundSelection):
             summed = len(self.clients) - len(failures)
             count = f"{step}: only {summed} of {len(self.clients)} sites in the secure sum"
             require_replies(step, count, summed, self.min_replies, failures)
-            scores: dict[str, Any] = summed_validation(total)
+            scores: dict[str, Any] = self.kind.summed_validation(total)
         else:
-            scores = pooled_validation(summaries)
-        self.tie_bounds.append(scores.pop("auc_tie_bound"))
-        log.info("%s %s: validation AUC %.4f", strategy.name, step, scores["auc"])
+            scores = self.kind.pooled_validation(summaries)
+        if "auc_tie_bound" in scores:
+            self.tie_bounds.append(scores.pop("auc_tie_bound"))
+        log.info("%s %s: validation %s %.4f", strategy.name, step, self.metric,
+                 scores[self.metric])  # fmt: skip
         if failures:
             scores["validation_failed"] = dict(sorted(failures.items()))
         return scores
@@ -143,12 +141,11 @@ class SiteValidation(RoundSelection):
         """Σ of the held summaries of ``sites``; (the totals, site → why it is not in them)."""
         from rvfedprs.federation.secagg.server import secure_sum
 
-        shapes = {"cases": (self.bins,), "controls": (self.bins,), "counts": (2,),
-                  "log_loss": (1,)}  # fmt: skip
+        shapes = self.kind.secure_shapes(self.bins)
         outcome = secure_sum(
             self.transport.subset(sites),
             self.settings,
-            {"all": SumGroup(tuple(sites), VALIDATION_TENSORS)},
+            {"all": SumGroup(tuple(sites), tuple(shapes))},
             held=HELD,
             shapes=shapes,
             params=dataclasses.replace(self.secure, modulus_bits=_MODULUS_BITS),

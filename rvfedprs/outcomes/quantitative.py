@@ -4,7 +4,8 @@ The trait is standardised with its federated training mean and sd before anythin
 (as the PRS is), so a loss, a learning rate and a penalty mean the same whatever the trait's
 units. A site's validation summary is six sums (n, Σy, Σy², Σŷ, Σŷ², Σyŷ), from which the pooled
 ``r2`` (the squared correlation of prediction and trait, PRSice-2's PRS.R2 for a score alone)
-and ``mse`` follow exactly; summed securely they are fixed-point integers.
+and ``mse`` follow exactly; summed securely they are fixed-point integers (a signed sum as its
+positive and negative parts).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ __all__ = ["Quantitative", "SUMS", "SUM_SCALE", "pooled_sums"]
 SUMS = ("n", "sum_y", "sum_yy", "sum_p", "sum_pp", "sum_yp")
 #: Fixed point of a securely summed validation sum (resolution 2^-24 per site).
 SUM_SCALE = 1 << 24
-#: Securely summed sums are two's complement modulo 2^62 (the validation exchange's modulus).
-_MODULUS_BITS = 62
+#: The sums that can be negative: summed securely as their positive and negative parts, since a
+#: secure sum takes non-negative integers.
+_SIGNED = ("sum_y", "sum_p", "sum_yp")
 #: Strata of a quantitative trait's stratified splits: its quantiles.
 STRATA = 5
 
@@ -143,21 +145,28 @@ class Quantitative(Outcome):
 
     def secure_shapes(self, bins: int) -> dict[str, tuple[int, ...]]:
         """One vector of the fixed-point sums."""
-        return {"sums": (len(SUMS),)}
+        return {"sums": (len(SUMS) + len(_SIGNED),)}
 
     def dense_validation(self, y, pred, *, bins):
-        """:data:`SUMS` as round(2^24 · sum), two's complement modulo 2^62."""
-        summary = self.validation_summary(y, pred, bins=bins)
-        mask = (1 << _MODULUS_BITS) - 1
-        values = [round(float(summary[k]) * SUM_SCALE) & mask for k in SUMS]
-        return {"sums": np.array(values, dtype=np.int64)}
+        """:data:`SUMS` as round(2^24 · sum), the signed ones as (positive, negative) parts."""
+        y = np.asarray(y, dtype=np.float64)
+        p = np.asarray(pred, dtype=np.float64)
+        summary = self.validation_summary(y, p, bins=bins)
+        terms = {"sum_y": y, "sum_p": p, "sum_yp": y * p}
+        values = [summary[k] for k in SUMS if k not in _SIGNED]
+        for k in _SIGNED:
+            values += [np.maximum(terms[k], 0).sum(), np.maximum(-terms[k], 0).sum()]
+        return {"sums": np.array([round(float(v) * SUM_SCALE) for v in values], dtype=np.int64)}
 
     def summed_validation(self, total):
         """:meth:`pooled_validation` from the secure sum of :meth:`dense_validation`."""
-        modulus = 1 << _MODULUS_BITS
-        values = [int(v) % modulus for v in np.asarray(total["sums"]).astype(np.uint64)]
-        signed = [v - modulus if v >= modulus // 2 else v for v in values]
-        scores = pooled_sums({k: v / SUM_SCALE for k, v in zip(SUMS, signed, strict=True)})
+        values = [int(v) / SUM_SCALE for v in np.asarray(total["sums"])]
+        unsigned = [k for k in SUMS if k not in _SIGNED]
+        sums = dict(zip(unsigned, values[: len(unsigned)], strict=True))
+        parts = values[len(unsigned) :]
+        for i, k in enumerate(_SIGNED):
+            sums[k] = parts[2 * i] - parts[2 * i + 1]
+        scores = pooled_sums(sums)
         return {"r2": scores["r2"], "mse": scores["mse"]}
 
     def validation_scores(self, y, pred):

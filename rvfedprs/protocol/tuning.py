@@ -193,7 +193,7 @@ class EarlyStopping(BestRound):
     def __call__(self, strategy, server_round):
         """Score the round; stop when the best round is ``patience`` rounds old."""
         out = super().__call__(strategy, server_round)
-        if self.patience is not None and len(self.aucs) - self.best_round >= self.patience:
+        if self.patience is not None and len(self.values) - self.best_round >= self.patience:
             raise StopTraining(f"no better validation {self.criterion} for {self.patience} rounds")
         return out
 
@@ -408,10 +408,10 @@ def run_trial(
         method,
         dict(configuration),
         key,
-        float(stopper.best_auc),
+        float(stopper.best_value),
         int(stopper.best_round),
-        len(stopper.aucs),
-        [float(a) for a in stopper.aucs],
+        len(stopper.values),
+        [float(a) for a in stopper.values],
         clusters,
         time.perf_counter() - t0,
         int(random_seed),
@@ -419,8 +419,8 @@ def run_trial(
         privacy_settings(config),
         float(epsilon),
         criterion,
-        float(stopper.best_log_loss),
-        [float(v) for v in stopper.log_losses],
+        float(stopper.best_loss),
+        [float(v) for v in stopper.losses],
     )
     return trial, Fitted(stopper.predict, clusters, stopper.predictions)
 

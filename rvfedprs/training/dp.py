@@ -389,6 +389,7 @@ def dp_local_update(
         momentum=config.momentum,
         weight_decay=config.weight_decay,
     )
+
     def sample_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return data.outcome.loss(logits, y, pos_weight=config.pos_weight, reduction="none")
 

@@ -149,7 +149,13 @@ def _association_reply(parameters, floor_design, data, coef, config, units) -> d
     layout = UnitLayout.from_matrix(units) if units is not None else UnitLayout.from_members([], [])
     group, n_groups = int(settings["group"]), int(settings["n_groups"])
     sums = association_sums(
-        floor_design, data.rare, data.y, coef, layout, group=group, n_groups=n_groups,
+        floor_design,
+        data.rare,
+        data.y,
+        coef,
+        layout,
+        group=group,
+        n_groups=n_groups,
         kind=data.outcome,
     )
     n = float(data.n_samples)

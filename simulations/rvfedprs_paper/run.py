@@ -325,7 +325,7 @@ def run_one(
         record.update(
             validation_fraction=validation_fraction,
             best_round=selection.best_round,
-            best_validation_auc=selection.best_auc,
+            best_validation_auc=selection.best_value,
             n_validation=sum(d.n_samples for d in selection.validation.values()),
         )
     record.update(dp_epsilon(result.client_state), secure_aggregation=secure)

@@ -1,0 +1,233 @@
+"""Test metrics of a quantitative phenotype, as PRS papers and PRSice-2 report them (SPEC §10).
+
+For a score s (a model's prediction or a PRS), covariates C and a trait y on a test split:
+
+- ``r2``: the squared correlation of s and y (PRSice-2's R² of y ~ s), with the 95% interval
+  of Fisher's z of the correlation;
+- ``incremental_r2``: R²(y ~ C + s) − R²(y ~ C) of least-squares fits (PRSice-2's PRS.R2 =
+  Full.R2 − Null.R2, both reported), its interval from the partial correlation of s and y given
+  C (Fisher's z with n − k − 3 degrees of freedom, k covariates), since
+  ΔR² = r²_partial · (1 − R²_null);
+- ``partial_r``: that partial correlation;
+- ``beta_per_sd``: the slope of y on s standardised to sd 1 (in the trait's standardised
+  units), given C;
+- ``top_decile_difference``: the mean trait of the 10% with the highest scores minus that of
+  the other 90%, with Welch's 95% interval;
+- ``mse``: the mean squared error of s as a prediction of y.
+
+:func:`quantitative_metrics` returns them pooled, per client and per true cluster, and restricted
+to the carriers of causal rare variants, in the shape :func:`rvfedprs.evaluation.
+federation_metrics` gives a binary phenotype's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from rvfedprs.evaluation.metrics import cluster_label
+from rvfedprs.training import ClientData
+
+__all__ = [
+    "r2_score",
+    "ols_r2",
+    "score_metrics",
+    "quantitative_metrics",
+    "quantitative_prs_metrics",
+]
+
+_Z = float(stats.norm.ppf(0.975))
+
+
+def _fisher_interval(r: float, dof: int) -> tuple[float, float]:
+    """95% interval of a correlation from Fisher's z with ``dof`` (n − 3 − covariates)."""
+    if not np.isfinite(r) or dof < 1 or abs(r) >= 1:
+        return float("nan"), float("nan")
+    z, half = np.arctanh(r), _Z / np.sqrt(dof)
+    return float(np.tanh(z - half)), float(np.tanh(z + half))
+
+
+def _squared_interval(low: float, high: float) -> tuple[float, float]:
+    """The interval of r² from that of r (0 inside when the interval of r holds 0)."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return float("nan"), float("nan")
+    if low <= 0 <= high:
+        return 0.0, float(max(low * low, high * high))
+    return float(min(low * low, high * high)), float(max(low * low, high * high))
+
+
+def r2_score(y: np.ndarray, s: np.ndarray) -> float:
+    """The squared correlation of ``s`` and ``y`` (NaN when either is constant or n < 3)."""
+    y, s = np.asarray(y, np.float64), np.asarray(s, np.float64)
+    if y.size < 3 or np.ptp(y) == 0 or np.ptp(s) == 0:
+        return float("nan")
+    return float(np.corrcoef(y, s)[0, 1] ** 2)
+
+
+def ols_r2(x: np.ndarray, y: np.ndarray) -> float:
+    """R² of the least-squares fit of ``y`` on [1, ``x``] (``x`` may have 0 columns)."""
+    y = np.asarray(y, np.float64)
+    design = np.column_stack([np.ones(y.size), np.asarray(x, np.float64).reshape(y.size, -1)])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    residual = y - design @ coef
+    total = float(np.sum((y - y.mean()) ** 2))
+    return float(1.0 - residual @ residual / total) if total > 0 else float("nan")
+
+
+def score_metrics(
+    y: np.ndarray, s: np.ndarray, covariates: np.ndarray | None = None
+) -> dict[str, float]:
+    """Every metric of the module docstring for one score on one sample.
+
+    Parameters
+    ----------
+    y : array, shape (n,)
+    s : array, shape (n,)
+    covariates : array, shape (n, k), optional
+    """
+    y, s = np.asarray(y, np.float64), np.asarray(s, np.float64)
+    n = int(y.size)
+    c = (
+        np.zeros((n, 0))
+        if covariates is None
+        else np.asarray(covariates, np.float64).reshape(n, -1)
+    )
+    nan = float("nan")
+    out: dict[str, float] = {"n": n, "r2": r2_score(y, s)}
+    r = float(np.sign(np.cov(y, s)[0, 1]) * np.sqrt(out["r2"])) if n >= 3 else nan
+    out["r2_lo"], out["r2_hi"] = _squared_interval(*_fisher_interval(r, n - 3))
+    out["mse"] = float(np.mean((y - s) ** 2)) if n else nan
+    if n < c.shape[1] + 3 or not np.isfinite(out["r2"]):
+        return out | {k: nan for k in ("null_r2", "full_r2", "incremental_r2", "incremental_r2_lo",
+                                       "incremental_r2_hi", "partial_r", "beta_per_sd",
+                                       "top_decile_difference", "top_decile_difference_lo",
+                                       "top_decile_difference_hi")}  # fmt: skip
+    null, full = ols_r2(c, y), ols_r2(np.column_stack([c, s]), y)
+    design = np.column_stack([np.ones(n), c])
+    resid_y = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+    resid_s = s - design @ np.linalg.lstsq(design, s, rcond=None)[0]
+    partial = float(np.corrcoef(resid_y, resid_s)[0, 1]) if np.ptp(resid_s) > 0 else nan
+    low, high = _squared_interval(*_fisher_interval(partial, n - c.shape[1] - 3))
+    scaled = (s - s.mean()) / s.std()
+    beta = np.linalg.lstsq(np.column_stack([design, scaled]), y, rcond=None)[0][-1]
+    top = s >= np.quantile(s, 0.9)
+    out |= {
+        "null_r2": null,
+        "full_r2": full,
+        "incremental_r2": full - null,
+        "incremental_r2_lo": low * (1 - null),
+        "incremental_r2_hi": high * (1 - null),
+        "partial_r": partial,
+        "beta_per_sd": float(beta),
+    }
+    out |= _top_decile(y[top], y[~top])
+    return out
+
+
+def _top_decile(top: np.ndarray, rest: np.ndarray) -> dict[str, float]:
+    """Mean of ``top`` − mean of ``rest`` with Welch's 95% interval."""
+    nan = float("nan")
+    if top.size < 2 or rest.size < 2:
+        return {"top_decile_difference": nan, "top_decile_difference_lo": nan,
+                "top_decile_difference_hi": nan}  # fmt: skip
+    diff = float(top.mean() - rest.mean())
+    va, vb = top.var(ddof=1) / top.size, rest.var(ddof=1) / rest.size
+    se = float(np.sqrt(va + vb))
+    dof = (va + vb) ** 2 / (va**2 / (top.size - 1) + vb**2 / (rest.size - 1)) if se else 1.0
+    half = float(stats.t.ppf(0.975, dof)) * se
+    return {"top_decile_difference": diff, "top_decile_difference_lo": diff - half,
+            "top_decile_difference_hi": diff + half}  # fmt: skip
+
+
+def _reference_r2(y, prs, genetic, prefix: str = "") -> dict[str, float]:
+    out = {f"{prefix}prs_only_r2": r2_score(y, prs)}
+    if genetic is not None:
+        out[f"{prefix}oracle_r2"] = r2_score(y, genetic)
+    return out
+
+
+def quantitative_metrics(
+    predictions: Mapping[str, np.ndarray],
+    test: Mapping[str, ClientData],
+    *,
+    carriers: Mapping[str, np.ndarray] | None = None,
+    genetic: Mapping[str, np.ndarray] | None = None,
+    sample_clusters: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Pooled, per-client, carrier and per-cluster metrics of a quantitative phenotype.
+
+    Parameters as :func:`rvfedprs.evaluation.federation_metrics` (predictions: the predicted
+    standardised trait).
+
+    Returns
+    -------
+    dict
+        ``metric`` ("r2"), :func:`score_metrics` of the pooled predictions with the pooled
+        covariates (``r2``, ``r2_lo``, ``r2_hi``, ``incremental_r2``...), ``client_r2``
+        {client: r2}, ``client_r2_mean``, ``client_r2_std``, ``prs_only_r2`` (and with
+        ``genetic`` ``oracle_r2``), with ``carriers`` ``carrier_r2``, ``n_carriers`` and the
+        carrier references, with ``sample_clusters`` ``cluster_metrics``.
+    """
+    clients = sorted(predictions)
+    y = np.concatenate([test[c].y for c in clients]).astype(np.float64)
+    p = np.concatenate([predictions[c] for c in clients]).astype(np.float64)
+    prs = np.concatenate([test[c].prs for c in clients]).astype(np.float64)
+    cov = np.concatenate([test[c].covariates for c in clients]).astype(np.float64)
+    g = None if genetic is None else np.concatenate([genetic[c] for c in clients])
+    client_r2 = {c: r2_score(test[c].y, predictions[c]) for c in clients}
+    finite = np.array([v for v in client_r2.values() if np.isfinite(v)])
+    out: dict[str, Any] = {
+        "metric": "r2",
+        **score_metrics(y, p, cov),
+        "carrier_r2": float("nan"),
+        "n_carriers": None,
+        "client_r2": client_r2,
+        "client_r2_mean": float(finite.mean()) if finite.size else float("nan"),
+        "client_r2_std": float(finite.std()) if finite.size else float("nan"),
+        **_reference_r2(y, prs, g),
+    }
+    mask = None
+    if carriers is not None:
+        mask = np.concatenate([carriers[c] for c in clients])
+        out["n_carriers"] = int(mask.sum())
+        out["carrier_r2"] = r2_score(y[mask], p[mask])
+        out |= _reference_r2(y[mask], prs[mask], None if g is None else g[mask], "carrier_")
+    if sample_clusters is not None:
+        labels = np.concatenate([np.asarray(sample_clusters[c], dtype=object) for c in clients])
+        labels = np.asarray([cluster_label(v) for v in labels], dtype=object)
+        out["cluster_metrics"] = {}
+        for k in sorted(set(labels)):
+            rows = labels == k
+            g_rows = None if g is None else g[rows]
+            entry = {"n": int(rows.sum()), "r2": r2_score(y[rows], p[rows]),
+                     **_reference_r2(y[rows], prs[rows], g_rows)}  # fmt: skip
+            if mask is not None:
+                both = rows & mask
+                entry |= {"n_carriers": int(both.sum()), "carrier_r2": r2_score(y[both], p[both])}
+            out["cluster_metrics"][k] = entry
+    return out
+
+
+def quantitative_prs_metrics(
+    predictions: Mapping[str, np.ndarray], test: Mapping[str, ClientData], **_: Any
+) -> dict[str, Any]:
+    """:func:`score_metrics` of every client's predictions on its test split, and pooled.
+
+    Returns
+    -------
+    dict
+        ``pooled`` and ``clients`` ({client: metrics}), as
+        :func:`~rvfedprs.evaluation.prs_metrics.federation_prs_metrics`.
+    """
+    clients = sorted(predictions)
+    per_client = {c: score_metrics(test[c].y, predictions[c], test[c].covariates)
+                  for c in clients}  # fmt: skip
+    pooled = score_metrics(
+        np.concatenate([test[c].y for c in clients]),
+        np.concatenate([predictions[c] for c in clients]),
+        np.concatenate([test[c].covariates for c in clients]),
+    )
+    return {"pooled": pooled, "clients": per_client}
