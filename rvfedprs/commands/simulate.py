@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "simulate a federated case-control cohort (genotypes, phenotypes, PGS, truth)"
+HELP = "simulate a federated cohort, binary or quantitative trait (genotypes, PGS, truth)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,7 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="YAML file with a 'simulate:' section (merged over --preset or --scenario)",
     )
     parser.add_argument(
-        "--preset", choices=preset_names(), help="built-in preset (demo: 10 x 1,000 samples)"
+        "--preset",
+        choices=preset_names(),
+        help="built-in preset (demo: 10 x 1,000 samples; ldl: a quantitative LDL-like trait)",
     )
     parser.add_argument(
         "--scenario",
@@ -55,10 +57,14 @@ def run(args: argparse.Namespace) -> int:
     result = run_simulation(config["simulate"], args.out, random_seed=args.seed, origin=origin)
     summary = result.summary
     clients = summary["clients"]
+    if summary.get("phenotype_kind") == "quantitative":
+        fit = f"R² {summary['r2']['prs']:.3f} (realised h² {summary['causal']['realised_h2']:.3f})"
+    else:
+        fit = f"AUC {summary['auc']['prs']:.3f}"
     print(
         f"wrote {args.out}: {summary['n_samples']} samples in {len(clients)} clients, "
         f"{summary['n_variants']} variants, {summary['causal']['n_rare']} rare causal variants "
         f"({summary['causal']['rare_carriers']} carriers), PGS of {summary['gwas']['n_in_score']} "
-        f"variants with AUC {summary['auc']['prs']:.3f}"
+        f"variants with {fit}"
     )
     return 0

@@ -12,13 +12,14 @@ with the number of variants:
    effects (α-model; a group × group correlation, signs and nulls for shared ones; optionally
    concentrated in genes, :mod:`~rvfedprs.simulate.genes`), founder enrichment (genotypes of a
    few variants redrawn in one cluster);
-4. the phenotype: liability = common part + rare part + noise, cases = top liabilities per site;
+4. the phenotype: liability = common part + rare part + noise; cases = top liabilities per site
+   (binary), or the liability itself as the trait (quantitative);
 5. a writing pass (:func:`~rvfedprs.simulate.passes.write_and_test`): the target cohort's
    VCF/PLINK files (unobserved variants left out and counted) and the discovery GWAS;
 6. the PGS (:mod:`~rvfedprs.simulate.gwas`): summary statistics, LD clumping and the p-value
    threshold chosen on the discovery cohort's validation part, the PGS Catalog scoring file;
 7. truth tables (:mod:`~rvfedprs.simulate.truth`), the gene region files when there are genes,
-   checks (PGS AUC, carriers, Fst) and the provenance record with the resolved parameters and
+   checks (PGS AUC or R², carriers, Fst) and the provenance record with the resolved parameters and
    the outputs' checksums.
 """
 
@@ -82,7 +83,8 @@ class SimulatedCohort:
     samples : DataFrame
         ``sample_id, population, cluster, client, architecture``.
     phenotypes : DataFrame
-        ``eid, Subject id, <name>, <name>_liability``.
+        ``eid, Subject id, <name>, <name>_liability`` (binary) or ``eid, Subject id, <name>``
+        (quantitative: ``<name>`` holds the trait).
     causal_variants : DataFrame
         The truth table (``truth/causal_variants.tsv``): one row per causal variant and group
         in which it acts.
@@ -411,14 +413,17 @@ def run_simulation(
     noise_sd = np.sqrt(1 - pheno["h2_common"] - pheno["h2_rare"])
     noise = np.random.default_rng(seeds[2]).normal(0.0, noise_sd, size=len(inds))
     liability = g_common - g_common[is_target].mean() + g_rare - g_rare[is_target].mean() + noise
-    prevalence_of_pop = dict(enumerate(layout["prevalence"]))
-    y = np.zeros(len(inds), dtype=np.int8)
     thresholds: dict[Any, float] = {}
-    for role in ("target", "discovery"):
-        rows = np.flatnonzero(inds["role"].to_numpy() == role)
-        y[rows], found = threshold_by_group(liability[rows], prevalence_of_pop, pop[rows])
-        if role == "target":
-            thresholds = {layout["client"].iat[k]: v for k, v in found.items()}
+    if pheno["kind"] == "quantitative":  # the trait is the liability itself: no threshold
+        y = liability.copy()
+    else:
+        prevalence_of_pop = dict(enumerate(layout["prevalence"]))
+        y = np.zeros(len(inds), dtype=np.int8)
+        for role in ("target", "discovery"):
+            rows = np.flatnonzero(inds["role"].to_numpy() == role)
+            y[rows], found = threshold_by_group(liability[rows], prevalence_of_pop, pop[rows])
+            if role == "target":
+                thresholds = {layout["client"].iat[k]: v for k, v in found.items()}
 
     # ---- 5. writing pass and discovery GWAS ------------------------------------------------------
     disc_rows = np.flatnonzero(~is_target)
@@ -558,10 +563,11 @@ def run_simulation(
     timings["total_s"] = time.perf_counter() - started
     summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
     _write_provenance(out, params, seed, summary, origin)
+    metric = "r2" if pheno["kind"] == "quantitative" else "auc"
     log.info(
-        "simulated %d samples, %d variants; PGS of %d variants, AUC %.3f; wrote %s",
-        n_target_total, summary["n_variants"], len(score_table),
-        summary["auc"]["prs"] or float("nan"), out,
+        "simulated %d samples, %d variants; PGS of %d variants, %s %.3f; wrote %s",
+        n_target_total, summary["n_variants"], len(score_table), metric.upper(),
+        summary[metric]["prs"] or float("nan"), out,
     )  # fmt: skip
     return SimulatedCohort(
         out, tables["samples"], tables["phenotypes"], tables["causal"], score_table, summary
@@ -574,7 +580,10 @@ def _maf(ac: np.ndarray, n: int) -> np.ndarray:
 
 
 def _build_pgs(gwas: GwasPass, variants, y, gwas_rows, val_rows, params, discovery):
-    """LD clumping + thresholding chosen on validation, weights on the log-odds scale.
+    """LD clumping + thresholding chosen on validation.
+
+    Weights are on the log-odds scale for a binary trait, in trait SD units for a quantitative
+    one (whose score is chosen by validation R² instead of AUC).
 
     ``discovery`` holds what drawn summary statistics need (``gwas.sample_size``): ``rng``, the
     causal genotypes of the reference panel, their columns and their effects in the discovery
@@ -589,7 +598,13 @@ def _build_pgs(gwas: GwasPass, variants, y, gwas_rows, val_rows, params, discove
         pairs = ld_pairs(
             gwas.reference, chroms, positions, window_bp=window, r2_min=min(settings["clump_r2"])
         )
-    if settings["sample_size"] is None:
+    quantitative = params["phenotype"]["kind"] == "quantitative"
+    metric = "r2" if quantitative else "auc"
+    if settings["sample_size"] is None and quantitative:
+        case_fraction = None
+        weights = gwas.beta  # a linear regression of the trait: already per SD of the trait
+        p = gwas.p
+    elif settings["sample_size"] is None:
         case_fraction = float(y[gwas_rows].mean())
         # linear effects on a 0/1 outcome, put on the log-odds scale: beta / (K (1 - K))
         weights = gwas.beta / (case_fraction * (1 - case_fraction))
@@ -605,7 +620,7 @@ def _build_pgs(gwas: GwasPass, variants, y, gwas_rows, val_rows, params, discove
         )  # fmt: skip
     chosen, table = clumping_thresholding(
         p, weights, pairs, gwas.validation, y[val_rows],
-        r2_values=settings["clump_r2"], p_thresholds=settings["p_thresholds"],
+        r2_values=settings["clump_r2"], p_thresholds=settings["p_thresholds"], metric=metric,
     )  # fmt: skip
     columns = gwas.tested[chosen]
     score_table = pd.DataFrame(
@@ -628,7 +643,7 @@ def _build_pgs(gwas: GwasPass, variants, y, gwas_rows, val_rows, params, discove
         "n_tested": int(len(gwas.tested)),
         "clump_r2": None if pd.isna(best["clump_r2"]) else float(best["clump_r2"]),
         "p_threshold": float(best["p_threshold"]),
-        "validation_auc": float(best["validation_auc"]),
+        f"validation_{metric}": float(best[f"validation_{metric}"]),
         "grid": table.drop(columns="chosen").to_dict(orient="records"),
         "n_in_score": int(len(columns)),
         "gwas_case_fraction": case_fraction,
@@ -683,7 +698,7 @@ def simulate_cohort(
     preset: str | None = None,
     **options: Any,
 ) -> SimulatedCohort:
-    """Simulate a federated case-control cohort and write it in the CINECA layout.
+    """Simulate a federated cohort (case-control or quantitative trait) in the CINECA layout.
 
     Arguments left out (None) take the preset's value, else the schema default
     (``rvfedprs/schemas/simulate.schema.json``: 10 sites of 1,000 in 3 clusters, msprime).

@@ -2,7 +2,8 @@
 
 Clumping + thresholding as done for real scores (PRSice, ``plink --clump``): the discovery
 GWAS gives marginal effects and p-values, LD clumping keeps one index variant per LD block, and
-the p-value threshold is the one whose score predicts best in held-out discovery individuals.
+the p-value threshold is the one whose score predicts best in held-out discovery individuals
+(AUC for a binary trait, R² for a quantitative one).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "clump",
     "passes_threshold",
     "clumping_thresholding",
+    "validation_r2",
 ]
 
 
@@ -257,6 +259,18 @@ def passes_threshold(p: np.ndarray, threshold: float) -> np.ndarray:
     return p < threshold if threshold < 1 else np.ones(len(p), dtype=bool)
 
 
+def validation_r2(y: np.ndarray, score: np.ndarray) -> float:
+    """Squared Pearson correlation of a score and a quantitative trait (NaN for a constant one)."""
+    y = np.asarray(y, dtype=np.float64)
+    score = np.asarray(score, dtype=np.float64)
+    if np.std(score) == 0 or np.std(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(score, y)[0, 1] ** 2)
+
+
+_METRICS = ("auc", "r2")
+
+
 def clumping_thresholding(
     p: np.ndarray,
     weights: np.ndarray,
@@ -266,14 +280,15 @@ def clumping_thresholding(
     *,
     r2_values: Sequence[float],
     p_thresholds: Sequence[float],
+    metric: str = "auc",
 ) -> tuple[np.ndarray, pd.DataFrame]:
-    """Clumping + thresholding with (r², p-threshold) chosen by AUC on validation individuals.
+    """Clumping + thresholding with (r², p-threshold) chosen on validation individuals.
 
     Every pair of an r² in ``r2_values`` and a threshold in ``p_thresholds`` gives a score (the
     index variants of clumping at that r², with p below the threshold, weighted by
-    ``weights``); the one with the best AUC on ``validation`` wins, ties going to the score with
-    fewer variants (the Privé et al. 2019 C+T grid, on held-out discovery individuals: neither
-    the target cohort nor the truth is read).
+    ``weights``); the one with the best AUC (a binary trait) or R² (a quantitative one) on
+    ``validation`` wins, ties going to the score with fewer variants (the Privé et al. 2019 C+T
+    grid, on held-out discovery individuals: neither the target cohort nor the truth is read).
 
     Parameters
     ----------
@@ -282,40 +297,56 @@ def clumping_thresholding(
         From :func:`ld_pairs` with ``r2_min <= min(r2_values)``; None: no clumping.
     validation : ndarray, shape (n_validation, n_variants)
         ALT-allele counts of the validation individuals.
-    y : ndarray of {0, 1}, shape (n_validation,)
+    y : ndarray, shape (n_validation,)
+        Case status in {0, 1} (``metric="auc"``) or the trait (``metric="r2"``).
     r2_values, p_thresholds : sequence of float
+    metric : {"auc", "r2"}
+        ROC AUC of the score for the case status, or the squared correlation of score and
+        trait (:func:`validation_r2`).
 
     Returns
     -------
     chosen : ndarray of bool, shape (n_variants,)
         The variants of the winning score.
     table : DataFrame
-        ``clump_r2, p_threshold, n_variants, validation_auc`` for every pair (AUC NaN when no
+        ``clump_r2, p_threshold, n_variants, validation_<metric>`` for every pair (NaN when no
         variant passes), and ``chosen`` (bool).
     """
     from sklearn.metrics import roc_auc_score
 
+    if metric not in _METRICS:
+        raise ConfigError(f"validation metric {metric!r} unknown; choose from {list(_METRICS)}")
     y = np.asarray(y)
-    if len(np.unique(y)) < 2:
+    if metric == "auc" and len(np.unique(y)) < 2:
         raise ConfigError(
             "the discovery cohort's validation part holds only one phenotype class; raise "
             "'simulate.discovery_samples' or 'simulate.gwas.validation_fraction'"
         )
+    if metric == "r2" and not (len(y) > 2 and np.std(y) > 0):
+        raise ConfigError(
+            f"the discovery cohort's validation part ({len(y)} individuals) has no trait "
+            "variance to choose the score by; raise 'simulate.discovery_samples' or "
+            "'simulate.gwas.validation_fraction'"
+        )
+    column = f"validation_{metric}"
     rows, masks = [], []
     for r2 in sorted(float(v) for v in (r2_values if pairs is not None else [1.0])):
         index = clump(p, pairs, r2) if pairs is not None else np.ones(len(p), dtype=bool)
         for t in sorted(float(t) for t in p_thresholds):
             use = index & passes_threshold(p, t)
-            auc = np.nan
+            value = np.nan
             if use.any():
-                auc = float(roc_auc_score(y, _score(validation, weights, use)))
+                score = _score(validation, weights, use)
+                value = (
+                    float(roc_auc_score(y, score)) if metric == "auc" else validation_r2(y, score)
+                )
             rows.append({"clump_r2": r2 if pairs is not None else None, "p_threshold": t,
-                         "n_variants": int(use.sum()), "validation_auc": auc})  # fmt: skip
+                         "n_variants": int(use.sum()), column: value})  # fmt: skip
             masks.append(use)
     table = pd.DataFrame(rows)
-    if table["validation_auc"].isna().all():
+    if table[column].isna().all():
         raise ConfigError("no variant passes any of 'simulate.gwas.p_thresholds'")
-    ranked = table.assign(_neg=-table["validation_auc"].fillna(-np.inf)).sort_values(
+    ranked = table.assign(_neg=-table[column].fillna(-np.inf)).sort_values(
         ["_neg", "n_variants"], kind="stable"
     )
     best = int(ranked.index[0])

@@ -3,15 +3,22 @@
 Written under the output folder (design §2, docs/ARCHITECTURE.md):
 
 - ``samples.tsv``: ``sample_id, population, cluster, client, architecture``;
-- ``phenotypes.tsv``: ``eid, Subject id, <name>, <name>_liability``;
+- ``phenotypes.tsv``: ``eid, Subject id, <name>, <name>_liability`` for a binary trait;
+  ``eid, Subject id, <name>`` for a quantitative one (``<name>`` holds the trait);
 - ``truth/causal_variants.tsv``: one row per causal variant and group in which it acts (the
-  ancestry cluster for common variants, the architecture group for rare ones) with its effect,
-  frequencies, carriers, the odds ratio its effect implies and its gene (empty outside genes);
-  a shared variant with no effect in a group (``rare_shared_causal_groups``) has no row there;
-- ``truth/causal_sites.tsv``: one row per causal variant and site where it has an effect;
+  ancestry cluster for common variants, the architecture group for rare ones) with its effect
+  (per ALT copy, in SD units of the liability or of the quantitative trait), frequencies,
+  carriers, the odds ratio its effect implies (binary; a quantitative trait has the mean trait
+  of the carriers, ``group_carrier_mean``, in place of ``group_carrier_cases`` and no odds
+  ratio: its effect already is the carrier shift in SD units) and its gene (empty outside
+  genes); a shared variant with no effect in a group (``rare_shared_causal_groups``) has no row
+  there;
+- ``truth/causal_sites.tsv``: one row per causal variant and site where it has an effect
+  (``carrier_cases``, or ``carrier_mean`` for a quantitative trait);
 - ``truth/sites.tsv``: per site: cluster, architecture group, size, cases, prevalence,
-  threshold, carriers, realised h²;
-- ``truth/genetic_values.tsv``: ``sample_id, genetic_common, genetic_rare``.
+  threshold (binary) or the trait's mean and variance (quantitative), carriers, realised h²;
+- ``truth/genetic_values.tsv``: ``sample_id, genetic_common, genetic_rare``: the true genetic
+  value (uncentred; the trait or liability holds it centred on the target cohort).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import pandas as pd
 from rvfedprs.genotypes.chunk import variant_keys
 from rvfedprs.simulate.effects import liability_odds_ratio
 
-__all__ = ["write_tables", "summarise", "carrier_odds_ratio"]
+__all__ = ["write_tables", "summarise", "carrier_odds_ratio", "carrier_mean_difference"]
 
 _FLOAT = "%.10g"
 
@@ -45,6 +52,18 @@ def carrier_odds_ratio(carrier: np.ndarray, case: np.ndarray) -> float | None:
     c = (~carrier & case).sum() + 0.5
     d = (~carrier & ~case).sum() + 0.5
     return float(a * d / (b * c))
+
+
+def carrier_mean_difference(carrier: np.ndarray, trait: np.ndarray) -> float | None:
+    """Mean quantitative trait of carriers minus that of non-carriers (trait SD units).
+
+    None when either group is empty.
+    """
+    carrier = np.asarray(carrier, dtype=bool)
+    trait = np.asarray(trait, dtype=np.float64)
+    if carrier.all() or not carrier.any():
+        return None
+    return float(trait[carrier].mean() - trait[~carrier].mean())
 
 
 def _variant_rows(variants: pd.DataFrame, columns: np.ndarray) -> pd.DataFrame:
@@ -95,22 +114,42 @@ def write_tables(
     )
     samples.to_csv(out / "samples.tsv", sep="\t", index=False)
     name = pheno["name"]
-    phenotypes = pd.DataFrame(
-        {
-            "eid": 1_000_001 + np.arange(len(sample_ids)),
-            "Subject id": sample_ids,
-            name: y[target].astype(np.int8),
-            f"{name}_liability": np.round(liability[target], 6),
-        }
-    )
-    phenotypes.to_csv(out / "phenotypes.tsv", sep="\t", index=False)
+    quantitative = pheno.get("kind", "binary") == "quantitative"
+    if quantitative:
+        phenotypes = pd.DataFrame(
+            {
+                "eid": 1_000_001 + np.arange(len(sample_ids)),
+                "Subject id": sample_ids,
+                name: liability[target],
+            }
+        )
+        phenotypes.to_csv(out / "phenotypes.tsv", sep="\t", index=False, float_format=_FLOAT)
+    else:
+        phenotypes = pd.DataFrame(
+            {
+                "eid": 1_000_001 + np.arange(len(sample_ids)),
+                "Subject id": sample_ids,
+                name: y[target].astype(np.int8),
+                f"{name}_liability": np.round(liability[target], 6),
+            }
+        )
+        phenotypes.to_csv(out / "phenotypes.tsv", sep="\t", index=False)
 
     # per site: carriers and carrier cases of every causal variant
     n_sites = len(layout)
     carriers_c = np.stack([(xc[pop == k] > 0).sum(0) for k in range(n_sites)])  # (sites, n_c)
-    cases_c = np.stack([((xc[pop == k] > 0) & y_t[pop == k, None]).sum(0) for k in range(n_sites)])
     carriers_r = np.stack([(xr[pop == k] > 0).sum(0) for k in range(n_sites)])
-    cases_r = np.stack([((xr[pop == k] > 0) & y_t[pop == k, None]).sum(0) for k in range(n_sites)])
+    if quantitative:  # the trait summed over carriers (a mean once divided by the carriers)
+        lt_t = liability[target]
+        cases_c = np.stack([(xc[pop == k] > 0).T @ lt_t[pop == k] for k in range(n_sites)])
+        cases_r = np.stack([(xr[pop == k] > 0).T @ lt_t[pop == k] for k in range(n_sites)])
+    else:
+        cases_c = np.stack(
+            [((xc[pop == k] > 0) & y_t[pop == k, None]).sum(0) for k in range(n_sites)]
+        )
+        cases_r = np.stack(
+            [((xr[pop == k] > 0) & y_t[pop == k, None]).sum(0) for k in range(n_sites)]
+        )
     alt_c = np.stack([xc[pop == k].sum(0) for k in range(n_sites)])
     alt_r = np.stack([xr[pop == k].sum(0) for k in range(n_sites)])
     n_site = layout["n_target"].to_numpy()
@@ -148,8 +187,16 @@ def write_tables(
             rows["frequency"] = freq[acts]
             rows["group_frequency"] = alt[members][:, acts].sum(0) / (2.0 * n_site[members].sum())
             rows["group_carriers"] = carriers[members][:, acts].sum(0)
-            rows["group_carrier_cases"] = cases[members][:, acts].sum(0)
-            rows["odds_ratio"] = liability_odds_ratio(effects[acts, m], prevalence[members].mean())
+            if quantitative:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    rows["group_carrier_mean"] = (
+                        cases[members][:, acts].sum(0) / rows["group_carriers"].to_numpy()
+                    )
+            else:
+                rows["group_carrier_cases"] = cases[members][:, acts].sum(0)
+                rows["odds_ratio"] = liability_odds_ratio(
+                    effects[acts, m], prevalence[members].mean()
+                )
             rows["founder_cluster"] = founder_cluster[acts] if kind == "rare" else ""
             rows["founder_fold"] = founder_fold[acts] if kind == "rare" else np.nan
             rows["gene"] = rare_gene[acts] if kind == "rare" else ""
@@ -167,20 +214,23 @@ def write_tables(
         for k in range(n_sites):
             effect = effects[:, label_of_site[k]]
             acts = effect != 0
-            site_rows.append(
-                pd.DataFrame(
-                    {
-                        "variant_key": keys[acts],
-                        "kind": kind,
-                        "client": layout["client"].iat[k],
-                        "cluster": layout["cluster"].iat[k],
-                        "architecture": layout["architecture"].iat[k],
-                        "effect": effect[acts],
-                        "carriers": carriers[k, acts],
-                        "carrier_cases": cases[k, acts],
-                    }
-                )
+            frame = pd.DataFrame(
+                {
+                    "variant_key": keys[acts],
+                    "kind": kind,
+                    "client": layout["client"].iat[k],
+                    "cluster": layout["cluster"].iat[k],
+                    "architecture": layout["architecture"].iat[k],
+                    "effect": effect[acts],
+                    "carriers": carriers[k, acts],
+                }
             )
+            if quantitative:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    frame["carrier_mean"] = cases[k, acts] / carriers[k, acts]
+            else:
+                frame["carrier_cases"] = cases[k, acts]
+            site_rows.append(frame)
     causal_sites = pd.concat(site_rows, ignore_index=True)
     causal_sites.to_csv(out / "truth" / "causal_sites.tsv", sep="\t", index=False,
                         float_format=_FLOAT)  # fmt: skip
@@ -188,6 +238,17 @@ def write_tables(
     own = arch.rare.effects[:, site_group[pop]].T != 0  # (n_target, n_rare): acts at own site
     carrier = ((xr > 0) & own).any(axis=1)
     gc, gr, lt = g_common[target], g_rare[target], liability[target]
+    if quantitative:
+        outcome = {
+            "trait_mean": [float(lt[pop == k].mean()) for k in range(n_sites)],
+            "trait_var": [float(lt[pop == k].var()) for k in range(n_sites)],
+        }
+    else:
+        outcome = {
+            "cases": [int(y_t[pop == k].sum()) for k in range(n_sites)],
+            "prevalence": prevalence,
+            "threshold": [thresholds[c] for c in layout["client"]],
+        }
     sites = pd.DataFrame(
         {
             "client": layout["client"],
@@ -195,14 +256,15 @@ def write_tables(
             "cluster": layout["cluster"],
             "architecture": layout["architecture"],
             "n": n_site,
-            "cases": [int(y_t[pop == k].sum()) for k in range(n_sites)],
-            "prevalence": prevalence,
-            "threshold": [thresholds[c] for c in layout["client"]],
+            **outcome,
             "rare_causal_carriers": [int(carrier[pop == k].sum()) for k in range(n_sites)],
             "realised_h2_common": [_share(gc[pop == k], lt[pop == k]) for k in range(n_sites)],
             "realised_h2_rare": [_share(gr[pop == k], lt[pop == k]) for k in range(n_sites)],
         }
     )
+    if quantitative:
+        sites["realised_h2"] = [_share(gc[pop == k] + gr[pop == k], lt[pop == k])
+                                for k in range(n_sites)]  # fmt: skip
     sites.to_csv(out / "truth" / "sites.tsv", sep="\t", index=False, float_format=_FLOAT)
     pd.DataFrame({"sample_id": sample_ids, "genetic_common": gc, "genetic_rare": gr}).to_csv(
         out / "truth" / "genetic_values.tsv", sep="\t", index=False, float_format=_FLOAT
@@ -250,6 +312,33 @@ def _carrier_check(prs, dosages, y, seed) -> dict[str, Any]:
     return result
 
 
+def _r2(trait: np.ndarray, score: np.ndarray) -> float | None:
+    """Squared correlation of a score with a quantitative trait (None for a constant one)."""
+    trait = np.asarray(trait, dtype=np.float64)
+    score = np.asarray(score, dtype=np.float64)
+    if len(trait) < 3 or np.std(trait) == 0 or np.std(score) == 0:
+        return None
+    return float(np.corrcoef(trait, score)[0, 1] ** 2)
+
+
+def _carrier_check_quantitative(prs, dosages, trait, seed) -> dict[str, Any]:
+    """Among carriers: cross-validated R² of PRS alone vs PRS + rare causal dosages (OLS)."""
+    from sklearn.linear_model import LinearRegression
+    from sklearn.model_selection import KFold, cross_val_predict
+
+    result: dict[str, Any] = {"n_carriers": int(len(trait))}
+    if len(trait) < 20:
+        return result
+    folds = KFold(5, shuffle=True, random_state=seed % (2**31))
+    features = np.column_stack([prs, dosages])
+    model = LinearRegression()
+    p_prs = cross_val_predict(model, prs[:, None], trait, cv=folds)
+    p_all = cross_val_predict(model, features, trait, cv=folds)
+    result["r2_prs_only"] = _r2(trait, p_prs)
+    result["r2_prs_plus_rare"] = _r2(trait, p_all)
+    return result
+
+
 def _or_summary(values: np.ndarray) -> dict[str, float] | None:
     values = np.asarray(values, dtype=float)
     if not values.size:
@@ -280,6 +369,12 @@ def summarise(
     seed: int,
 ) -> dict[str, Any]:
     """The realised architecture and checks, for ``provenance.json`` (``extra``)."""
+    if pheno.get("kind", "binary") == "quantitative":
+        return _summarise_quantitative(
+            layout=layout, inds=inds, liability=liability, g_common=g_common, g_rare=g_rare,
+            x_rare=x_rare, prs=prs, arch=arch, tables=tables, pheno=pheno, clusters=clusters,
+            groups=groups, seed=seed,
+        )  # fmt: skip
     target = (inds["role"] == "target").to_numpy()
     pop = inds["pop_index"].to_numpy()[target]
     y_t = y[target]
@@ -332,6 +427,7 @@ def summarise(
     ]
     own = tables["own"]
     return {
+        "phenotype_kind": "binary",
         "n_samples": int(target.sum()),
         "clients": {
             row.client: {
@@ -374,5 +470,111 @@ def summarise(
             x_rare[target][carrier] * own[carrier],
             y_t[carrier],
             seed,
+        ),
+    }
+
+
+def _founders(rare_rows: pd.DataFrame) -> list[dict[str, Any]]:
+    chosen = rare_rows.loc[
+        rare_rows["founder_cluster"] != "", ["variant_key", "founder_cluster", "founder_fold"]
+    ].drop_duplicates("variant_key")
+    return [
+        {"variant_key": key, "cluster": cluster, "fold": float(fold)}
+        for key, cluster, fold in chosen.itertuples(index=False)
+    ]
+
+
+def _summarise_quantitative(
+    *, layout, inds, liability, g_common, g_rare, x_rare, prs, arch, tables, pheno, clusters,
+    groups, seed,
+) -> dict[str, Any]:  # fmt: skip
+    """:func:`summarise` for a quantitative trait: R² for AUC, SD effects for odds ratios.
+
+    ``realised_h2`` is the variance of the genetic value (common + rare) over the variance of
+    the trait, in the target cohort; it differs from ``realised_h2_common + realised_h2_rare``
+    by twice their covariance over the trait's variance.
+    """
+    target = (inds["role"] == "target").to_numpy()
+    pop = inds["pop_index"].to_numpy()[target]
+    gc, gr, lt = g_common[target], g_rare[target], liability[target]
+    prs = np.asarray(prs)
+    sample_cluster = layout["cluster"].to_numpy()[pop]
+    sample_group = layout["architecture"].to_numpy()[pop]
+    carrier = tables["carrier"]
+    rare_rows = tables["causal"][tables["causal"]["kind"] == "rare"]
+    sites = tables["sites"]
+    per_group = {}
+    for m, group in enumerate(groups):
+        members = sample_group == group
+        rows = rare_rows[rare_rows["cluster"] == group]
+        per_group[group] = {
+            "sites": layout.loc[layout["architecture"] == group, "client"].tolist(),
+            "n": int(members.sum()),
+            "expected_h2_rare": float(arch.expected_h2["rare"][m]),
+            "realised_h2_rare": _share(gr[members], lt[members]),
+            "n_causal_rare": int(len(rows)),
+            "n_shared": int((rows["sharing"] == "shared").sum()),
+            "n_private": int((rows["sharing"] == "private").sum()),
+            "n_founder": int((rows["founder_cluster"] != "").sum()),
+            "rare_causal_carriers": int(carrier[members].sum()),
+            "carrier_mean_difference": carrier_mean_difference(carrier[members], lt[members]),
+            "effect_sd": _or_summary(rows["effect"].to_numpy()),
+            "abs_effect_sd": _or_summary(np.abs(rows["effect"].to_numpy())),
+            "carriers_per_variant": _or_summary(rows["group_carriers"].to_numpy()),
+        }
+    per_cluster = {}
+    for k, cluster in enumerate(clusters):
+        members = sample_cluster == cluster
+        per_cluster[cluster] = {
+            "expected_h2_common": float(arch.expected_h2["common"][k]),
+            "realised_h2_common": _share(gc[members], lt[members]),
+            "prs_r2": _r2(lt[members], prs[members]),
+            "true_common_value_r2": _r2(lt[members], gc[members]),
+        }
+    founders = _founders(rare_rows)
+    own = tables["own"]
+    return {
+        "phenotype_kind": "quantitative",
+        "n_samples": int(target.sum()),
+        "clients": {
+            row.client: {
+                "n": int(row.n),
+                "trait_mean": float(row.trait_mean),
+                "trait_var": float(row.trait_var),
+                "cluster": row.cluster,
+                "architecture": row.architecture,
+                "rare_causal_carriers": int(row.rare_causal_carriers),
+            }
+            for row in sites.itertuples(index=False)
+        },
+        "trait": {"mean": float(lt.mean()), "var": float(lt.var())},
+        "causal": {
+            "alpha": float(pheno["alpha"]),
+            "sigma2": dict(arch.sigma2),
+            "n_common": int(len(arch.common.indices)),
+            "n_rare": int(len(arch.rare.indices)),
+            "n_rare_shared": int(arch.rare_shared.sum()),
+            "n_rare_private": int((~arch.rare_shared).sum()),
+            "n_founder": len(founders),
+            "rare_candidates": arch.candidates,
+            "rare_carriers": int(carrier.sum()),
+            "expected_h2": float(pheno["h2_common"] + pheno["h2_rare"]),
+            "realised_h2": _share(gc + gr, lt),
+            "realised_h2_common": _share(gc, lt),
+            "realised_h2_rare": _share(gr, lt),
+            "carrier_mean_difference": carrier_mean_difference(carrier, lt),
+            "effect_sd": _or_summary(rare_rows["effect"].to_numpy()),
+            "abs_effect_sd": _or_summary(np.abs(rare_rows["effect"].to_numpy())),
+            "groups": per_group,
+            "clusters": per_cluster,
+            "founders": founders,
+        },
+        "r2": {
+            "prs": _r2(lt, prs),
+            "true_genetic_value": _r2(lt, gc + gr),
+            "true_common_value": _r2(lt, gc),
+        },
+        "carrier_check": _carrier_check_quantitative(
+            prs[carrier], x_rare[target][carrier] * own[carrier], lt[carrier], seed
         ),
     }
