@@ -239,7 +239,12 @@ def write_burden_exclusions(
 
 
 def input_files(federation: Any) -> list[Path]:
-    """The per-client input files a run read (their checksums go into provenance)."""
+    """The per-client input files a run read (their checksums go into provenance).
+
+    None for a federation built in memory (it read no file).
+    """
+    if federation.data_dir is None:
+        return []
     inputs = [federation.data_dir / "rare_variants.tsv", federation.data_dir / "clients.tsv"]
     for client in federation.client_ids:
         folder = federation.data_dir / "clients" / client
@@ -288,6 +293,7 @@ def train(
     resume: bool = False,
     evaluate_round: RoundCallback | None = None,
     superlink=None,
+    data: Any = None,
 ) -> RunResult:
     """Train ``train.strategy`` on ``train.data`` with ``train.engine``; write the results.
 
@@ -306,6 +312,9 @@ def train(
         test AUC of the clients' models.
     superlink : LocalSuperLink, optional
         A running SuperLink to submit to (Flower engines).
+    data : Federation, optional
+        A federation held in memory (:func:`rvfedprs.arrays.federation_from_arrays`) to train
+        instead of ``train.data``'s folder; in-process only (a SuperNode reads a folder).
 
     Returns
     -------
@@ -324,8 +333,16 @@ def train(
 
     config = validate_config(dict(config))
     check_engine(config["train"]["engine"])
+    if data is not None and getattr(data, "data_dir", None) is None:
+        if config["train"]["engine"] != "inprocess":
+            raise ConfigError(
+                f"a federation built in memory trains in-process, not on train.engine "
+                f"{config['train']['engine']!r} (each SuperNode reads its site's folder: run "
+                "the pipeline, or `rvfedprs prepare run`, to write them)"
+            )
     out = Path(out)
-    plan = get_task(TRAIN_TASK).plan(config, out)  # the data, the strategy, privacy settings
+    # the data, the strategy, privacy settings
+    plan = get_task(TRAIN_TASK).plan(config, out, **({} if data is None else {"data": data}))
     config, federation, strategy, seed = plan.config, plan.data, plan.strategy, plan.seed
     section, name = config["train"], config["train"]["strategy"]
     truth = load_truth_from_config(config)

@@ -87,7 +87,7 @@ def test_a_federation_without_a_prs_fits_the_covariate_floor(tmp_path):
     pooled = pool_clients(fed.train)
     x = glm_design(pooled, "dosages").toarray()
     penalty = np.r_[0.0, 0.0, 0.0, np.ones(x.shape[1] - 3)]  # intercept, PRS, age free
-    keep = np.r_[0, 2:x.shape[1]]  # the constant PRS column carries nothing
+    keep = np.r_[0, 2 : x.shape[1]]  # the constant PRS column carries nothing
     expected = np.linalg.solve(x[:, keep].T @ x[:, keep] + np.diag(penalty[keep]),
                                x[:, keep].T @ pooled.y)  # fmt: skip
     np.testing.assert_allclose(result.strategy.coef[keep], expected, atol=1e-8)
@@ -96,7 +96,7 @@ def test_a_federation_without_a_prs_fits_the_covariate_floor(tmp_path):
 
 def test_bad_arrays_are_refused_by_name():
     dosages, trait, sites, _ = _arrays()
-    with pytest.raises(InputDataError, match=r"600 samples but \{'sites': 599\}"):
+    with pytest.raises(InputDataError, match=r"600 samples but \{'sites': 599"):
         federation_from_arrays(dosages, trait, sites[:-1], kind="quantitative")
     with pytest.raises(InputDataError, match=r"phenotype must be 0/1"):
         federation_from_arrays(dosages, trait, sites)

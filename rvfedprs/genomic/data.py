@@ -34,6 +34,7 @@ __all__ = [
     "write_outcome",
     "Federation",
     "load_federation",
+    "federation_from_tables",
     "prs_moments",
     "combine_moments",
     "covariate_columns",
@@ -84,7 +85,8 @@ class Federation:
 
     Attributes
     ----------
-    data_dir : Path
+    data_dir : Path or None
+        The pipeline folder it was read from (None: built in memory from arrays).
     variant_keys : list of str, shape (n_rare,)
         Column order of every client's dosage matrix.
     train, test : dict of str to ClientData
@@ -102,7 +104,7 @@ class Federation:
         (0 and 1 for a binary one).
     """
 
-    data_dir: Path
+    data_dir: Path | None
     variant_keys: list[str]
     train: dict[str, ClientData]
     test: dict[str, ClientData]
@@ -302,7 +304,40 @@ def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = Non
                 f"client {client!r} listed in {clients_path} has no folder {folder}"
             )
         raw[client] = _read_client(folder, client, n_rare, kind)
+    return federation_from_tables(
+        raw, variants["variant_key"].tolist(), kind=kind, data_dir=data_dir
+    )
+
+
+def federation_from_tables(
+    tables: Mapping[str, tuple[pd.DataFrame, sp.csr_matrix]],
+    variant_keys: Sequence[str],
+    *,
+    kind: Outcome = BINARY,
+    data_dir: Path | None = None,
+) -> Federation:
+    """A federation from every client's samples table and dosages, standardised federatedly.
+
+    Parameters
+    ----------
+    tables : mapping of client id to (DataFrame, CSR matrix)
+        ``samples.parquet``'s columns (``sample_id, prs, phenotype, split`` and covariates) and
+        the rows' rare dosages (columns = ``variant_keys``), as :func:`load_federation` reads
+        them or :func:`rvfedprs.arrays.federation_from_arrays` builds them.
+    variant_keys : sequence of str
+    kind : Outcome
+    data_dir : Path, optional
+        The folder they were read from (None: built in memory).
+
+    Raises
+    ------
+    InputDataError
+        A client whose training split cannot be learned from, or clients that disagree on
+        their covariates.
+    """
+    raw = {c: tables[c] for c in sorted(tables)}
     for client, (samples, _) in raw.items():
+        kind.check(samples["phenotype"].to_numpy(np.float64), where=f"client {client!r}")
         train = samples["split"].astype(str) == "train"
         kind.check_training(samples.loc[train, "phenotype"].to_numpy(), where=f"client {client!r}")
     names = {c: covariate_columns(samples) for c, (samples, _) in raw.items()}
@@ -335,7 +370,7 @@ def load_federation(data_dir: str | Path, *, clients: Iterable[str] | None = Non
         test[client] = _client_data(client, samples, dosages, ~is_train[client], *args)
     return Federation(
         data_dir=data_dir,
-        variant_keys=variants["variant_key"].tolist(),
+        variant_keys=list(variant_keys),
         train=train,
         test=test,
         prs_mean=mean,
