@@ -51,6 +51,7 @@ INTERVAL_COLUMNS = (
 )
 FLOOR, ORACLE = "prs_only (floor)", "oracle (ceiling)"
 REQUIRED = ("strategy", "auc", "auprc", "carrier_auc", "client_auc", "clusters", "ari")
+QUANTITATIVE_REQUIRED = ("strategy", "r2", "incremental_r2", "client_r2", "clusters")
 
 
 def read_metrics(path: str | Path) -> dict:
@@ -60,7 +61,8 @@ def read_metrics(path: str | Path) -> dict:
         record = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise InputDataError(f"{path}: cannot read metrics ({exc})") from None
-    missing = [k for k in REQUIRED if k not in record]
+    required = QUANTITATIVE_REQUIRED if record.get("metric") == "r2" else REQUIRED
+    missing = [k for k in required if k not in record]
     if missing:
         raise InputDataError(f"{path} lacks metrics {missing}")
     return record
@@ -125,6 +127,74 @@ def comparison_table(
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+#: Columns of a quantitative phenotype's comparison (metrics.json's R² keys).
+QUANTITATIVE_COLUMNS = (
+    "strategy", "r2", "r2_lo", "r2_hi", "incremental_r2", "incremental_r2_lo",
+    "incremental_r2_hi", "carrier_r2", "n_carriers", "client_r2_mean", "client_r2_std",
+    "prs_only_r2", "oracle_r2", "selected_round", "wall_s",
+)  # fmt: skip
+
+
+def quantitative_table(
+    metrics: Sequence[dict], wall_s: Sequence[float] | None = None
+) -> pd.DataFrame:
+    """One row per strategy of a quantitative phenotype's run (:data:`QUANTITATIVE_COLUMNS`)."""
+    if wall_s is not None and len(wall_s) != len(metrics):
+        raise ValueError(f"{len(metrics)} metrics but {len(wall_s)} wall times")
+    rows = []
+    for i, record in enumerate(metrics):
+        row = {c: _number(record.get(c)) for c in QUANTITATIVE_COLUMNS[1:-2]}
+        row["strategy"] = record["strategy"]
+        row["n_carriers"] = record.get("n_carriers")
+        row["selected_round"] = (record.get("selection") or {}).get("selected_round")
+        row["wall_s"] = float("nan") if wall_s is None else float(wall_s[i])
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(QUANTITATIVE_COLUMNS))
+
+
+def quantitative_report(table: pd.DataFrame) -> str:
+    """The quantitative comparison in Markdown: R² and incremental R² with their intervals."""
+
+    def interval(row, key: str) -> str:
+        return f"{_fmt(row[key])} [{_fmt(row[key + '_lo'])}, {_fmt(row[key + '_hi'])}]"
+
+    lines = [
+        "| strategy | R² [95% CI] | incremental R² over covariates [95% CI] | carrier R² (n) "
+        "| client R² mean ± std | round chosen | wall time (s) |",
+        "|" + "---|" * 7,
+    ]
+    for row in table.to_dict("records"):
+        chosen = row["selected_round"]
+        lines.append(
+            f"| {row['strategy']} | {interval(row, 'r2')} | {interval(row, 'incremental_r2')} "
+            f"| {_fmt(row['carrier_r2'])} ({_fmt(row['n_carriers'])}) "
+            f"| {_fmt(row['client_r2_mean'])} ± {_fmt(row['client_r2_std'])} "
+            f"| {'–' if not _finite(chosen) else ('floor' if int(chosen) == 0 else int(chosen))} "
+            f"| {_fmt(row['wall_s'], 0)} |"
+        )
+    if len(table):
+        first = table.iloc[0]
+        lines += ["", f"PRS alone on the same test samples: R² {_fmt(first['prs_only_r2'])}; "
+                  "the true genetic value (simulated cohorts only): "
+                  f"R² {_fmt(first['oracle_r2'])}."]  # fmt: skip
+    rows = table.to_dict("records")
+    below = [r for r in rows if _finite(r["r2_hi"]) and _finite(r["prs_only_r2"])
+             and r["r2_hi"] < r["prs_only_r2"]]  # fmt: skip
+    if below:
+        lines += ["", "**Warnings** (a model that contains the PRS should not explain less):", ""]
+        lines += [f"- {r['strategy']}: R² {_fmt(r['r2'])} (CI up to {_fmt(r['r2_hi'])}) is below "
+                  f"the PRS alone's {_fmt(r['prs_only_r2'])}" for r in below]  # fmt: skip
+    lines += [
+        "",
+        "How to read this: R² is the squared correlation of each model's prediction with the "
+        "(standardised) trait on the pooled test samples, with the interval of Fisher's z; the "
+        "incremental R² is R²(trait ~ covariates + prediction) − R²(trait ~ covariates) "
+        "(PRSice-2's PRS.R2), its interval from the partial correlation. Round 'floor': no "
+        "round beat the federated linear regression on PRS + covariates on validation.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _fmt(value: object, digits: int = 3) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
@@ -151,19 +221,22 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 
 def client_auc_figure(metrics: Sequence[dict], out: str | Path) -> Path:
-    """Grouped bars: each client's test AUC under each strategy (PNG)."""
-    clients = sorted({c for record in metrics for c in record["client_auc"]})
+    """Grouped bars: each client's test AUC (R² for a quantitative trait) by strategy (PNG)."""
+    key = "client_r2" if metrics and metrics[0].get("metric") == "r2" else "client_auc"
+    label = "test R²" if key == "client_r2" else "test AUC"
+    clients = sorted({c for record in metrics for c in record[key]})
     width = 0.8 / max(len(metrics), 1)
     x = np.arange(len(clients))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(clients)), 3.6))
     for i, record in enumerate(metrics):
-        values = [_number(record["client_auc"].get(c)) for c in clients]
+        values = [_number(record[key].get(c)) for c in clients]
         ax.bar(x + (i - (len(metrics) - 1) / 2) * width, values, width, label=record["strategy"])
-    ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
+    if key == "client_auc":
+        ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xticks(x, clients, rotation=45, ha="right")
-    ax.set_ylabel("test AUC")
+    ax.set_ylabel(label)
     ax.set_ylim(0.0, 1.0)
-    ax.set_title("Per-client test AUC by strategy")
+    ax.set_title(f"Per-client {label} by strategy")
     ax.legend(ncol=min(len(metrics), 4), fontsize="small", loc="lower right")
     fig.tight_layout()
     return save_figure(fig, out, dpi=120)
@@ -408,6 +481,15 @@ def main(
     wall = None
     if benchmarks:
         wall = [read_wall_time(p) for p in benchmarks]
+    if records and records[0].get("metric") == "r2":  # a quantitative phenotype: R² throughout
+        table = quantitative_table(records, wall)
+        table.to_csv(out_csv, index=False)
+        Path(out_md).write_text(quantitative_report(table))
+        client_auc_figure(records, out_png)
+        for row in table.itertuples(index=False):
+            logger.info("%s: r2=%.4f incremental_r2=%.4f", row.strategy, row.r2,
+                        row.incremental_r2)  # fmt: skip
+        return table
     table = comparison_table(records, wall)
     if predictions:
         if data is None:

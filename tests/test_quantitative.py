@@ -260,3 +260,18 @@ def test_flower_sim_chooses_and_scores_as_in_process(paths, tmp_path):
     np.testing.assert_allclose(a["selection"]["validation_r2s"], b["selection"]["validation_r2s"],
                                atol=1e-6)  # fmt: skip
     assert a["r2"] == pytest.approx(b["r2"], abs=1e-6)
+
+
+def test_the_workflow_comparison_reports_r2(paths, tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
+    from compare_strategies import main as compare
+
+    runs = [_train(paths, tmp_path / "fedglm"),
+            _train(paths, tmp_path / "fedavg", "fedavg", train={"rounds": 1})]  # fmt: skip
+    table = compare([tmp_path / n / "metrics.json" for n in ("fedglm", "fedavg")], None,
+                    tmp_path / "c.csv", tmp_path / "c.md", tmp_path / "c.png")  # fmt: skip
+    assert list(table["strategy"]) == ["fedglm", "fedavg"]
+    np.testing.assert_allclose(table["r2"], [r.metrics["r2"] for r in runs])
+    text = (tmp_path / "c.md").read_text()
+    assert "| strategy | R² [95% CI] | incremental R²" in text and "AUC" not in text
+    assert (tmp_path / "c.png").stat().st_size > 0
