@@ -2,8 +2,8 @@
 
 What leaves the client is summary statistics only (:func:`~rvfedprs.genotypes.sitecounts.
 site_counts`): per variant the ALT-allele count and number of called alleles over its QC-passing
-samples, and hard-call genotype counts over its controls (for the within-site HWE test); the
-server (``combine_counts``) combines them.
+samples, and hard-call genotype counts over its controls (every sample of a quantitative trait)
+for the within-site HWE test; the server (``combine_counts``) combines them.
 """
 
 import logging
@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from rvfedprs.genotypes.readers import open_with_options
-from rvfedprs.prepare.site import count_alleles
+from rvfedprs.prepare.site import count_alleles, hwe_samples, phenotype_kind
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("client_counts")
@@ -37,7 +37,7 @@ def main(
     qc : path
         The client's sample-QC table (from ``sample_qc``).
     pipeline : mapping
-        The ``pipeline`` section (``chunk_size``, ``on_multiallelic``).
+        The ``pipeline`` section (``chunk_size``, ``on_multiallelic``, ``phenotype.kind``).
     out_counts : path
         Parquet: :data:`~rvfedprs.genotypes.sitecounts.SITE_COUNT_COLUMNS`.
     out_skipped : path
@@ -52,15 +52,15 @@ def main(
     source = open_with_options(genotypes, pipeline)
     result, skipped = count_alleles(source, table, pipeline)
     kept = table[~table["excluded"].astype(bool)]
-    controls = kept[kept["phenotype"] == 0]
+    tested = hwe_samples(table, phenotype_kind(pipeline))
     Path(out_counts).parent.mkdir(parents=True, exist_ok=True)
     result.to_parquet(out_counts, index=False)
     skipped.to_csv(out_skipped, sep="\t", index=False)
     logger.info(
-        "%d variants counted over %d samples (%d controls); %d skipped by the reader",
+        "%d variants counted over %d samples (HWE over %d); %d skipped by the reader",
         len(result),
         len(kept),
-        len(controls),
+        len(tested),
         len(skipped),
     )
     return result

@@ -1,9 +1,10 @@
 """Rule ``client_features``: one client's PRS, rare dosages and train/test split.
 
-Writes ``results/clients/{client}/samples.parquet`` (``sample_id, prs, phenotype, split``, then
-one float64 column per ``pipeline.covariates`` entry, named as in the config) and
-``rare_dosages.npz`` (CSR float32, rows aligned with the parquet, columns =
-``results/rare_variants.tsv``), the per-client contract of docs/ARCHITECTURE.md.
+Writes ``results/clients/{client}/samples.parquet`` (``sample_id, prs, phenotype, split``:
+``phenotype`` int8 0/1, or float64 for a quantitative trait; then one float64 column per
+``pipeline.covariates`` entry, named as in the config) and ``rare_dosages.npz`` (CSR float32,
+rows aligned with the parquet, columns = ``results/rare_variants.tsv``), the per-client contract
+of docs/ARCHITECTURE.md.
 """
 
 import logging
@@ -15,7 +16,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from rvfedprs.genotypes.readers import open_with_options
-from rvfedprs.prepare.site import client_features
+from rvfedprs.prepare.site import client_features, phenotype_kind
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("client_features")
@@ -75,10 +76,11 @@ def main(
     Path(out_samples).parent.mkdir(parents=True, exist_ok=True)
     samples.to_parquet(out_samples, index=False)
     sp.save_npz(out_rare, dosages)
+    counts = phenotype_kind(pipeline).counts(samples["phenotype"].to_numpy())
     logger.info(
-        "%d samples (%d cases, %d test), %d rare columns, %d non-zero dosages",
+        "%d samples (%s, %d test), %d rare columns, %d non-zero dosages",
         len(samples),
-        int(samples["phenotype"].sum()),
+        f"{int(counts['n_cases'])} cases" if "n_cases" in counts else "quantitative",
         int((samples["split"] == "test").sum()),
         dosages.shape[1],
         dosages.nnz,

@@ -2,9 +2,9 @@
 
 Sample IDs must agree between the genotypes, the samples sheet and the phenotype table; the
 scoring file's declared build must match ``pipeline.genome_build``; text inputs must not use CRLF
-line endings; IDs must be unique; clients too small or holding one phenotype class are excluded
-(or stop the run). Writes the validated cohort (``sample_id, client, phenotype, ...``, in
-genotype-file order) and the exclusions of this step.
+line endings; IDs must be unique; clients too small, holding one phenotype class or a constant
+quantitative trait are excluded (or stop the run). Writes the validated cohort (``sample_id,
+client, phenotype, ...``, in genotype-file order) and the exclusions of this step.
 """
 
 import logging
@@ -16,7 +16,7 @@ import pandas as pd
 
 from rvfedprs.cohort import check_line_endings, load_samples_sheet
 from rvfedprs.genotypes.readers import open_with_options
-from rvfedprs.prepare.site import check_scoring_build, validate_cohort
+from rvfedprs.prepare.site import check_scoring_build, phenotype_kind, validate_cohort
 from rvfedprs.rulelog import logged_rule
 
 logger = logging.getLogger("validate_inputs")
@@ -77,11 +77,12 @@ def main(
     Path(out_exclusions).parent.mkdir(parents=True, exist_ok=True)
     cohort.to_csv(out_cohort, sep="\t", index=False)
     excluded.to_csv(out_exclusions, sep="\t", index=False)
+    counts = phenotype_kind(pipeline).counts(cohort["phenotype"].to_numpy())
     logger.info(
-        "%d samples in %d clients kept (%d cases); %d exclusions",
+        "%d samples in %d clients kept (%s); %d exclusions",
         len(cohort),
         cohort["client"].nunique(),
-        int(cohort["phenotype"].sum()),
+        f"{int(counts['n_cases'])} cases" if "n_cases" in counts else "quantitative phenotype",
         len(excluded),
     )
     return cohort

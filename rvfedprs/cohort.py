@@ -3,7 +3,10 @@
 Pure table logic the preparation pipeline builds on: read and check the samples sheet
 (``sample_id, client, ...``) and a UK-Biobank-style phenotype table, reconcile their sample IDs
 with the genotype files, drop clients that cannot be trained on, and split each client's
-samples into train and test sets stratified by phenotype. Nothing is dropped silently: every
+samples into train and test sets stratified by phenotype. The phenotype is binary (cases and
+controls) or quantitative (a finite number per sample); which, ``kind``, is an outcome of
+:mod:`rvfedprs.outcomes`, whose strata the splits keep in proportion. Nothing is dropped
+silently: every
 function that removes something returns the removals as an exclusion table
 (:data:`EXCLUSION_COLUMNS`), which the pipeline writes to ``results/logs/exclusions.tsv``.
 """
@@ -18,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.outcomes import Outcome, outcome
 
 __all__ = [
     "EXCLUSION_COLUMNS",
@@ -217,12 +221,15 @@ def load_phenotypes(
     id_column: str = "Subject id",
     cases: Sequence[str] = ("1",),
     controls: Sequence[str] = ("0",),
+    kind: str | Outcome = "binary",
     step: str = "validate_inputs",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read a binary phenotype from a (UK-Biobank-style) phenotype table.
+    """Read a binary or quantitative phenotype from a (UK-Biobank-style) phenotype table.
 
-    Values are compared as strings after stripping blanks; numeric codings such as ``1.0``
-    also match ``1``.
+    Binary: values are compared as strings after stripping blanks; numeric codings such as
+    ``1.0`` also match ``1``; any other value excludes the sample (logged). Quantitative: every
+    value must parse as a finite number; a missing one (empty, ``NA``, ``NaN`` and the other
+    cells pandas reads as missing, or ``.``) excludes the sample (logged).
 
     Parameters
     ----------
@@ -233,24 +240,32 @@ def load_phenotypes(
     id_column : str
         The column holding the genotype sample ID.
     cases, controls : sequence of str
-        Values coding a case (1) and a control (0).
+        Values coding a case (1) and a control (0); binary only.
+    kind : {"binary", "quantitative"} or Outcome
+        The phenotype's kind (``pipeline.phenotype.kind``).
     step : str
         Step name recorded in the exclusion table.
 
     Returns
     -------
     phenotypes : pandas.DataFrame
-        Columns ``sample_id`` (str), ``phenotype`` (int8 0/1), in file order.
+        Columns ``sample_id`` (str), ``phenotype`` (int8 0/1; float64 for a quantitative
+        trait), in file order.
     excluded : pandas.DataFrame
-        One ``sample`` exclusion per individual whose value is neither a case nor a control.
+        One ``sample`` exclusion per individual whose value is neither a case nor a control
+        (binary) or is missing (quantitative).
 
     Raises
     ------
     InputDataError
-        Missing columns (listing those present), duplicate IDs, overlapping case/control codes.
+        Missing columns (listing those present), duplicate IDs, overlapping case/control codes;
+        a quantitative value that is not a finite number (naming the column, the values and a
+        few samples).
     """
     table = read_tsv(path, required=(id_column, column), what="phenotype table")
     _check_unique(table[id_column], what="phenotype table", path=path)
+    if outcome(kind).kind == "quantitative":
+        return _quantitative_phenotype(table, path, column, id_column, step)
     cases = {_normalise_code(v) for v in cases}
     controls = {_normalise_code(v) for v in controls}
     if cases & controls:
@@ -278,11 +293,47 @@ def load_phenotypes(
     return phenotypes, excluded
 
 
+def _quantitative_phenotype(
+    table: pd.DataFrame, path: str | Path, column: str, id_column: str, step: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`load_phenotypes` of a quantitative trait: finite numbers, missing ones logged."""
+    text = table[column].str.strip()
+    missing = text.str.upper().isin(_NA_TEXT).to_numpy()
+    values = pd.to_numeric(text.where(~missing), errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~missing & ~np.isfinite(values)
+    if bad.any():
+        shown = sorted(set(table.loc[bad, column]))
+        some = table.loc[bad, id_column].head(5).tolist()
+        raise InputDataError(
+            f"phenotype {column!r} in {path} is quantitative but {int(bad.sum())} value(s) are "
+            f"not finite numbers: {_name_some([repr(v) for v in shown])} (samples "
+            f"{', '.join(some)}{', ...' if bad.sum() > len(some) else ''}); leave a missing "
+            "value empty or NA"
+        )
+    excluded = exclusions(
+        "sample",
+        table.loc[missing, id_column],
+        [f"phenotype {column!r} missing ({v!r})" for v in table.loc[missing, column]],
+        step,
+    )
+    phenotypes = pd.DataFrame(
+        {
+            "sample_id": table.loc[~missing, id_column].to_numpy(dtype=str),
+            "phenotype": values[~missing],
+        }
+    )
+    return phenotypes, excluded
+
+
 #: What to do with a sample whose covariate is empty (``pipeline.covariate_missing``).
 COVARIATE_MISSING = ("exclude", "impute_mean")
 #: Columns of ``samples.parquet`` a covariate may not be named after.
 RESERVED_COLUMNS = ("sample_id", "prs", "phenotype", "split")
-_NA_TEXT = frozenset({"", "NA", "NAN", "NULL", "NONE", "."})
+#: A missing cell, upper-cased: pandas' default missing values, and ``.`` (PLINK, VCF).
+_NA_TEXT = frozenset(
+    {"", "NA", "N/A", "#N/A", "#N/A N/A", "#NA", "<NA>", "NAN", "-NAN", "NULL", "NONE", "."}
+    | {"1.#IND", "-1.#IND", "1.#QNAN", "-1.#QNAN"}
+)
 
 
 def load_covariates(
@@ -431,7 +482,8 @@ def reconcile_samples(
     sheet : pandas.DataFrame
         Samples sheet with ``sample_id`` and ``client``.
     phenotypes : pandas.DataFrame
-        ``sample_id`` and ``phenotype`` (as from :func:`load_phenotypes`, usable values only).
+        ``sample_id`` and ``phenotype`` (as from :func:`load_phenotypes`, usable values only;
+        the cohort keeps its dtype).
     on_mismatch : {"error", "exclude"}
         What to do with a sample absent from one of the three sources.
     sources : tuple of str
@@ -479,7 +531,8 @@ def reconcile_samples(
     cohort = genotype_order.merge(sheet, on="sample_id", how="inner").merge(
         phenotypes[["sample_id", "phenotype"]], on="sample_id", how="inner"
     )
-    cohort["phenotype"] = cohort["phenotype"].astype(np.int8)
+    # int8 0/1 or a float64 trait, as load_phenotypes gave it (the merge must not change it)
+    cohort["phenotype"] = cohort["phenotype"].astype(phenotypes["phenotype"].dtype)
     return cohort.reset_index(drop=True), excluded
 
 
@@ -524,10 +577,11 @@ def check_clients(
     *,
     min_samples: int = 20,
     min_per_class: int = 1,
+    kind: str | Outcome = "binary",
     on_invalid: str = "exclude",
     step: str = "validate_inputs",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Drop clients too small to train on or holding a single phenotype class.
+    """Drop clients too small to train on, holding a single phenotype class or a constant trait.
 
     Parameters
     ----------
@@ -536,7 +590,10 @@ def check_clients(
     min_samples : int
         Fewest samples a client may hold.
     min_per_class : int
-        Fewest cases, and fewest controls, a client may hold.
+        Fewest cases, and fewest controls, a client may hold (binary only).
+    kind : {"binary", "quantitative"} or Outcome
+        The phenotype's kind: a quantitative trait has no classes; a client needs
+        ``min_samples`` samples and a trait that is not constant.
     on_invalid : {"exclude", "error"}
         Exclude (and log) such clients, or raise.
     step : str
@@ -557,9 +614,17 @@ def check_clients(
     """
     if on_invalid not in ("error", "exclude"):
         raise ValueError(f"on_invalid {on_invalid!r} unknown; choose from ['error', 'exclude']")
+    quantitative = outcome(kind).kind == "quantitative"
     bad: dict[str, str] = {}
     for client, group in cohort.groupby("client", sort=True):
         n = len(group)
+        if quantitative:
+            if n < min_samples:
+                bad[client] = f"{n} samples, fewer than min_samples_per_client={min_samples}"
+            elif group["phenotype"].nunique() < 2:
+                value = group["phenotype"].iloc[0]
+                bad[client] = f"a constant phenotype ({n} samples, all {value:g})"
+            continue
         n_cases = int(group["phenotype"].sum())
         n_controls = n - n_cases
         if n < min_samples:
@@ -602,16 +667,17 @@ def check_clients(
 def stratified_split(
     phenotype: np.ndarray, *, test_fraction: float = 0.2, random_seed: int | Sequence[int]
 ) -> np.ndarray:
-    """Split samples into train and test, stratified by phenotype.
+    """Split samples into train and test, stratified by a label per sample.
 
-    In each class, ``round(test_fraction * n_class)`` samples go to test, but at least one
-    when the class has two or more samples and ``test_fraction > 0`` (so both sets hold both
+    In each stratum, ``round(test_fraction * n_stratum)`` samples go to test, but at least one
+    when the stratum has two or more samples and ``test_fraction > 0`` (so both sets hold both
     classes whenever possible).
 
     Parameters
     ----------
     phenotype : array, shape (n_samples,)
-        Class labels (0/1).
+        Stratum labels: the classes of a binary phenotype (0/1), an outcome's
+        :meth:`~rvfedprs.outcomes.Outcome.strata` in general.
     test_fraction : float
         Share of each class in the test set, in [0, 1).
     random_seed : int or sequence of int
@@ -638,31 +704,40 @@ def stratified_split(
 
 
 def assign_splits(
-    cohort: pd.DataFrame, *, test_fraction: float = 0.2, random_seed: int
+    cohort: pd.DataFrame,
+    *,
+    test_fraction: float = 0.2,
+    random_seed: int,
+    kind: str | Outcome = "binary",
 ) -> pd.Series:
     """Train/test split per client, stratified by phenotype.
 
-    Each client's shuffle is seeded from ``(random_seed, crc32(client))``, so a client's split
-    does not change when other clients are added or removed.
+    The strata are the outcome's (:meth:`~rvfedprs.outcomes.Outcome.strata` of the client's
+    phenotype): the classes of a binary phenotype, the client's quintiles of a quantitative
+    trait. Each client's shuffle is seeded from ``(random_seed, crc32(client))``, so a client's
+    split does not change when other clients are added or removed.
 
     Parameters
     ----------
     cohort : pandas.DataFrame
         ``sample_id, client, phenotype``.
     test_fraction : float
-        Share of each class held out per client.
+        Share of each stratum held out per client.
     random_seed : int
         The pipeline seed.
+    kind : {"binary", "quantitative"} or Outcome
+        The phenotype's kind.
 
     Returns
     -------
     pandas.Series of str
         ``"train"``/``"test"``, indexed like ``cohort``.
     """
+    strata = outcome(kind).strata
     split = pd.Series("train", index=cohort.index, dtype=object)
     for client, group in cohort.groupby("client", sort=True):
         seed = [int(random_seed), zlib.crc32(str(client).encode())]
         split.loc[group.index] = stratified_split(
-            group["phenotype"].to_numpy(), test_fraction=test_fraction, random_seed=seed
+            strata(group["phenotype"].to_numpy()), test_fraction=test_fraction, random_seed=seed
         )
     return split.astype(str)

@@ -4,6 +4,7 @@
 POOLED_TARGETS += [
     "results/clients.tsv",
     "results/rare_variants.tsv",
+    "results/outcome.json",
     f"{LOGS}/exclusions.tsv",
     f"{LOGS}/score_match.tsv",
 ]
@@ -98,7 +99,7 @@ rule client_counts:
     params:
         genotypes=GENOTYPES,
         pipeline=settings(
-            "chunk_size", *READER_KEYS
+            "chunk_size", "phenotype", *READER_KEYS
         ),
     resources:
         **job_size("client_counts"),
@@ -179,7 +180,10 @@ rule summarize_clients:
         samples=per_client("results/clients/{client}/samples.parquet"),
         rare=per_client("results/clients/{client}/rare_dosages.npz"),
     output:
-        "results/clients.tsv",
+        clients="results/clients.tsv",
+        outcome="results/outcome.json",
+    params:
+        pipeline=settings("phenotype"),
     resources:
         **job_size("summarize_clients"),
     log:

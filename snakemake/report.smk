@@ -17,6 +17,7 @@ if ASSESS["enabled"]:
 rule data_report:
     input:
         clients="results/clients.tsv",
+        outcome="results/outcome.json",
         variants=f"{PREP}/variants.tsv",
         match=f"{LOGS}/score_match.tsv",
         exclusions=f"{LOGS}/exclusions.tsv",

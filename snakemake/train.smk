@@ -37,6 +37,7 @@ rule train_strategy:
         config=f"{TRAIN}/{{strategy}}/config.yaml",
         clients="results/clients.tsv",
         rare="results/rare_variants.tsv",
+        outcome="results/outcome.json",
         samples=per_client("results/clients/{client}/samples.parquet"),
         dosages=per_client("results/clients/{client}/rare_dosages.npz"),
         truth=TRUTH_FILES,

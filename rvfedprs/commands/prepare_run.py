@@ -17,6 +17,7 @@ HELP = "run the Snakemake preparation pipeline (validate, QC, PRS, rare dosages,
 PREPARE_TARGETS = (
     "results/clients.tsv",
     "results/rare_variants.tsv",
+    "results/outcome.json",
     "results/logs/exclusions.tsv",
     "results/logs/score_match.tsv",
     "results/report/data_report.html",

@@ -3,7 +3,9 @@
 Each function takes the site's genotype source (or paths) and tables and returns tables; none
 writes files or reads another site's data. What a site releases to the coordinator is the
 output of :func:`count_alleles` only (summary counts, no sample ID); everything else stays at the
-site.
+site. The phenotype is binary or quantitative (``pipeline.phenotype.kind``,
+:func:`phenotype_kind`); the kind decides the checks, the split's strata, the samples' HWE is
+tested over (controls, or every sample of a quantitative trait) and ``n_cases``.
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ from rvfedprs.genotypes.readers import skipped_variants
 from rvfedprs.genotypes.scorefile import declared_build
 from rvfedprs.genotypes.scoring import score
 from rvfedprs.genotypes.sitecounts import site_counts
+from rvfedprs.outcomes import Outcome, outcome
 
 __all__ = [
     "SUMMARY_COLUMNS",
+    "phenotype_kind",
+    "hwe_samples",
     "check_scoring_build",
     "validate_cohort",
     "sample_qc",
@@ -50,7 +55,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Columns of ``clients.tsv`` (one row per client, see :func:`client_summary`).
+#: Columns of ``clients.tsv`` (one row per client, see :func:`client_summary`); ``n_cases`` is
+#: empty (NA) for a quantitative phenotype, which has no cases.
 SUMMARY_COLUMNS = (
     "client",
     "n_samples",
@@ -60,6 +66,23 @@ SUMMARY_COLUMNS = (
     "n_carriers",
     "n_rare_carried",
 )
+
+
+def phenotype_kind(pipeline: Mapping[str, Any]) -> Outcome:
+    """The phenotype's outcome, ``pipeline.phenotype.kind`` (absent: binary)."""
+    return outcome((pipeline.get("phenotype") or {}).get("kind", "binary"))
+
+
+def hwe_samples(qc: pd.DataFrame, kind: str | Outcome = "binary") -> list[str]:
+    """The QC-passing samples HWE is tested over: the controls, or all for a quantitative trait.
+
+    As plink's ``--hwe``: a case/control phenotype is tested in controls, a quantitative one in
+    every sample.
+    """
+    kept = _kept(qc)
+    if outcome(kind).kind == "binary":
+        kept = kept[kept["phenotype"] == 0]
+    return kept["sample_id"].tolist()
 
 
 def check_scoring_build(scoring_file: str | Path, genome_build: str) -> None:
@@ -125,12 +148,14 @@ def validate_cohort(
     for path in [f for g in genotypes for f in genotype_files(g, text_only=True)]:
         check_line_endings(path)
     coding = pipeline["phenotype"]
+    kind = phenotype_kind(pipeline)
     table, excluded_values = load_phenotypes(
         phenotypes,
         column=coding["column"],
         id_column=coding["id_column"],
-        cases=[str(v) for v in coding["cases"]],
-        controls=[str(v) for v in coding["controls"]],
+        cases=[str(v) for v in coding.get("cases", ["1"])],
+        controls=[str(v) for v in coding.get("controls", ["0"])],
+        kind=kind,
         step=step,
     )
     if pipeline.get("covariates"):  # non-numeric values stop here; missing ones per the rule
@@ -171,6 +196,7 @@ def validate_cohort(
         cohort,
         min_samples=pipeline["min_samples_per_client"],
         min_per_class=pipeline["min_cases_per_client"],
+        kind=kind,
         on_invalid=pipeline["on_invalid_client"],
         step=step,
     )
@@ -219,7 +245,7 @@ def _kept(qc: pd.DataFrame) -> pd.DataFrame:
 def count_alleles(
     source: GenotypeSource, qc: pd.DataFrame, pipeline: Mapping[str, Any]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """What a site releases: summary counts over its QC-passing samples (and controls).
+    """What a site releases: summary counts over its QC-passing samples (and :func:`hwe_samples`).
 
     Returns
     -------
@@ -229,11 +255,10 @@ def count_alleles(
         Variants the reader skipped (``chrom, pos, id, ref, alt, reason``).
     """
     kept = _kept(qc)
-    controls = kept.loc[kept["phenotype"] == 0, "sample_id"].tolist()
     counts = site_counts(
         source,
         samples=kept["sample_id"].tolist(),
-        controls=controls,
+        controls=hwe_samples(qc, phenotype_kind(pipeline)),
         chunk_size=pipeline["chunk_size"],
     )
     return counts, skipped_variants(source)
@@ -270,7 +295,8 @@ def client_features(
     Returns
     -------
     samples : DataFrame
-        ``sample_id, prs, phenotype, split`` then one float64 column per covariate.
+        ``sample_id, prs, phenotype, split`` (``phenotype`` int8 0/1, float64 for a
+        quantitative trait) then one float64 column per covariate.
     dosages : scipy.sparse.csr_matrix of float32, shape (n_samples, n_rare)
     """
     kept = _kept(qc)
@@ -286,14 +312,19 @@ def client_features(
     if scores["sample_id"].tolist() != ids:
         raise ValueError("scores are not in the requested sample order")
     dosages = rare_dosages(source, rare, samples=ids, chunk_size=pipeline["chunk_size"])
+    kind = phenotype_kind(pipeline)
     split = assign_splits(
-        kept, test_fraction=pipeline["test_fraction"], random_seed=pipeline["random_seed"]
+        kept,
+        test_fraction=pipeline["test_fraction"],
+        random_seed=pipeline["random_seed"],
+        kind=kind,
     )
+    dtype = np.int8 if kind.kind == "binary" else np.float64
     samples = pd.DataFrame(
         {
             "sample_id": pd.Series(ids, dtype=str),
             "prs": scores["SUM"].to_numpy(dtype=np.float64),
-            "phenotype": kept["phenotype"].to_numpy(dtype=np.int8),
+            "phenotype": kept["phenotype"].to_numpy(dtype=dtype),
             "split": split.to_numpy(dtype=str),
         }
     )
@@ -328,8 +359,13 @@ def _with_covariates(
     return out
 
 
-def client_summary(client: str, samples: pd.DataFrame, dosages: sp.spmatrix) -> dict[str, Any]:
-    """One row of ``clients.tsv``: sizes, cases, splits and rare-variant carriers."""
+def client_summary(
+    client: str, samples: pd.DataFrame, dosages: sp.spmatrix, kind: str | Outcome = "binary"
+) -> dict[str, Any]:
+    """One row of ``clients.tsv``: sizes, cases, splits and rare-variant carriers.
+
+    ``n_cases`` is None (an empty cell) for a quantitative phenotype (``kind``).
+    """
     dosages = sp.csr_matrix(dosages)
     if dosages.shape[0] != len(samples):
         raise ValueError(
@@ -338,9 +374,15 @@ def client_summary(client: str, samples: pd.DataFrame, dosages: sp.spmatrix) -> 
     return {
         "client": client,
         "n_samples": len(samples),
-        "n_cases": int(samples["phenotype"].sum()),
+        "n_cases": _n_cases(samples["phenotype"].to_numpy(), kind),
         "n_train": int((samples["split"] == "train").sum()),
         "n_test": int((samples["split"] == "test").sum()),
         "n_carriers": int((dosages.getnnz(axis=1) > 0).sum()),
         "n_rare_carried": int((dosages.getnnz(axis=0) > 0).sum()),
     }
+
+
+def _n_cases(y: np.ndarray, kind: str | Outcome) -> int | None:
+    """The outcome's case count of ``y`` (None where it counts none)."""
+    n_cases = outcome(kind).counts(y).get("n_cases")
+    return None if n_cases is None else int(n_cases)

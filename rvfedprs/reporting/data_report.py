@@ -2,7 +2,8 @@
 
 :func:`write_data_report` reads the pipeline's outputs (``clients.tsv``, the variant table,
 ``score_match.tsv``, ``exclusions.tsv`` and each client's ``samples.parquet``), draws PNG figures
-and writes one self-contained HTML page (figures embedded) beside them.
+and writes one self-contained HTML page (figures embedded) beside them. A binary phenotype is
+reported by cases and controls; a quantitative one by the trait's mean and sd per client.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from rvfedprs.outcomes import Outcome, outcome
 
 __all__ = ["write_data_report", "match_summary"]
 
@@ -83,7 +86,7 @@ def _figure_maf(variants: pd.DataFrame, rare_maf_max: float, path: Path) -> Path
     return path
 
 
-def _figure_prs(samples: Mapping[str, pd.DataFrame], path: Path) -> Path:
+def _figure_prs(samples: Mapping[str, pd.DataFrame], path: Path, binary: bool = True) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,17 +95,20 @@ def _figure_prs(samples: Mapping[str, pd.DataFrame], path: Path) -> Path:
     names = list(samples)
     height = max(3.0, 0.45 * len(names) + 1.5)
     fig, ax = plt.subplots(figsize=(8, height), constrained_layout=True)
+    # (phenotype, colour, offset): controls and cases, or every sample of a quantitative trait
+    groups = ((0, "#4c72b0", -0.17), (1, "#c44e52", 0.17)) if binary else ((None, "#4c72b0", 0),)
     for row, name in enumerate(names):
         table = samples[name]
-        for label, colour, offset in ((0, "#4c72b0", -0.17), (1, "#c44e52", 0.17)):
-            values = table.loc[table["phenotype"] == label, "prs"].to_numpy(dtype=float)
+        for label, colour, offset in groups:
+            rows = table["phenotype"] == label if binary else slice(None)
+            values = table.loc[rows, "prs"].to_numpy(dtype=float)
             if len(values) == 0:
                 continue
             parts = ax.violinplot(
                 values,
                 positions=[row + offset],
                 orientation="horizontal",
-                widths=0.32,
+                widths=0.32 if binary else 0.64,
                 showmedians=True,
             )
             for body in parts["bodies"]:
@@ -113,7 +119,7 @@ def _figure_prs(samples: Mapping[str, pd.DataFrame], path: Path) -> Path:
     ax.set_yticks(range(len(names)), names)
     ax.invert_yaxis()
     ax.set_xlabel("PRS (SUM of weight × effect-allele dosage)")
-    ax.set_title("PRS per client: controls (blue) and cases (red)")
+    ax.set_title("PRS per client" + (": controls (blue) and cases (red)" if binary else ""))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -129,12 +135,16 @@ def _figure_clients(clients: pd.DataFrame, path: Path) -> Path:
         1, 2, figsize=(10, max(3.0, 0.35 * len(clients) + 1.5)), constrained_layout=True
     )
     y = np.arange(len(clients))
-    controls = clients["n_samples"] - clients["n_cases"]
-    axes[0].barh(y, controls, color="#4c72b0", label="controls")
-    axes[0].barh(y, clients["n_cases"], left=controls, color="#c44e52", label="cases")
+    cases = pd.to_numeric(clients.get("n_cases"), errors="coerce")
+    if cases is not None and cases.notna().all():
+        controls = clients["n_samples"] - cases
+        axes[0].barh(y, controls, color="#4c72b0", label="controls")
+        axes[0].barh(y, cases, left=controls, color="#c44e52", label="cases")
+        axes[0].legend(frameon=False, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    else:  # a quantitative phenotype: no cases
+        axes[0].barh(y, clients["n_samples"], color="#4c72b0")
     axes[0].set_yticks(y, clients["client"])
     axes[0].invert_yaxis()
-    axes[0].legend(frameon=False, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     axes[0].set_title("Samples per client")
     if "n_rare_carried" in clients:
         axes[1].barh(y, clients["n_rare_carried"], color="#dd8452")
@@ -166,6 +176,7 @@ def write_data_report(
     out_html: str | Path,
     rare_maf_max: float = 0.01,
     title: str = "rvfedprs data report",
+    kind: str | Outcome = "binary",
 ) -> Path:
     """Draw the figures and write the HTML data report.
 
@@ -187,6 +198,9 @@ def write_data_report(
         The rare/common threshold, drawn on the MAF spectrum.
     title : str
         Page title.
+    kind : {"binary", "quantitative"} or Outcome
+        The phenotype's kind (``outcome.json``): PRS by cases and controls, or the trait's mean
+        and sd per client in the clients table (``n_cases`` left out).
 
     Returns
     -------
@@ -202,8 +216,15 @@ def write_data_report(
     excluded = pd.read_csv(exclusions, sep="\t", dtype=str, keep_default_na=False)
     samples = {name: pd.read_parquet(path) for name, path in client_samples.items()}
 
+    binary = outcome(kind).kind == "binary"
     prs_rows = []
     for name, table in samples.items():
+        if not binary:
+            prs_rows.append(
+                {"client": name, "n": len(table), "mean": table["prs"].mean(),
+                 "sd": table["prs"].std()}
+            )  # fmt: skip
+            continue
         for label in (0, 1):
             values = table.loc[table["phenotype"] == label, "prs"]
             prs_rows.append(
@@ -217,7 +238,20 @@ def write_data_report(
             )
     fig_clients = _figure_clients(clients_table, figures / "clients.png")
     fig_maf = _figure_maf(variants_table, rare_maf_max, figures / "maf_spectrum.png")
-    fig_prs = _figure_prs(samples, figures / "prs_by_client.png")
+    fig_prs = _figure_prs(samples, figures / "prs_by_client.png", binary=binary)
+    if binary:
+        phenotype_note = f"{int(clients_table.get('n_cases', pd.Series(dtype=float)).sum())} cases"
+    else:  # the trait's mean and sd per client instead of its cases
+        trait = {name: table["phenotype"].astype(float) for name, table in samples.items()}
+        clients_table = clients_table.drop(columns="n_cases", errors="ignore")
+        clients_table["trait_mean"] = clients_table["client"].map(
+            {k: v.mean() for k, v in trait.items()}
+        )
+        clients_table["trait_sd"] = clients_table["client"].map(
+            {k: v.std() for k, v in trait.items()}
+        )
+        pooled = pd.concat(list(trait.values())) if trait else pd.Series(dtype=float)
+        phenotype_note = f"quantitative trait, mean {pooled.mean():.4g}, sd {pooled.std():.4g}"
 
     n_variants = len(variants_table)
     classes = (
@@ -234,12 +268,14 @@ def write_data_report(
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
         f"<p>{len(clients_table)} clients, {int(totals.get('n_samples', 0))} samples "
-        f"({int(totals.get('n_cases', 0))} cases); {n_variants} variants read: "
+        f"({phenotype_note}); {n_variants} variants read: "
         f"{classes['common']} common, {classes['rare']} rare (rare-dosage columns), "
         f"{classes['excluded']} excluded.</p>",
         "<h2>Clients</h2>",
         "<p class='note'>carriers = samples with at least one rare allele; rare carried = rare "
-        "variants with at least one carrier in the client.</p>",
+        "variants with at least one carrier in the client"
+        + ("" if binary else "; trait mean and sd over the client's samples (sample sd)")
+        + ".</p>",
         _table_html(clients_table),
         _img(fig_clients, "samples per client"),
         "<h2>Scoring-file variant matching</h2>",

@@ -14,7 +14,9 @@ under the study's ``out`` folder::
     score_match.tsv       the scoring file matched to the variant set (pgsc_calc vocabulary)
     score_match_candidates.tsv   the same, one row per scoring-file row × variant (not_best)
     score_weights.txt     the usable scoring rows the sites score with
-    clients.tsv           per site: samples, cases, train/test sizes, carriers
+    clients.tsv           per site: samples, cases (empty for a quantitative trait), train/test
+                          sizes, carriers
+    outcome.json          the phenotype's kind and column (write_outcome)
     train/{strategy}/     metrics.json (design §11 keys), checkpoints, provenance.json
 
 Every exchange follows the federation's one rule for lost sites
@@ -60,6 +62,7 @@ from rvfedprs.federation.rounds import (
 from rvfedprs.federation.secagg.protocol import SecAggParams
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Task, Transport
+from rvfedprs.genomic.data import write_outcome
 from rvfedprs.plan import run
 from rvfedprs.prepare.coordinator import (
     combine_counts,
@@ -67,6 +70,7 @@ from rvfedprs.prepare.coordinator import (
     match_scores,
     write_weights,
 )
+from rvfedprs.prepare.site import phenotype_kind
 from rvfedprs.provenance import jsonable
 from rvfedprs.run import finish_run
 from rvfedprs.strategies.base import Strategy
@@ -549,6 +553,7 @@ def run_study(
     pd.DataFrame([summaries[c] for c in sorted(summaries)]).to_csv(
         out / "clients.tsv", sep="\t", index=False
     )
+    write_outcome(out, phenotype_kind(pipeline), pipeline["phenotype"]["column"])
 
     # 4. train and evaluate every strategy
     summary: dict[str, Any] = {

@@ -6,7 +6,8 @@ and writes only into its own folder::
     FOLDER/logs/cohort.tsv, sample_qc.tsv, exclusions.tsv   individual level: stays here
     FOLDER/genotypes/converted/*.pgen                     a VCF/BGEN converted once (plink2)
     FOLDER/prepared/                                      the per-client layout training reads:
-        rare_variants.tsv, clients.tsv, clients/<site>/{samples.parquet, rare_dosages.npz}
+        rare_variants.tsv, clients.tsv, outcome.json, clients/<site>/{samples.parquet,
+        rare_dosages.npz}
     FOLDER/prepared/weights.txt.gz                        the scoring rows the coordinator sent
     FOLDER/logs/counts.request, prepared/features.request the digest of the request each step
                                                           answered (a resumed study asks, ``holds``)
@@ -34,7 +35,7 @@ from rvfedprs.cohort import EXCLUSION_COLUMNS, read_tsv
 from rvfedprs.evaluation.metrics import causal_carrier_mask
 from rvfedprs.evaluation.summaries import site_summary
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.genomic.data import covariate_columns, standardise_covariates
+from rvfedprs.genomic.data import covariate_columns, standardise_covariates, write_outcome
 from rvfedprs.genomic.task import GenomicSite, GenomicTask
 from rvfedprs.genotypes.chunk import GenotypeSource
 from rvfedprs.genotypes.convert import CONVERTIBLE_FORMATS, to_pgen
@@ -46,6 +47,7 @@ from rvfedprs.prepare.site import (
     client_features,
     client_summary,
     count_alleles,
+    phenotype_kind,
     sample_qc,
     validate_cohort,
 )
@@ -178,6 +180,7 @@ class StudySite:
         client = self.folder / "prepared" / "clients" / self.site
         return [
             self.folder / "prepared" / "clients.tsv",
+            self.folder / "prepared" / "outcome.json",
             client / "samples.parquet",
             client / "rare_dosages.npz",
         ]
@@ -311,8 +314,10 @@ class StudySite:
         samples.to_parquet(folder / "samples.parquet", index=False)
         sp.save_npz(folder / "rare_dosages.npz", dosages)
         rare.to_csv(prepared / "rare_variants.tsv", sep="\t", index=False)
-        summary = client_summary(self.site, samples, dosages)
+        kind = phenotype_kind(pipeline)
+        summary = client_summary(self.site, samples, dosages, kind)
         pd.DataFrame([summary]).to_csv(prepared / "clients.tsv", sep="\t", index=False)
+        write_outcome(prepared, kind, pipeline["phenotype"]["column"])
         self._answered("features", request)
         self._genomic = None
         self._prepared = None
