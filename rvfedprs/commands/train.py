@@ -59,8 +59,11 @@ def run(args: argparse.Namespace) -> int:
     if name is not None:
         config["train"]["strategy"] = name
     record = train(config, args.out, resume=args.resume).metrics
-    print(
-        f"{record['strategy']}: auc={record['auc']:.4f} auprc={record['auprc']:.4f} "
-        f"carrier_auc={record['carrier_auc']:.4f} -> {args.out / 'metrics.json'}"
-    )
+    if record.get("metric") == "r2":  # a quantitative phenotype
+        scores = (f"r2={record['r2']:.4f} incremental_r2={record['incremental_r2']:.4f} "
+                  f"carrier_r2={record['carrier_r2']:.4f}")  # fmt: skip
+    else:
+        scores = (f"auc={record['auc']:.4f} auprc={record['auprc']:.4f} "
+                  f"carrier_auc={record['carrier_auc']:.4f}")  # fmt: skip
+    print(f"{record['strategy']}: {scores} -> {args.out / 'metrics.json'}")
     return 0
