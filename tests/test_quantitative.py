@@ -275,3 +275,27 @@ def test_the_workflow_comparison_reports_r2(paths, tmp_path):
     text = (tmp_path / "c.md").read_text()
     assert "| strategy | R² [95% CI] | incremental R²" in text and "AUC" not in text
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_a_study_pools_its_sites_test_sums_into_the_pooled_metrics():
+    from rvfedprs.evaluation.quantitative import pooled_test_metrics, test_summary
+
+    rng = np.random.default_rng(6)
+    summaries, pooled = {}, {"y": [], "p": [], "c": [], "prs": []}
+    for i, n in enumerate((90, 120, 150)):
+        c = rng.normal(size=(n, 2))
+        p = rng.normal(size=n) + 0.3 * c[:, 0]
+        y = 0.4 * p + 0.5 * c[:, 1] + rng.normal(size=n)
+        prs = p + rng.normal(size=n)
+        summaries[f"s{i}"] = test_summary(y, p, prs=prs, covariates=c)
+        for key, value in zip(("y", "p", "c", "prs"), (y, p, c, prs), strict=True):
+            pooled[key].append(value)
+    y, p, c, prs = (np.concatenate(pooled[k]) for k in ("y", "p", "c", "prs"))
+    got, expected = pooled_test_metrics(summaries), score_metrics(y, p, c)
+    for key in ("r2", "r2_lo", "r2_hi", "null_r2", "full_r2", "incremental_r2",
+                "incremental_r2_lo", "incremental_r2_hi", "partial_r", "mse"):  # fmt: skip
+        assert got[key] == pytest.approx(expected[key], abs=1e-10), key
+    assert got["prs_only_r2"] == pytest.approx(np.corrcoef(y, prs)[0, 1] ** 2, abs=1e-10)
+    assert got["client_r2"]["s1"] == pytest.approx(
+        np.corrcoef(pooled["y"][1], pooled["p"][1])[0, 1] ** 2, abs=1e-12
+    )

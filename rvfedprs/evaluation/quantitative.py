@@ -231,3 +231,111 @@ def quantitative_prs_metrics(
         np.concatenate([test[c].covariates for c in clients]),
     )
     return {"pooled": pooled, "clients": per_client}
+
+
+def _sums(y: np.ndarray, s: np.ndarray) -> dict[str, float]:
+    """n, Σy, Σy², Σs, Σs², Σys of one score on some samples."""
+    from rvfedprs.outcomes import QUANTITATIVE
+
+    return QUANTITATIVE.validation_summary(y, s, bins=0)
+
+
+def test_summary(
+    y: np.ndarray,
+    pred: np.ndarray,
+    *,
+    prs: np.ndarray,
+    covariates: np.ndarray | None = None,
+    carriers: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """What a site sends of its test split under its model: sums, and its own R².
+
+    ``sums`` (n, Σy, Σy², Σŷ, Σŷ², Σyŷ) of the prediction and ``prs_sums`` of the PRS (the
+    pooled R²s), ``gram`` = ZᵀZ, ``zy`` = Zᵀy and ``yy`` = yᵀy of Z = [1, covariates, ŷ] (the
+    pooled null, full and incremental R²), ``carrier_sums`` (the carriers' sums, or None),
+    ``n_carriers``, and the site's own ``r2``: nothing per sample.
+    """
+    y, p = np.asarray(y, np.float64), np.asarray(pred, np.float64)
+    c = np.zeros((y.size, 0)) if covariates is None else np.asarray(covariates, np.float64)
+    z = np.column_stack([np.ones(y.size), c.reshape(y.size, -1), p])
+    out: dict[str, Any] = {
+        "n": int(y.size),
+        "r2": r2_score(y, p),
+        "sums": _sums(y, p),
+        "prs_sums": _sums(y, np.asarray(prs, np.float64)),
+        "gram": (z.T @ z).tolist(),
+        "zy": (z.T @ y).tolist(),
+        "yy": float(y @ y),
+        "carrier_sums": None,
+        "n_carriers": None,
+    }
+    if carriers is not None:
+        mask = np.asarray(carriers, dtype=bool)
+        out["carrier_sums"] = _sums(y[mask], p[mask])
+        out["carrier_prs_sums"] = _sums(y[mask], np.asarray(prs, np.float64)[mask])
+        out["n_carriers"] = int(mask.sum())
+    return out
+
+
+def _gram_r2(gram: np.ndarray, zy: np.ndarray, yy: float, n: float, columns) -> float:
+    """R² of the least-squares fit of y on Z's ``columns`` (column 0 the intercept)."""
+    g, b = gram[np.ix_(columns, columns)], zy[columns]
+    coef = np.linalg.lstsq(g, b, rcond=None)[0]
+    total = yy - zy[0] ** 2 / n
+    return float(1.0 - (yy - b @ coef) / total) if total > 0 else float("nan")
+
+
+def pooled_test_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`quantitative_metrics`' pooled keys from the sites' :func:`test_summary`.
+
+    Exact: every statistic is a function of the summed sums (the intervals use the pooled n).
+    """
+    from rvfedprs.outcomes.quantitative import SUMS, pooled_sums
+
+    sites = sorted(summaries)
+
+    def total(key: str) -> dict[str, float] | None:
+        parts = [summaries[s][key] for s in sites if summaries[s].get(key) is not None]
+        return {k: sum(float(p[k]) for p in parts) for k in SUMS} if parts else None
+
+    pooled = pooled_sums(total("sums"))
+    n = int(pooled["n"])
+    gram = np.sum([np.asarray(summaries[s]["gram"], np.float64) for s in sites], axis=0)
+    zy = np.sum([np.asarray(summaries[s]["zy"], np.float64) for s in sites], axis=0)
+    yy = float(sum(float(summaries[s]["yy"]) for s in sites))
+    width = gram.shape[0]
+    null = _gram_r2(gram, zy, yy, n, list(range(width - 1)))
+    full = _gram_r2(gram, zy, yy, n, list(range(width)))
+    partial_sq = (full - null) / (1 - null) if null < 1 else float("nan")
+    coef = np.linalg.lstsq(gram, zy, rcond=None)[0]
+    partial = float(np.sign(coef[-1]) * np.sqrt(max(partial_sq, 0.0)))
+    low, high = _squared_interval(*_fisher_interval(partial, n - (width - 2) - 3))
+    r = float(np.sqrt(pooled["r2"])) if np.isfinite(pooled["r2"]) else float("nan")
+    r2_lo, r2_hi = _squared_interval(*_fisher_interval(r, n - 3))
+    client_r2 = {s: float(summaries[s]["r2"]) for s in sites}
+    finite = np.array([v for v in client_r2.values() if np.isfinite(v)])
+    carriers, carrier_prs = total("carrier_sums"), total("carrier_prs_sums")
+    with_carriers = [s for s in sites if summaries[s].get("n_carriers") is not None]
+    return {
+        "metric": "r2",
+        "n": n,
+        "r2": pooled["r2"],
+        "r2_lo": r2_lo,
+        "r2_hi": r2_hi,
+        "mse": pooled["mse"],
+        "null_r2": null,
+        "full_r2": full,
+        "incremental_r2": full - null,
+        "incremental_r2_lo": low * (1 - null),
+        "incremental_r2_hi": high * (1 - null),
+        "partial_r": partial,
+        "client_r2": client_r2,
+        "client_r2_mean": float(finite.mean()) if finite.size else float("nan"),
+        "client_r2_std": float(finite.std()) if finite.size else float("nan"),
+        "prs_only_r2": pooled_sums(total("prs_sums"))["r2"],
+        "carrier_r2": pooled_sums(carriers)["r2"] if carriers else float("nan"),
+        "carrier_prs_only_r2": pooled_sums(carrier_prs)["r2"] if carrier_prs else float("nan"),
+        "n_carriers": (
+            int(sum(summaries[s]["n_carriers"] for s in with_carriers)) if with_carriers else None
+        ),  # fmt: skip
+    }

@@ -191,6 +191,7 @@ def pooled_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     client_auc = {s: float(summaries[s]["auc"]) for s in sites}
     mean, std = client_auc_summary(client_auc)
     out: dict[str, Any] = {
+        "metric": "auc",
         "auc": histogram_auc(cases, controls),
         "auprc": histogram_auprc(cases, controls),
         "auc_tie_bound": tie_bound(cases, controls),

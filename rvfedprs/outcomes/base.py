@@ -166,5 +166,16 @@ class Outcome(ABC):
         """:meth:`pooled_validation` from the secure sum of :meth:`dense_validation`."""
 
     @abstractmethod
+    def test_summary(
+        self, y: np.ndarray, pred: np.ndarray, *, carriers: np.ndarray | None,
+        prs: np.ndarray, covariates: np.ndarray, bins: int,
+    ) -> dict[str, Any]:  # fmt: skip
+        """What a site sends of its test split under its model (a study's evaluation)."""
+
+    @abstractmethod
+    def pooled_test_metrics(self, summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        """The pooled and per-site test metrics of the sites' :meth:`test_summary`."""
+
+    @abstractmethod
     def validation_scores(self, y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
         """:attr:`metric` and :attr:`loss_name` of predictions pooled in one process (exact)."""

@@ -132,6 +132,18 @@ class Binary(Outcome):
 
         return summed_validation(total)
 
+    def test_summary(self, y, pred, *, carriers, prs, covariates, bins):
+        """:func:`~rvfedprs.evaluation.summaries.site_summary` (exact site AUCs, histograms)."""
+        from rvfedprs.evaluation.summaries import site_summary
+
+        return site_summary(y, pred, carriers=carriers, prs=prs, bins=bins)
+
+    def pooled_test_metrics(self, summaries):
+        """:func:`~rvfedprs.evaluation.summaries.pooled_metrics`."""
+        from rvfedprs.evaluation.summaries import pooled_metrics
+
+        return pooled_metrics(summaries)
+
     def validation_scores(self, y, pred):
         """The exact pooled AUC and the mean cross-entropy."""
         from rvfedprs.evaluation.metrics import roc_auc

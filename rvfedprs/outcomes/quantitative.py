@@ -169,6 +169,18 @@ class Quantitative(Outcome):
         scores = pooled_sums(sums)
         return {"r2": scores["r2"], "mse": scores["mse"]}
 
+    def test_summary(self, y, pred, *, carriers, prs, covariates, bins):
+        """:func:`~rvfedprs.evaluation.quantitative.test_summary` (sums, the site's own R²)."""
+        from rvfedprs.evaluation.quantitative import test_summary
+
+        return test_summary(y, pred, carriers=carriers, prs=prs, covariates=covariates)
+
+    def pooled_test_metrics(self, summaries):
+        """:func:`~rvfedprs.evaluation.quantitative.pooled_test_metrics`."""
+        from rvfedprs.evaluation.quantitative import pooled_test_metrics
+
+        return pooled_test_metrics(summaries)
+
     def validation_scores(self, y, pred):
         """The pooled ``r2`` and ``mse`` of predictions held in one process."""
         return self.pooled_validation({"all": self.validation_summary(y, pred, bins=0)})

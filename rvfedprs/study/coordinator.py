@@ -50,7 +50,6 @@ import pandas as pd
 from rvfedprs.cohort import exclusions
 from rvfedprs.evaluation.metrics import cluster_ari
 from rvfedprs.evaluation.selection import selected_parameters, selection_record
-from rvfedprs.evaluation.summaries import pooled_metrics
 from rvfedprs.federation.metering import traffic_of
 from rvfedprs.federation.plan import Privacy, RunPlan, enabled_secagg
 from rvfedprs.federation.rounds import (
@@ -63,6 +62,7 @@ from rvfedprs.federation.secagg.protocol import SecAggParams
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Task, Transport
 from rvfedprs.genomic.data import write_outcome
+from rvfedprs.outcomes import outcome
 from rvfedprs.plan import run
 from rvfedprs.prepare.coordinator import (
     combine_counts,
@@ -194,7 +194,8 @@ def federated_evaluation(
     Returns
     -------
     dict
-        :func:`~rvfedprs.evaluation.summaries.pooled_metrics` keys over the sites that
+        The outcome's pooled test metrics (:meth:`~rvfedprs.outcomes.Outcome.
+        pooled_test_metrics`: AUCs from histograms, or R²s from sums) over the sites that
         answered, ``evaluated_sites`` (those sites), ``evaluation_failed`` (site → why, only
         when a site was lost), ``clusters`` and ``ari`` (NaN unless the strategy forms clusters
         and the sites know their true cluster).
@@ -217,7 +218,7 @@ def federated_evaluation(
     count = f"{step}: only {len(summaries)} of {len(sites)} sites answered"
     require_replies(step, count, len(summaries), min_replies, failures)
     answered = sorted(summaries)
-    metrics = pooled_metrics(summaries)
+    metrics = outcome((settings.get("outcome") or {}).get("kind")).pooled_test_metrics(summaries)
     metrics["evaluated_sites"] = answered
     if failures:
         metrics["evaluation_failed"] = dict(sorted(failures.items()))
@@ -265,10 +266,11 @@ class RoundEvaluation:
                                     parameters_for=parameters_for)  # fmt: skip
 
     def __call__(self, strategy: Strategy, server_round: int) -> dict[str, Any]:
-        """Round ``server_round``'s entry: its pooled AUC (and any lost sites)."""
+        """Round ``server_round``'s entry: its pooled metric (AUC, R²; and any lost sites)."""
         metrics = self.evaluate(strategy, f"round {server_round} evaluation")
-        log.info("%s round %d: pooled AUC %.4f", strategy.name, server_round, metrics["auc"])
-        entry = {"auc": metrics["auc"]}
+        name = metrics["metric"]
+        log.info("%s round %d: pooled %s %.4f", strategy.name, server_round, name, metrics[name])
+        entry = {name: metrics[name]}
         if "evaluation_failed" in metrics:
             entry["evaluation_failed"] = metrics["evaluation_failed"]
             entry["evaluated_sites"] = metrics["evaluated_sites"]
@@ -689,7 +691,7 @@ def _train(
     if "evaluation_failed" in metrics:
         lost["final"] = metrics["evaluation_failed"]
     return {
-        "auc": record["auc"],
+        record["metric"]: record[record["metric"]],
         "evaluated_sites": metrics["evaluated_sites"],
         "failures": {e["round"]: e["failed"] for e in result.history if "failed" in e},
         "evaluation_failures": lost,

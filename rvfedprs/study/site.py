@@ -33,9 +33,13 @@ import scipy.sparse as sp
 
 from rvfedprs.cohort import EXCLUSION_COLUMNS, read_tsv
 from rvfedprs.evaluation.metrics import causal_carrier_mask
-from rvfedprs.evaluation.summaries import site_summary
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.genomic.data import covariate_columns, standardise_covariates, write_outcome
+from rvfedprs.genomic.data import (
+    covariate_columns,
+    standardise_covariates,
+    standardise_trait,
+    write_outcome,
+)
 from rvfedprs.genomic.task import GenomicSite, GenomicTask
 from rvfedprs.genotypes.chunk import GenotypeSource
 from rvfedprs.genotypes.convert import CONVERTIBLE_FORMATS, to_pgen
@@ -363,13 +367,18 @@ class StudySite:
                 settings["covariate_mean"],
                 settings["covariate_sd"],
             )
+        kind = self.genomic().train.outcome
+        y = samples["phenotype"].to_numpy(np.float64)[rows]
+        if kind.standardises:  # a quantitative trait: the run's federated training mean and sd
+            y = standardise_trait(y, settings["outcome"]["mean"], settings["outcome"]["sd"])
         return ClientData(
             self.site,
             samples["sample_id"].astype(str).to_numpy()[rows],
             prs.astype(np.float32),
             dosages[rows],
-            samples["phenotype"].to_numpy(np.float32)[rows],
+            y,
             covariates,
+            kind,
         )
 
     def _truth(self, data: ClientData, variant_keys: Sequence[str]) -> tuple[Any, Any]:
@@ -405,6 +414,7 @@ class StudySite:
         set_parameters(model, parameters)
         p = evaluate(model, data)
         carriers, cluster = self._truth(data, self.genomic().variant_keys)
-        out = site_summary(data.y, p, carriers=carriers, prs=data.prs, bins=bins)
+        out = data.outcome.test_summary(data.y, p, carriers=carriers, prs=data.prs,
+                                        covariates=data.covariates, bins=bins)  # fmt: skip
         out["true_cluster"] = cluster
         return out

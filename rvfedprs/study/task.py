@@ -117,26 +117,6 @@ class StudyTask(GenomicTask):
         "evaluate": "step_evaluate",
     }
 
-    # --- server side -----------------------------------------------------------------------
-    def run_settings(self, job: Mapping[str, Any], reports: Mapping[str, Any]) -> dict[str, Any]:
-        """The genomic task's run settings, for the phenotypes a study evaluates.
-
-        Raises
-        ------
-        ConfigError
-            For a quantitative phenotype: a study's test evaluation pools case/control
-            histograms; its R² from the sites' sums is not built yet (the pooled workflow and
-            ``rvfedprs train`` take a quantitative trait).
-        """
-        settings = super().run_settings(job, reports)
-        kind = settings["outcome"]["kind"]
-        if kind != "binary":
-            raise ConfigError(
-                f"a study evaluates a binary phenotype; this one is {kind} (pipeline.phenotype."
-                "kind): run the pooled workflow or `rvfedprs train` on the prepared folders"
-            )
-        return settings
-
     # --- site side -------------------------------------------------------------------------
     def locate(
         self, node_config: Mapping[str, Any], run_config: Mapping[str, Any], settings: Mapping
