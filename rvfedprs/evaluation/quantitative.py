@@ -32,6 +32,11 @@ from rvfedprs.evaluation.metrics import cluster_label
 from rvfedprs.training import ClientData
 
 __all__ = [
+    "SUMS",
+    "trait_sums",
+    "pooled_sums",
+    "test_summary",
+    "pooled_test_metrics",
     "r2_score",
     "ols_r2",
     "score_metrics",
@@ -40,6 +45,28 @@ __all__ = [
 ]
 
 _Z = float(stats.norm.ppf(0.975))
+
+#: The sums of a trait and a score a site sends (validation, test), in order.
+SUMS = ("n", "sum_y", "sum_yy", "sum_p", "sum_pp", "sum_yp")
+
+
+def trait_sums(y: np.ndarray, s: np.ndarray) -> dict[str, float]:
+    """:data:`SUMS` of trait ``y`` and score ``s``: n, Σy, Σy², Σs, Σs², Σys."""
+    y, s = np.asarray(y, dtype=np.float64), np.asarray(s, dtype=np.float64)
+    values = (y.size, y.sum(), y @ y, s.sum(), s @ s, y @ s)
+    return {k: (int(v) if k == "n" else float(v)) for k, v in zip(SUMS, values, strict=True)}
+
+
+def pooled_sums(sums: Mapping[str, float]) -> dict[str, float]:
+    """``r2`` (squared correlation), ``mse`` and ``n`` of pooled :data:`SUMS`."""
+    n = float(sums["n"])
+    if n < 2:
+        return {"r2": float("nan"), "mse": float("nan"), "n": n}
+    sy, syy, sp_, spp, syp = (float(sums[k]) for k in SUMS[1:])
+    cov = syp - sy * sp_ / n
+    var_y, var_p = syy - sy * sy / n, spp - sp_ * sp_ / n
+    r2 = cov * cov / (var_y * var_p) if var_y > 0 and var_p > 0 else float("nan")
+    return {"r2": float(min(r2, 1.0)), "mse": float((syy - 2 * syp + spp) / n), "n": n}
 
 
 def _fisher_interval(r: float, dof: int) -> tuple[float, float]:
@@ -233,13 +260,6 @@ def quantitative_prs_metrics(
     return {"pooled": pooled, "clients": per_client}
 
 
-def _sums(y: np.ndarray, s: np.ndarray) -> dict[str, float]:
-    """n, Σy, Σy², Σs, Σs², Σys of one score on some samples."""
-    from rvfedprs.outcomes import QUANTITATIVE
-
-    return QUANTITATIVE.validation_summary(y, s, bins=0)
-
-
 def test_summary(
     y: np.ndarray,
     pred: np.ndarray,
@@ -261,8 +281,8 @@ def test_summary(
     out: dict[str, Any] = {
         "n": int(y.size),
         "r2": r2_score(y, p),
-        "sums": _sums(y, p),
-        "prs_sums": _sums(y, np.asarray(prs, np.float64)),
+        "sums": trait_sums(y, p),
+        "prs_sums": trait_sums(y, np.asarray(prs, np.float64)),
         "gram": (z.T @ z).tolist(),
         "zy": (z.T @ y).tolist(),
         "yy": float(y @ y),
@@ -271,8 +291,8 @@ def test_summary(
     }
     if carriers is not None:
         mask = np.asarray(carriers, dtype=bool)
-        out["carrier_sums"] = _sums(y[mask], p[mask])
-        out["carrier_prs_sums"] = _sums(y[mask], np.asarray(prs, np.float64)[mask])
+        out["carrier_sums"] = trait_sums(y[mask], p[mask])
+        out["carrier_prs_sums"] = trait_sums(y[mask], np.asarray(prs, np.float64)[mask])
         out["n_carriers"] = int(mask.sum())
     return out
 
@@ -290,8 +310,6 @@ def pooled_test_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str,
 
     Exact: every statistic is a function of the summed sums (the intervals use the pooled n).
     """
-    from rvfedprs.outcomes.quantitative import SUMS, pooled_sums
-
     sites = sorted(summaries)
 
     def total(key: str) -> dict[str, float] | None:

@@ -10,7 +10,6 @@ positive and negative parts).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,10 +20,8 @@ from rvfedprs.outcomes.base import Outcome
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Quantitative", "SUMS", "SUM_SCALE", "pooled_sums"]
+__all__ = ["Quantitative", "SUM_SCALE"]
 
-#: The validation sums a site sends, in order.
-SUMS = ("n", "sum_y", "sum_yy", "sum_p", "sum_pp", "sum_yp")
 #: Fixed point of a securely summed validation sum (resolution 2^-24 per site).
 SUM_SCALE = 1 << 24
 #: The sums that can be negative: summed securely as their positive and negative parts, since a
@@ -32,18 +29,6 @@ SUM_SCALE = 1 << 24
 _SIGNED = ("sum_y", "sum_p", "sum_yp")
 #: Strata of a quantitative trait's stratified splits: its quantiles.
 STRATA = 5
-
-
-def pooled_sums(sums: Mapping[str, float]) -> dict[str, float]:
-    """``r2`` (squared correlation), ``mse`` and ``n`` of pooled :data:`SUMS`."""
-    n = float(sums["n"])
-    if n < 2:
-        return {"r2": float("nan"), "mse": float("nan"), "n": n}
-    sy, syy, sp_, spp, syp = (float(sums[k]) for k in SUMS[1:])
-    cov = syp - sy * sp_ / n
-    var_y, var_p = syy - sy * sy / n, spp - sp_ * sp_ / n
-    r2 = cov * cov / (var_y * var_p) if var_y > 0 and var_p > 0 else float("nan")
-    return {"r2": float(min(r2, 1.0)), "mse": float((syy - 2 * syp + spp) / n), "n": n}
 
 
 class Quantitative(Outcome):
@@ -131,26 +116,32 @@ class Quantitative(Outcome):
         return 0.5 * (np.asarray(y, np.float64) - eta) ** 2
 
     def validation_summary(self, y, pred, *, bins):
-        """The six :data:`SUMS` of the site's validation samples (``bins`` unused)."""
-        y = np.asarray(y, dtype=np.float64)
-        p = np.asarray(pred, dtype=np.float64)
-        values = (y.size, y.sum(), y @ y, p.sum(), p @ p, y @ p)
-        return {k: (int(v) if k == "n" else float(v)) for k, v in zip(SUMS, values, strict=True)}
+        """The six sums of the site's validation samples (``bins`` unused).
+
+        :func:`~rvfedprs.evaluation.quantitative.trait_sums`.
+        """
+        from rvfedprs.evaluation.quantitative import trait_sums
+
+        return trait_sums(y, pred)
 
     def pooled_validation(self, summaries):
         """``r2`` and ``mse`` of the summed sums (exact)."""
+        from rvfedprs.evaluation.quantitative import SUMS, pooled_sums
+
         total = {k: sum(float(s[k]) for s in summaries.values()) for k in SUMS}
         scores = pooled_sums(total)
         return {"r2": scores["r2"], "mse": scores["mse"]}
 
     def secure_shapes(self, bins: int) -> dict[str, tuple[int, ...]]:
         """One vector of the fixed-point sums."""
-        return {"sums": (len(SUMS) + len(_SIGNED),)}
+        return {"sums": (6 + len(_SIGNED),)}  # the six sums, the signed ones split in two
 
     def dense_validation(self, y, pred, *, bins):
         """:data:`SUMS` as round(2^24 · sum), the signed ones as (positive, negative) parts."""
         y = np.asarray(y, dtype=np.float64)
         p = np.asarray(pred, dtype=np.float64)
+        from rvfedprs.evaluation.quantitative import SUMS
+
         summary = self.validation_summary(y, p, bins=bins)
         terms = {"sum_y": y, "sum_p": p, "sum_yp": y * p}
         values = [summary[k] for k in SUMS if k not in _SIGNED]
@@ -160,6 +151,8 @@ class Quantitative(Outcome):
 
     def summed_validation(self, total):
         """:meth:`pooled_validation` from the secure sum of :meth:`dense_validation`."""
+        from rvfedprs.evaluation.quantitative import SUMS, pooled_sums
+
         values = [int(v) / SUM_SCALE for v in np.asarray(total["sums"])]
         unsigned = [k for k in SUMS if k not in _SIGNED]
         sums = dict(zip(unsigned, values[: len(unsigned)], strict=True))
