@@ -401,7 +401,8 @@ def evaluate_checkpoint(
     Parameters
     ----------
     checkpoint : str or Path
-        A ``round_XXX.pt`` written by :func:`train`.
+        A ``round_XXX.pt`` written by :func:`train`, or a run's folder (its latest checkpoint:
+        a GLM that converged stops before ``train.rounds``).
     out : str or Path
         ``metrics.json`` and ``provenance.json``.
     data : str or Path, optional
@@ -420,9 +421,14 @@ def evaluate_checkpoint(
         For a file that is not a checkpoint of a training run, or inputs of another width.
     """
     from rvfedprs.config import validate_config
-    from rvfedprs.federation.checkpoints import load_checkpoint
+    from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
     from rvfedprs.strategies import strategy_from_config
 
+    if Path(checkpoint).is_dir():
+        found = latest_checkpoint(checkpoint)
+        if found is None:
+            raise InputDataError(f"{checkpoint} holds no checkpoints/round_XXX.pt")
+        checkpoint = found
     record = load_checkpoint(checkpoint)
     if "config" not in record:
         raise InputDataError(

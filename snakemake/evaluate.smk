@@ -8,20 +8,20 @@ POOLED_TARGETS += multiext(f"{TRAIN}/comparison", ".csv", ".md") + [f"{TRAIN}/cl
 
 rule evaluate_strategy:
     input:
-        checkpoint=f"{TRAIN}/{{strategy}}/{FINAL_CHECKPOINT}",
         trained=f"{TRAIN}/{{strategy}}/metrics.json",
     output:
         metrics="results/evaluate/{strategy}/metrics.json",
         predictions="results/evaluate/{strategy}/predictions.parquet",
     params:
         out=lambda wildcards: f"results/evaluate/{wildcards.strategy}",
+        run=lambda wildcards: f"{TRAIN}/{wildcards.strategy}",
     resources:
         **job_size("evaluate_strategy"),
     log:
         f"{LOGS}/evaluate/{{strategy}}.log",
     threads: 1
     shell:
-        "OMP_NUM_THREADS={threads} rvfedprs evaluate --checkpoint {input.checkpoint}"
+        "OMP_NUM_THREADS={threads} rvfedprs evaluate --checkpoint {params.run}"
         " --out {params.out} > {log} 2>&1"
 
 

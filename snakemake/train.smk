@@ -4,8 +4,6 @@ import yaml
 
 TRAIN = "results/train"
 COMPARE = list(config["train"]["compare"])
-ROUNDS = config["train"]["rounds"]
-FINAL_CHECKPOINT = f"checkpoints/round_{ROUNDS:03d}.pt"
 
 
 POOLED_TARGETS += [f"{TRAIN}/{strategy}/metrics.json" for strategy in COMPARE]
@@ -43,8 +41,9 @@ rule train_strategy:
         truth=TRUTH_FILES,
         burden=burden_files,
     output:
+        # and checkpoints/round_XXX.pt: the last round's, which a GLM that converged reaches
+        # before train.rounds (the evaluate rule reads the latest)
         metrics=f"{TRAIN}/{{strategy}}/metrics.json",
-        checkpoint=f"{TRAIN}/{{strategy}}/{FINAL_CHECKPOINT}",
     params:
         out=lambda wildcards: f"{TRAIN}/{wildcards.strategy}",
     benchmark:

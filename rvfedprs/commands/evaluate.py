@@ -10,7 +10,7 @@ HELP = "recompute metrics.json from a training checkpoint"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``rvfedprs evaluate``."""
-    parser.add_argument("--checkpoint", type=Path, required=True, help="a round_XXX.pt file")
+    parser.add_argument("--checkpoint", type=Path, required=True, help="a round_XXX.pt file, or a run's folder (its latest)")
     parser.add_argument("--data", type=Path, help="per-client inputs (default: the training data)")
     parser.add_argument(
         "--config", type=Path, help="YAML whose evaluate section overrides the checkpoint's"
@@ -25,5 +25,6 @@ def run(args: argparse.Namespace) -> int:
 
     evaluate = None if args.config is None else load_config(args.config)["evaluate"]
     out = evaluate_checkpoint(args.checkpoint, args.out, data=args.data, evaluate=evaluate)
-    print(f"{out['strategy']} (round {out['round']}): auc={out['auc']:.4f} -> {args.out}")
+    metric = out.get("metric", "auc")
+    print(f"{out['strategy']} (round {out['round']}): {metric}={out[metric]:.4f} -> {args.out}")
     return 0
