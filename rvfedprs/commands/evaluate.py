@@ -10,7 +10,10 @@ HELP = "recompute metrics.json from a training checkpoint"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``rvfedprs evaluate``."""
-    parser.add_argument("--checkpoint", type=Path, required=True, help="a round_XXX.pt file, or a run's folder (its latest)")
+    parser.add_argument(
+        "--checkpoint", type=Path, required=True,
+        help="a round_XXX.pt file, or a run's folder (its latest)",
+    )  # fmt: skip
     parser.add_argument("--data", type=Path, help="per-client inputs (default: the training data)")
     parser.add_argument(
         "--config", type=Path, help="YAML whose evaluate section overrides the checkpoint's"
