@@ -299,3 +299,31 @@ def test_a_study_pools_its_sites_test_sums_into_the_pooled_metrics():
     assert got["client_r2"]["s1"] == pytest.approx(
         np.corrcoef(pooled["y"][1], pooled["p"][1])[0, 1] ** 2, abs=1e-12
     )
+
+
+def test_dp_sgd_trains_a_trait_with_the_gaussian_loss(paths):
+    import torch
+
+    from rvfedprs.model import model_from_config
+    from rvfedprs.training.config import LocalTrainingConfig
+    from rvfedprs.training.data import to_torch_sparse
+    from rvfedprs.training.dp import DPState, dp_local_update
+
+    federation = load_federation(paths["data"])
+    data = federation.train[federation.client_ids[0]]
+    model = model_from_config(federation.n_rare, {"n_covariates": data.n_covariates},
+                              random_seed=0)  # fmt: skip
+
+    def loss() -> float:
+        model.eval()
+        with torch.no_grad():
+            eta = model(torch.from_numpy(data.prs), to_torch_sparse(data.rare),
+                        covariates=data.covariates_tensor())  # fmt: skip
+        return float(QUANTITATIVE.loss(eta, torch.from_numpy(data.y)))
+
+    before = loss()
+    config = LocalTrainingConfig(epochs=3, lr=0.05, batch_size=32)
+    dp = DPState(noise_multiplier=0.5, max_grad_norm=5.0)
+    result = dp_local_update(model, data, config, dp, random_seed=1)
+    assert np.isfinite(result.loss) and loss() < before  # ½(y − η)² went down under DP-SGD
+    assert dp.epsilon() > 0
