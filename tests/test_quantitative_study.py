@@ -77,3 +77,28 @@ def test_a_quantitative_study_equals_the_pooled_run(inputs, tmp_path):
         assert study["client_r2"][client] == pytest.approx(r2, abs=1e-9)
     for key in ("r2", "incremental_r2", "null_r2", "full_r2", "prs_only_r2"):
         assert study[key] == pytest.approx(pooled[key], abs=1e-9), key
+
+
+@pytest.mark.slow
+def test_the_workflow_runs_a_quantitative_trait_to_comparison_md(tmp_path):
+    config = {
+        "simulate": {**SMALL_COHORT["simulate"], "phenotype": {"kind": "quantitative"}},
+        "pipeline": {**SMALL_COHORT["pipeline"], "phenotype": PHENOTYPE},
+        "train": {"compare": ["fedglm", "fedavg"], "rounds": 2, "seed": 1},
+        "assess": {"enabled": False},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+         "--cores", "2", "--configfile", str(tmp_path / "config.yaml"), "--directory",
+         str(tmp_path), "results/train/comparison.md"],
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = (tmp_path / "results" / "train" / "comparison.md").read_text()
+    assert "| strategy | R² [95% CI]" in text and "| fedglm |" in text and "| fedavg |" in text
+    outcome = json.loads((tmp_path / "results" / "outcome.json").read_text())
+    assert outcome["kind"] == "quantitative"
+    for name in ("fedglm", "fedavg"):
+        record = json.loads((tmp_path / "results" / "evaluate" / name / "metrics.json").read_text())
+        assert record["metric"] == "r2" and 0 <= record["r2"] <= 1
