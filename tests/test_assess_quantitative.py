@@ -1,6 +1,8 @@
 """``rvfedprs assess`` for a quantitative trait against statsmodels OLS fitted on the same rows."""
 
 import base64
+import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -13,8 +15,10 @@ from rvfedprs.cli import main
 from rvfedprs.evaluation.assess import assess_scores, load_assess_data
 from rvfedprs.evaluation.assess_quantitative import STATISTICS
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.genomic.data import write_outcome
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / ".." / "shared" / "data"
 CINECA = DATA / "cineca_synthetic"
 PGS = DATA / "pgs_catalog_scorefiles" / "PGS001229_22.txt"  # standing height, chr22
 needs_cineca = pytest.mark.skipif(
@@ -139,6 +143,8 @@ def test_cli_writes_the_three_files_with_r2_columns_and_trait_figures(tmp_path, 
     assert all(base64.b64decode(i)[:8] == b"\x89PNG\r\n\x1a\n" for i in images)
     assert "ROC" not in page and "Mean trait by score decile" in page
     assert "SUM: n=1200 incremental_r2=" in capsys.readouterr().out
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["parameters"]["phenotype_kind"] == "quantitative"
 
 
 def test_a_non_numeric_trait_is_a_one_line_error(tmp_path, capsys):
@@ -165,6 +171,32 @@ def test_blank_traits_are_missing_and_a_constant_trait_or_prevalence_is_an_error
     with pytest.raises(InputDataError, match="the phenotype is 170 for all 1200 samples"):
         load_assess_data(**_files(tmp_path, np.full(trait.size, 170.0), score, cov, site),
                          phenotype_kind="quantitative")  # fmt: skip
+
+
+def test_workflow_report_assesses_the_trait_outcome_json_names(tmp_path):
+    """pipelines/assess_report.py reads the federation's outcome.json: quantitative rows."""
+    spec = importlib.util.spec_from_file_location("assess_report", ROOT / "pipelines" /
+                                                  "assess_report.py")  # fmt: skip
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    trait, score, cov, site = _cohort(seed=8)
+    results, paths = tmp_path / "results", []
+    for name in ("site0", "site1", "site2"):
+        rows = site == name
+        path = results / "clients" / name / "samples.parquet"
+        path.parent.mkdir(parents=True)
+        pd.DataFrame({"sample_id": [f"{name}_{i}" for i in range(rows.sum())], "phenotype":
+                      trait[rows], "prs": score[rows], "age": cov[rows, 0], "split": "train"}
+                     ).to_parquet(path)  # fmt: skip
+        paths.append(path)
+    write_outcome(results, "quantitative", "height")
+    settings = {"split": "all", "prevalence": None, "federated": False}
+    table = script.main(samples=paths, settings=settings, covariates=["age"],
+                        out=results / "report", inputs_table=tmp_path / "inputs.tsv")  # fmt: skip
+    pooled = table.set_index("site").loc["pooled"]
+    null, full, _ = _ols(trait, score, cov[:, :1])
+    assert pooled["incremental_r2"] == pytest.approx(full.rsquared - null.rsquared, abs=1e-8)
+    assert "Incremental R²" in (results / "report" / "assess.md").read_text()
 
 
 @needs_cineca

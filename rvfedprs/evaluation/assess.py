@@ -909,31 +909,19 @@ def write_assessment(
     out.mkdir(parents=True, exist_ok=True)
     readable = readable_table(table, data.outcome)
     how_to_read = HOW_TO_READ if data.outcome == BINARY else quantitative.HOW_TO_READ
-    y = data.frame["phenotype"]
+    y, binary = data.frame["phenotype"], data.outcome == BINARY
     covariates = ", ".join(c.removeprefix("cov:") for c in data.covariates) or "none"
-    counted = (
-        f"{int(y.sum())} cases, {y.mean():.1%}"
-        if data.outcome == BINARY
-        else f"trait mean {y.mean():.4g}, SD {y.std(ddof=1):.4g}"
-    )
-    facts = [
-        f"{len(y)} samples ({counted}); scores: {', '.join(data.scores)}; "
-        f"covariates: {covariates}.",
-        *(
-            [f"Population prevalence K = {prevalence}."]
-            if prevalence is not None
-            else ["No population prevalence given: no liability-scale R²."]
-            if data.outcome == BINARY
-            else []
-        ),
-        *[f"Note: {note}." for note in data.notes],
-    ]
-    if data.outcome == QUANTITATIVE and (table["method"] == "federated").any():
-        facts.append(
-            "Pooled rows are federated: least squares from each site's X'X, X'y and y'y over "
-            "[1, covariates, score] (equal to the pooled fit); the top decile needs the pooled "
-            "ranking of the scores and is left blank."
-        )
+    counted = f"{int(y.sum())} cases, {y.mean():.1%}" if binary else (
+        f"trait mean {y.mean():.4g}, SD {y.std(ddof=1):.4g}"
+    )  # fmt: skip
+    facts = [f"{len(y)} samples ({counted}); scores: {', '.join(data.scores)}; covariates: "
+             f"{covariates}."]  # fmt: skip
+    if binary:
+        facts.append(f"Population prevalence K = {prevalence}." if prevalence is not None
+                     else "No population prevalence given: no liability-scale R².")  # fmt: skip
+    facts += [f"Note: {note}." for note in data.notes]
+    if not binary and (table["method"] == "federated").any():
+        facts.append(quantitative.FEDERATED)
     if "auc_tie_bound" in table:
         bound = table["auc_tie_bound"].max()
         facts.append(
@@ -1002,6 +990,7 @@ def run_assessment(
         "prevalence": prevalence,
         "federated": federated,
         **inputs,
+        "phenotype_kind": data.outcome.kind,
     }
     paths.append(
         write_provenance(

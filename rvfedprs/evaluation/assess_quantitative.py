@@ -34,6 +34,7 @@ __all__ = [
     "STATISTICS",
     "READABLE",
     "HOW_TO_READ",
+    "FEDERATED",
     "trait_values",
     "exact_row",
     "site_sums",
@@ -75,6 +76,12 @@ HOW_TO_READ = (
     "covariates (OLS 95% interval). Top 10% − rest: the mean trait of the 10% highest scores "
     "minus that of the other 90% (Welch's interval; not covariate-adjusted). Each site's row "
     "uses its own samples (its score standardised within it); the pooled row uses all of them."
+)
+#: What the report says of a federated pooled row.
+FEDERATED = (
+    "Pooled rows are federated: least squares from each site's X'X, X'y and y'y over "
+    "[1, covariates, score] (equal to the pooled fit); the top decile needs the pooled ranking "
+    "of the scores and is left blank."
 )
 _MIN_SAMPLES = 10
 
