@@ -7,7 +7,9 @@ Z_norm2``) and runs :func:`rvfedprs.evaluation.assess.run_assessment` on it, so 
 equals ``rvfedprs assess`` on that table. With the ancestry step (``results/ancestry/``) the PRS
 is also normalised on the reference PCs (pgsc_calc's Z_norm1, Z_norm2; fitted on the reference
 panel's scores), both normalised scores are assessed beside it, and the report adds the
-projected PCs coloured by assigned population and the scores by population.
+projected PCs coloured by assigned population and the scores by population. The phenotype's
+kind is the prepared federation's (``results/outcome.json``): a quantitative trait is assessed by
+its R²s and β per SD (:mod:`rvfedprs.evaluation.assess_quantitative`).
 """
 
 import logging
@@ -22,6 +24,7 @@ from rvfedprs.ancestry import UNDETERMINED, normalise_prs
 from rvfedprs.ancestry.run import read_prs
 from rvfedprs.evaluation.assess import ReportSection, png_base64, run_assessment
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.genomic.data import read_outcome
 from rvfedprs.rulelog import logged_rule
 from rvfedprs.tsv import write_tsv
 
@@ -257,6 +260,7 @@ def main(
     inputs_table: str | Path,
     ancestry: Mapping[str, str | Path] | None = None,
     n_normalisation_pcs: int = 4,
+    outcome: str | Path | None = None,
 ) -> pd.DataFrame:
     """Assess the workflow's PRS and write the report.
 
@@ -277,12 +281,16 @@ def main(
         ``pcs``, ``reference_prs``: the ancestry rule's outputs.
     n_normalisation_pcs : int
         PCs the PRS is normalised on.
+    outcome : path, optional
+        The federation's ``outcome.json`` (default: beside ``clients/``; absent: binary).
 
     Returns
     -------
     DataFrame
         The assessment table.
     """
+    folder = Path(samples[0]).parents[2] if outcome is None else Path(outcome).parent
+    kind = read_outcome(folder)
     table = prepared_samples(samples, settings["split"])
     score_columns = ["prs"]
     sections: list[ReportSection] = []
@@ -297,8 +305,8 @@ def main(
         sections = ancestry_sections(table, pcs, scores)
     write_tsv(table, inputs_table, float_format="%.10g")
     logger.info(
-        "%d samples at %d sites (%s split); scores %s", len(table), table["client"].nunique(),
-        settings["split"], score_columns,
+        "%d samples at %d sites (%s split, %s phenotype); scores %s", len(table),
+        table["client"].nunique(), settings["split"], kind.kind, score_columns,
     )  # fmt: skip
     result, _ = run_assessment(
         inputs_table,
@@ -309,6 +317,7 @@ def main(
         title=TITLE,
         sections=sections,
         phenotype="phenotype",
+        phenotype_kind=kind,
         score_columns=score_columns,
         covariates=inputs_table if covariates else None,
         covariate_columns=list(covariates) or None,
@@ -316,9 +325,10 @@ def main(
         group_column="client",
         id_column="sample_id",
     )
-    for row in result[result["site"] == "pooled"].itertuples():
-        logger.info("%s pooled: n=%d auc=%.4f or_per_sd=%.3f", row.score, row.n, row.auc,
-                    row.or_per_sd)  # fmt: skip
+    statistics = ("auc", "or_per_sd") if kind.kind == "binary" else ("incremental_r2", "r2")
+    for row in result[result["site"] == "pooled"].to_dict("records"):
+        logger.info("%s pooled: n=%d %s", row["score"], row["n"],
+                    " ".join(f"{key}={row[key]:.4f}" for key in statistics))  # fmt: skip
     return result
 
 
@@ -337,4 +347,5 @@ if "snakemake" in globals():
                 else None
             ),
             n_normalisation_pcs=snakemake.params.n_normalisation_pcs,
+            outcome=snakemake.input.outcome,
         )

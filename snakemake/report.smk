@@ -65,6 +65,7 @@ if ANCESTRY["reference"] is not None:
 rule assess_report:
     input:
         samples=per_client("results/clients/{client}/samples.parquet"),
+        outcome="results/outcome.json",
         pcs=f"{ANCESTRY_DIR}/pcs.tsv" if ANCESTRY["reference"] else [],
         reference_prs=f"{ANCESTRY_DIR}/reference_prs.tsv" if ANCESTRY["reference"] else [],
     output:

@@ -1,9 +1,11 @@
 """``rvfedprs assess``: how good a score is, per site and pooled.
 
-``rvfedprs assess --scores prs.tsv --phenotypes pheno.tsv [--phenotype T2D] [--covariates
-cov.tsv] [--samples samples.tsv --group-column client] [--prevalence 0.1] [--federated] --out
-DIR`` writes ``assess.tsv``, ``assess.md``, ``assess.html`` (ROC, risk by decile, score by
-group, embedded) and ``provenance.json``. Bad input stops it with a one-line error (exit 2).
+``rvfedprs assess --scores prs.tsv --phenotypes pheno.tsv [--phenotype T2D] [--phenotype-kind
+binary|quantitative] [--covariates cov.tsv] [--samples samples.tsv --group-column client]
+[--prevalence 0.1] [--federated] --out DIR`` writes ``assess.tsv``, ``assess.md``,
+``assess.html`` (ROC, risk by decile, score by group; for a quantitative trait the mean trait by
+score decile and score against trait, embedded) and ``provenance.json``. Bad input stops it with
+a one-line error (exit 2).
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rvfedprs.outcomes import OUTCOMES
+
 HELP = (
     "assess scores against a phenotype: AUC (95% CI), OR per SD, top-decile OR, incremental "
-    "R² (Nagelkerke, liability), per site and pooled"
+    "R² (Nagelkerke, liability); for a quantitative trait PRSice-2's null, full and incremental "
+    "R², β per SD; per site and pooled"
 )
 
 
@@ -35,10 +40,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--phenotypes",
         type=Path,
         required=True,
-        help="table with a sample id and a 0/1 phenotype (blank = missing)",
+        help="table with a sample id and a 0/1 or quantitative phenotype (blank = missing)",
     )
     parser.add_argument(
         "--phenotype", metavar="COL", help="phenotype column (needed when the table has several)"
+    )
+    parser.add_argument(
+        "--phenotype-kind",
+        choices=sorted(OUTCOMES),
+        default="binary",
+        help="the phenotype's kind (default: binary)",
     )
     parser.add_argument(
         "--covariates",
@@ -91,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         prevalence=args.prevalence,
         federated=args.federated,
         phenotype=args.phenotype,
+        phenotype_kind=args.phenotype_kind,
         score_columns=args.score_columns,
         covariates=args.covariates,
         covariate_columns=args.covariate_columns,
@@ -99,6 +111,12 @@ def run(args: argparse.Namespace) -> int:
         id_column=args.id_column,
     )
     for row in table[table["site"] == "pooled"].itertuples():
+        if args.phenotype_kind == "quantitative":
+            print(
+                f"{row.score}: n={row.n} incremental_r2={row.incremental_r2:.4f} "
+                f"r2={row.r2:.4f} beta_per_sd={row.beta_per_sd:.4g}"
+            )
+            continue
         print(
             f"{row.score}: n={row.n} cases={row.n_cases} auc={row.auc:.4f} "
             f"or_per_sd={row.or_per_sd:.3f} r2_nagelkerke={row.r2_nagelkerke:.4f}"

@@ -2,7 +2,9 @@
 
 Given a score table (``rvfedprs prepare score`` output or any table with a sample id and score
 columns), a 0/1 phenotype, optional covariates and an optional site (or ancestry group) column,
-:func:`assess_scores` reports for every score, every site and the pooled samples:
+:func:`assess_scores` reports for every score, every site and the pooled samples the statistics
+below. A quantitative phenotype (``phenotype_kind="quantitative"``) gets PRSice-2's R²s, β per
+SD and the top decile's mean difference instead (:mod:`.assess_quantitative`).
 
 - **AUC** with DeLong's 95% interval;
 - **OR per SD**: exp(β) of the standardised score in ``logit P(y) = α + C·γ + β·z``, with its
@@ -32,22 +34,25 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rvfedprs.evaluation import assess_quantitative as quantitative
 from rvfedprs.evaluation.paired import delong_ci
 from rvfedprs.evaluation.prs_metrics import liability_factor, nagelkerke_r2
 from rvfedprs.evaluation.summaries import (
     histogram_auc,
+    histogram_delong_se,
     merge_histograms,
     site_summary,
     tie_bound,
 )
 from rvfedprs.exceptions import InputDataError
-from rvfedprs.outcomes import BINARY
+from rvfedprs.outcomes import BINARY, QUANTITATIVE, Outcome, outcome
 
 __all__ = [
     "ID_COLUMNS",
@@ -83,14 +88,17 @@ class AssessData:
     Attributes
     ----------
     frame : DataFrame, shape (n_samples, ...)
-        Indexed by sample id; ``phenotype`` (0/1), the score columns, the covariate columns
-        (text covariates as 0/1 dummies) and ``group`` when a group column was given.
+        Indexed by sample id; ``phenotype`` (0/1, or floats for a quantitative trait), the
+        score columns, the covariate columns (text covariates as 0/1 dummies) and ``group``
+        when a group column was given.
     scores, covariates : list of str
         Column names in ``frame``.
     grouped : bool
         Whether ``frame`` has a ``group`` column.
     notes : list of str
         What was dropped on the way (samples without a phenotype, unmatched ids...).
+    outcome : Outcome
+        The phenotype's kind (binary or quantitative).
     """
 
     frame: pd.DataFrame
@@ -98,6 +106,7 @@ class AssessData:
     covariates: list[str]
     grouped: bool
     notes: list[str] = field(default_factory=list)
+    outcome: Outcome = BINARY
 
 
 def _read_table(path: str | Path, what: str) -> pd.DataFrame:
@@ -176,7 +185,7 @@ def _score_columns(frame: pd.DataFrame, requested: Sequence[str] | None, path) -
     return columns
 
 
-def _phenotype(frame: pd.DataFrame, name: str | None, path) -> pd.Series:
+def _phenotype(frame: pd.DataFrame, name: str | None, path, kind: Outcome) -> pd.Series:
     if name is None:
         if frame.shape[1] != 1:
             raise InputDataError(
@@ -186,6 +195,8 @@ def _phenotype(frame: pd.DataFrame, name: str | None, path) -> pd.Series:
         name = str(frame.columns[0])
     _require_columns(frame, [name], path, "phenotype")
     values = frame[name]
+    if kind == QUANTITATIVE:
+        return quantitative.trait_values(values, name, path)
     present = values.dropna()
     numeric = pd.to_numeric(present, errors="coerce")
     levels = sorted(set(present.astype(str))) if numeric.isna().any() else sorted(set(numeric))
@@ -234,6 +245,7 @@ def load_assess_data(
     samples: str | Path | None = None,
     group_column: str = "client",
     id_column: str | None = None,
+    phenotype_kind: str | Outcome = "binary",
 ) -> AssessData:
     """Read and join the inputs of an assessment on their sample ids.
 
@@ -243,7 +255,8 @@ def load_assess_data(
         TSV (CSV when named ``.csv``) with a sample id column and score columns (default: ``SUM``
         and ``<name>_SUM`` as ``rvfedprs prepare score`` writes, else every numeric column).
     phenotypes : path
-        Sample id and a 0/1 column (``phenotype``; blank = missing, left out).
+        Sample id and a 0/1 (or, quantitative, numeric) column (``phenotype``; blank =
+        missing, left out).
     phenotype : str, optional
         The phenotype column; required when the table has several.
     score_columns : sequence of str, optional
@@ -257,13 +270,16 @@ def load_assess_data(
         The column of ``samples`` giving each sample's site or group.
     id_column : str, optional
         The sample id column of every table (default: the first of :data:`ID_COLUMNS`).
+    phenotype_kind : {"binary", "quantitative"} or Outcome
+        The phenotype's kind.
 
     Raises
     ------
     InputDataError
-        A file or column is missing, no sample id is shared, the phenotype is not 0/1 or has one
-        class among the samples assessed.
+        A file or column is missing, no sample id is shared, the phenotype is not 0/1 (binary)
+        or not numeric (quantitative), or has one value among the samples assessed.
     """
+    kind = outcome(phenotype_kind)
     notes: list[str] = []
     score_table = _indexed(_read_table(scores, "score"), scores, "score", id_column)
     names = _score_columns(score_table, score_columns, scores)
@@ -273,7 +289,7 @@ def load_assess_data(
             "name the phenotype column (--phenotype) when the phenotype file "
             "also holds the covariates"
         )
-    y = _phenotype(pheno_table, phenotype, phenotypes)
+    y = _phenotype(pheno_table, phenotype, phenotypes, kind)
     shared = score_table.index.intersection(y.index)
     if len(shared) == 0:
         raise InputDataError(
@@ -317,14 +333,20 @@ def load_assess_data(
             f"{' and a ' + group_column if grouped else ''} together"
         )
     y_values = frame["phenotype"].to_numpy()
-    if y_values.min() == y_values.max():
-        kind = "cases (1)" if y_values[0] == 1 else "controls (0)"
+    if y_values.min() == y_values.max() and kind == QUANTITATIVE:
         raise InputDataError(
-            f"the phenotype has only {kind} among the {len(frame)} samples assessed; AUC and "
+            f"the phenotype is {y_values[0]:g} for all {len(frame)} samples assessed; R² needs "
+            "a trait that varies"
+        )
+    if y_values.min() == y_values.max():
+        only = "cases (1)" if y_values[0] == 1 else "controls (0)"
+        raise InputDataError(
+            f"the phenotype has only {only} among the {len(frame)} samples assessed; AUC and "
             "odds ratios need cases and controls"
         )
-    frame["phenotype"] = frame["phenotype"].astype(np.int64)
-    return AssessData(frame, names, cov_names, grouped, notes)
+    if kind == BINARY:
+        frame["phenotype"] = frame["phenotype"].astype(np.int64)
+    return AssessData(frame, names, cov_names, grouped, notes, kind)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,27 +476,6 @@ def _histogram_top_decile(cases: np.ndarray, controls: np.ndarray) -> tuple[int,
     return a, b, int(cases.sum()) - a, int(controls.sum()) - b
 
 
-def histogram_delong_se(cases: np.ndarray, controls: np.ndarray) -> float:
-    """DeLong's standard error of the AUC of binned scores (a tie within a bin counts ½).
-
-    The structural components are constant within a bin: a case in bin k has
-    ``V10 = (controls below k + ½ controls in k) / n_controls`` and a control in bin k
-    ``V01 = (cases above k + ½ cases in k) / n_cases``; their variances (ddof 1) weighted by
-    the counts give ``√(var V10 / m + var V01 / n)`` as :func:`.paired.auc_standard_error`
-    gives it on the scores themselves.
-    """
-    cases, controls = np.asarray(cases, float), np.asarray(controls, float)
-    m, n = cases.sum(), controls.sum()
-    if m < 2 or n < 2:
-        return float("nan")
-    v10 = (np.cumsum(controls) - controls + 0.5 * controls) / n
-    v01 = (cases[::-1].cumsum()[::-1] - cases + 0.5 * cases) / m
-    auc = float(np.sum(cases * v10) / m)
-    var10 = float(np.sum(cases * (v10 - auc) ** 2) / (m - 1))
-    var01 = float(np.sum(controls * (v01 - auc) ** 2) / (n - 1))
-    return math.sqrt(var10 / m + var01 / n)
-
-
 def _regression_metrics(blocks, prevalence):
     mean, sd = _moments(blocks)
     kept = _kept_covariates(blocks)
@@ -581,6 +582,18 @@ def _federated_metrics(blocks: Sequence[_Block], prevalence: float | None) -> di
     return out
 
 
+def _quantitative_exact(block: _Block) -> dict[str, Any]:
+    kept = _kept_covariates([block])
+    return quantitative.exact_row(block.y, block.score, block.covariates[:, kept])
+
+
+def _quantitative_federated(blocks: Sequence[_Block]) -> dict[str, Any]:
+    """The pooled quantitative row from each site's X'X, X'y, y'y and n."""
+    kept = _kept_covariates(blocks)
+    sums = [quantitative.site_sums(b.y, b.score, b.covariates[:, kept]) for b in blocks]
+    return quantitative.federated_row(sums)
+
+
 def assess_scores(
     data: AssessData, *, prevalence: float | None = None, federated: bool = False
 ) -> pd.DataFrame:
@@ -600,20 +613,32 @@ def assess_scores(
     DataFrame
         Columns ``score, site, n, n_cases, auc, auc_lo, auc_hi, or_per_sd, ...`` as
         :func:`score_metrics`, plus ``method`` (``exact`` / ``federated``) and, federated,
-        ``auc_tie_bound``.
+        ``auc_tie_bound``. A quantitative phenotype: ``score, site, n`` and
+        :data:`.assess_quantitative.STATISTICS` (its federated pooled row from the sites' sums).
     """
     if prevalence is not None and not 0 < prevalence < 1:
         raise InputDataError(f"prevalence must lie in (0, 1); got {prevalence}")
+    if prevalence is not None and data.outcome == QUANTITATIVE:
+        raise InputDataError(
+            f"prevalence {prevalence} is for a binary phenotype's liability-scale R²; the "
+            "phenotype is quantitative"
+        )
     if federated and not data.grouped:
         raise InputDataError("--federated needs sites: give --samples with a site column")
     frame = data.frame
     sites = sorted(frame["group"].unique()) if data.grouped else []
+    binary = data.outcome == BINARY
+    if binary:
+        exact = partial(_exact_metrics, prevalence=prevalence)
+        pool = partial(_federated_metrics, prevalence=prevalence)
+    else:
+        exact, pool = _quantitative_exact, _quantitative_federated
     rows = []
     for name in data.scores:
 
         def block(rows_: pd.DataFrame, name=name) -> _Block:
             return _Block(
-                rows_["phenotype"].to_numpy(np.int64),
+                rows_["phenotype"].to_numpy(np.int64 if binary else np.float64),
                 rows_[name].to_numpy(np.float64),
                 rows_[data.covariates].to_numpy(np.float64),
             )
@@ -625,17 +650,17 @@ def assess_scores(
                     "score": name,
                     "site": site,
                     "method": "exact",
-                    **_exact_metrics(blocks[site], prevalence),
+                    **exact(blocks[site]),
                 }
             )
         if federated:
             usable = [b for b in blocks.values() if b.y.size]
-            pooled = {"method": "federated", **_federated_metrics(usable, prevalence)}
+            pooled = {"method": "federated", **pool(usable)}
         else:
-            pooled = {"method": "exact", **_exact_metrics(block(frame), prevalence)}
+            pooled = {"method": "exact", **exact(block(frame))}
         rows.append({"score": name, "site": POOLED, **pooled})
     table = pd.DataFrame(rows)
-    first = ["score", "site", "n", "n_cases"]
+    first = ["score", "site", "n", "n_cases"] if binary else ["score", "site", "n"]
     last = ["method", "note"]
     return table[first + [c for c in table.columns if c not in first + last] + last]
 
@@ -671,21 +696,34 @@ def _interval(row: Mapping[str, Any], key: str, digits: int = 3) -> str:
     )
 
 
-def readable_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The assessment as text cells: estimate (95% interval), R² with 4 decimals."""
-    out = pd.DataFrame(
-        {
-            "score": table["score"],
-            "site": table["site"],
-            "n (cases)": [f"{r.n} ({r.n_cases})" for r in table.itertuples()],
-            "AUC (95% CI)": [_interval(r, "auc") for _, r in table.iterrows()],
-            "OR per SD (95% CI)": [_interval(r, "or_per_sd", 2) for _, r in table.iterrows()],
-            "Top 10% OR (95% CI)": [_interval(r, "or_top_decile", 2) for _, r in table.iterrows()],
-            "R² Nagelkerke": [_fmt(v, 4) for v in table["r2_nagelkerke"]],
-        }
-    )
-    if "r2_liability" in table:
-        out["R² liability"] = [_fmt(v, 4) for v in table["r2_liability"]]
+#: A binary phenotype's readable columns: (header, statistic, digits, with its interval).
+_READABLE = (
+    ("AUC (95% CI)", "auc", 3, True),
+    ("OR per SD (95% CI)", "or_per_sd", 2, True),
+    ("Top 10% OR (95% CI)", "or_top_decile", 2, True),
+    ("R² Nagelkerke", "r2_nagelkerke", 4, False),
+    ("R² liability", "r2_liability", 4, False),
+)
+
+
+def readable_table(table: pd.DataFrame, kind: Outcome = BINARY) -> pd.DataFrame:
+    """The assessment as text cells: estimate (95% interval), R² with 4 decimals.
+
+    ``kind`` picks the columns: AUC and odds ratios, or (quantitative) the R²s and β per SD
+    (:data:`.assess_quantitative.READABLE`); a statistic absent from ``table`` is left out.
+    """
+    out = pd.DataFrame({"score": table["score"], "site": table["site"]})
+    if kind == BINARY:
+        out["n (cases)"] = [f"{r.n} ({r.n_cases})" for r in table.itertuples()]
+    else:
+        out["n"] = table["n"]
+    spec = _READABLE if kind == BINARY else quantitative.READABLE
+    for header, key, digits, interval in spec:
+        if key in table:
+            out[header] = [
+                _interval(r, key, digits) if interval else _fmt(r[key], digits)
+                for _, r in table.iterrows()
+            ]
     if table["note"].astype(bool).any():
         out["note"] = table["note"]
     return out
@@ -709,7 +747,14 @@ def png_base64(fig) -> str:
 
 
 def _figures(data: AssessData, table: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(title, caption, base64 PNG) of the ROC curves, risk by decile and score by group."""
+    """(title, caption, base64 PNG) of the ROC curves, risk by decile and score by group.
+
+    A quantitative trait's: :func:`.assess_quantitative.trait_figures`.
+    """
+    if data.outcome == QUANTITATIVE:
+        pooled = table[table["site"] == POOLED].set_index("score")
+        figures = quantitative.trait_figures(data.frame, data.scores, data.grouped, pooled)
+        return [(title, caption, png_base64(fig)) for title, caption, fig in figures]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -862,17 +907,21 @@ def write_assessment(
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    readable = readable_table(table)
-    n, cases = len(data.frame), int(data.frame["phenotype"].sum())
+    readable = readable_table(table, data.outcome)
+    how_to_read = HOW_TO_READ if data.outcome == BINARY else quantitative.HOW_TO_READ
+    y, binary = data.frame["phenotype"], data.outcome == BINARY
     covariates = ", ".join(c.removeprefix("cov:") for c in data.covariates) or "none"
-    facts = [
-        f"{n} samples ({cases} cases, {cases / n:.1%}); scores: {', '.join(data.scores)}; "
-        f"covariates: {covariates}.",
-        f"Population prevalence K = {prevalence}."
-        if prevalence is not None
-        else "No population prevalence given: no liability-scale R².",
-        *[f"Note: {note}." for note in data.notes],
-    ]
+    counted = f"{int(y.sum())} cases, {y.mean():.1%}" if binary else (
+        f"trait mean {y.mean():.4g}, SD {y.std(ddof=1):.4g}"
+    )  # fmt: skip
+    facts = [f"{len(y)} samples ({counted}); scores: {', '.join(data.scores)}; covariates: "
+             f"{covariates}."]  # fmt: skip
+    if binary:
+        facts.append(f"Population prevalence K = {prevalence}." if prevalence is not None
+                     else "No population prevalence given: no liability-scale R².")  # fmt: skip
+    facts += [f"Note: {note}." for note in data.notes]
+    if not binary and (table["method"] == "federated").any():
+        facts.append(quantitative.FEDERATED)
     if "auc_tie_bound" in table:
         bound = table["auc_tie_bound"].max()
         facts.append(
@@ -881,7 +930,7 @@ def write_assessment(
         )
     paths = [out / "assess.tsv", out / "assess.md", out / "assess.html"]
     table.to_csv(paths[0], sep="\t", index=False, float_format="%.6g")
-    markdown = [f"# {title}", " ".join(facts), _markdown(readable), HOW_TO_READ]
+    markdown = [f"# {title}", " ".join(facts), _markdown(readable), how_to_read]
     for section in sections:
         markdown.append(f"## {section.heading}")
         if section.table is not None:
@@ -893,7 +942,7 @@ def write_assessment(
         f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
         "".join(f"<p>{html.escape(f)}</p>" for f in facts),
         readable.to_html(index=False, border=0, na_rep=""),
-        f"<p class='note'>{html.escape(HOW_TO_READ)}</p>",
+        f"<p class='note'>{html.escape(how_to_read)}</p>",
     ]
     own = [ReportSection(heading, caption, png) for heading, caption, png in _figures(data, table)]
     for section in [*own, *sections]:
@@ -941,6 +990,7 @@ def run_assessment(
         "prevalence": prevalence,
         "federated": federated,
         **inputs,
+        "phenotype_kind": data.outcome.kind,
     }
     paths.append(
         write_provenance(

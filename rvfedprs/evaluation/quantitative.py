@@ -9,8 +9,9 @@ For a score s (a model's prediction or a PRS), covariates C and a trait y on a t
   C (Fisher's z with n − k − 3 degrees of freedom, k covariates), since
   ΔR² = r²_partial · (1 − R²_null);
 - ``partial_r``: that partial correlation;
-- ``beta_per_sd``: the slope of y on s standardised to sd 1 (in the trait's standardised
-  units), given C;
+- ``beta_per_sd``: the slope of y on s standardised to sd 1 (in the trait's units: standardised
+  units for a standardised trait), given C, with the 95% interval of its OLS standard error
+  (Student's t with n − k − 2 degrees of freedom);
 - ``top_decile_difference``: the mean trait of the 10% with the highest scores minus that of
   the other 90%, with Welch's 95% interval;
 - ``mse``: the mean squared error of s as a prediction of y.
@@ -38,8 +39,10 @@ __all__ = [
     "test_summary",
     "pooled_test_metrics",
     "r2_score",
+    "r2_interval",
     "ols_r2",
     "score_metrics",
+    "ols_half_width",
     "quantitative_metrics",
     "quantitative_prs_metrics",
 ]
@@ -86,6 +89,15 @@ def _squared_interval(low: float, high: float) -> tuple[float, float]:
     return float(min(low * low, high * high)), float(max(low * low, high * high))
 
 
+def r2_interval(r: float, dof: int) -> tuple[float, float]:
+    """The 95% interval of r² from Fisher's z of the correlation ``r`` (``dof`` degrees of freedom).
+
+    ``dof`` is n − 3 for a correlation, n − k − 3 for a partial correlation given k covariates;
+    the interval holds 0 when that of r does.
+    """
+    return _squared_interval(*_fisher_interval(r, dof))
+
+
 def r2_score(y: np.ndarray, s: np.ndarray) -> float:
     """The squared correlation of ``s`` and ``y`` (NaN when either is constant or n < 3)."""
     y, s = np.asarray(y, np.float64), np.asarray(s, np.float64)
@@ -105,7 +117,7 @@ def ols_r2(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def score_metrics(
-    y: np.ndarray, s: np.ndarray, covariates: np.ndarray | None = None
+    y: np.ndarray, s: np.ndarray, covariates: np.ndarray | None = None, *, ddof: int = 0
 ) -> dict[str, float]:
     """Every metric of the module docstring for one score on one sample.
 
@@ -114,6 +126,9 @@ def score_metrics(
     y : array, shape (n,)
     s : array, shape (n,)
     covariates : array, shape (n, k), optional
+    ddof : int
+        Delta degrees of freedom of the SD that ``beta_per_sd`` standardises ``s`` with (0: the
+        population SD; ``rvfedprs assess`` uses 1, the sample SD).
     """
     y, s = np.asarray(y, np.float64), np.asarray(s, np.float64)
     n = int(y.size)
@@ -125,21 +140,24 @@ def score_metrics(
     nan = float("nan")
     out: dict[str, float] = {"n": n, "r2": r2_score(y, s)}
     r = float(np.sign(np.cov(y, s)[0, 1]) * np.sqrt(out["r2"])) if n >= 3 else nan
-    out["r2_lo"], out["r2_hi"] = _squared_interval(*_fisher_interval(r, n - 3))
+    out["r2_lo"], out["r2_hi"] = r2_interval(r, n - 3)
     out["mse"] = float(np.mean((y - s) ** 2)) if n else nan
     if n < c.shape[1] + 3 or not np.isfinite(out["r2"]):
         return out | {k: nan for k in ("null_r2", "full_r2", "incremental_r2", "incremental_r2_lo",
                                        "incremental_r2_hi", "partial_r", "beta_per_sd",
-                                       "top_decile_difference", "top_decile_difference_lo",
-                                       "top_decile_difference_hi")}  # fmt: skip
+                                       "beta_per_sd_lo", "beta_per_sd_hi", "top_decile_difference",
+                                       "top_decile_difference_lo", "top_decile_difference_hi")
+                      }  # fmt: skip
     null, full = ols_r2(c, y), ols_r2(np.column_stack([c, s]), y)
     design = np.column_stack([np.ones(n), c])
     resid_y = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
     resid_s = s - design @ np.linalg.lstsq(design, s, rcond=None)[0]
     partial = float(np.corrcoef(resid_y, resid_s)[0, 1]) if np.ptp(resid_s) > 0 else nan
-    low, high = _squared_interval(*_fisher_interval(partial, n - c.shape[1] - 3))
-    scaled = (s - s.mean()) / s.std()
-    beta = np.linalg.lstsq(np.column_stack([design, scaled]), y, rcond=None)[0][-1]
+    low, high = r2_interval(partial, n - c.shape[1] - 3)
+    scaled = np.column_stack([design, (s - s.mean()) / s.std(ddof=ddof)])
+    coef, *_ = np.linalg.lstsq(scaled, y, rcond=None)
+    residual = y - scaled @ coef
+    beta, half = float(coef[-1]), ols_half_width(scaled.T @ scaled, residual @ residual, n)
     top = s >= np.quantile(s, 0.9)
     out |= {
         "null_r2": null,
@@ -148,10 +166,34 @@ def score_metrics(
         "incremental_r2_lo": low * (1 - null),
         "incremental_r2_hi": high * (1 - null),
         "partial_r": partial,
-        "beta_per_sd": float(beta),
+        "beta_per_sd": beta,
+        "beta_per_sd_lo": beta - half,
+        "beta_per_sd_hi": beta + half,
     }
     out |= _top_decile(y[top], y[~top])
     return out
+
+
+def ols_half_width(xtx: np.ndarray, rss: float, n: int) -> float:
+    """Half the 95% interval of the last coefficient of a least-squares fit.
+
+    Its OLS standard error √(σ̂² (X'X)⁻¹ₚₚ), σ̂² = RSS / (n − p), times Student's t with n − p
+    degrees of freedom (statsmodels' ``OLS.conf_int``).
+
+    Parameters
+    ----------
+    xtx : array, shape (p, p)
+        X'X of the design (its last column the coefficient's).
+    rss : float
+        The fit's residual sum of squares.
+    n : int
+        The samples fitted.
+    """
+    p = xtx.shape[0]
+    if n <= p:
+        return float("nan")
+    variance = rss / (n - p) * np.linalg.pinv(xtx)[-1, -1]
+    return float(stats.t.ppf(0.975, n - p) * np.sqrt(max(variance, 0.0)))
 
 
 def _top_decile(top: np.ndarray, rest: np.ndarray) -> dict[str, float]:

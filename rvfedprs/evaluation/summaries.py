@@ -36,6 +36,7 @@ __all__ = [
     "site_summary",
     "merge_histograms",
     "histogram_auc",
+    "histogram_delong_se",
     "histogram_auprc",
     "tie_bound",
     "pooled_metrics",
@@ -154,6 +155,27 @@ def histogram_auc(cases: np.ndarray, controls: np.ndarray) -> float:
     below = np.cumsum(controls) - controls  # controls in lower bins
     concordant = float(np.sum(cases * (below + 0.5 * controls)))
     return concordant / (n_cases * n_controls)
+
+
+def histogram_delong_se(cases: np.ndarray, controls: np.ndarray) -> float:
+    """DeLong's standard error of the AUC of binned scores (a tie within a bin counts ½).
+
+    The structural components are constant within a bin: a case in bin k has
+    ``V10 = (controls below k + ½ controls in k) / n_controls`` and a control in bin k
+    ``V01 = (cases above k + ½ cases in k) / n_cases``; their variances (ddof 1) weighted by
+    the counts give ``√(var V10 / m + var V01 / n)`` as :func:`.paired.auc_standard_error`
+    gives it on the scores themselves.
+    """
+    cases, controls = np.asarray(cases, float), np.asarray(controls, float)
+    m, n = cases.sum(), controls.sum()
+    if m < 2 or n < 2:
+        return float("nan")
+    v10 = (np.cumsum(controls) - controls + 0.5 * controls) / n
+    v01 = (cases[::-1].cumsum()[::-1] - cases + 0.5 * cases) / m
+    auc = float(np.sum(cases * v10) / m)
+    var10 = float(np.sum(cases * (v10 - auc) ** 2) / (m - 1))
+    var01 = float(np.sum(controls * (v01 - auc) ** 2) / (n - 1))
+    return float(np.sqrt(var10 / m + var01 / n))
 
 
 def histogram_auprc(cases: np.ndarray, controls: np.ndarray) -> float:
