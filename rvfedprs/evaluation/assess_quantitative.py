@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rvfedprs.evaluation.quantitative import ols_half_width, r2_interval, score_metrics
+from rvfedprs.evaluation.quantitative import design_sums, score_metrics, sums_metrics
 from rvfedprs.exceptions import InputDataError
 
 __all__ = [
@@ -136,23 +136,8 @@ def exact_row(y: np.ndarray, score: np.ndarray, covariates: np.ndarray) -> dict[
 
 
 def site_sums(y: np.ndarray, score: np.ndarray, covariates: np.ndarray) -> dict[str, Any]:
-    """What a site sends for the federated pooled row: X'X, X'y, y'y, n; X = [1, C, score].
-
-    Returns
-    -------
-    dict
-        ``n``; ``xtx`` shape (k + 2, k + 2), ``xty`` shape (k + 2,), ``yty``.
-    """
-    x = np.column_stack([np.ones(y.size), covariates, score]).astype(np.float64)
-    y = np.asarray(y, np.float64)
-    return {"n": int(y.size), "xtx": x.T @ x, "xty": x.T @ y, "yty": float(y @ y)}
-
-
-def _fit(xtx: np.ndarray, xty: np.ndarray, yty: float, columns: list[int]):
-    """Least squares on ``columns`` of the design from its sums: coefficients and RSS."""
-    sub = np.ix_(columns, columns)
-    coef = np.linalg.lstsq(xtx[sub], xty[columns], rcond=None)[0]
-    return coef, float(yty - coef @ xty[columns])
+    """What a site sends for the federated pooled row (:func:`~.quantitative.design_sums`)."""
+    return design_sums(y, score, covariates)
 
 
 def federated_row(sums: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -161,42 +146,15 @@ def federated_row(sums: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     Returns
     -------
     dict
-        As :func:`exact_row`; ``top_decile_difference`` and its interval NaN.
+        As :func:`exact_row` (:func:`~.quantitative.sums_metrics`); ``top_decile_difference``
+        and its interval NaN.
     """
-    n = sum(s["n"] for s in sums)
-    xtx = sum(s["xtx"] for s in sums)
-    xty = sum(s["xty"] for s in sums)
-    yty = sum(s["yty"] for s in sums)
-    p = xtx.shape[0]
-    k = p - 2
     note = "federated: from per-site sums; the top decile needs the pooled ranking"
-    total = yty - xty[0] ** 2 / n if n else 0.0
-    score_ss = xtx[-1, -1] - xtx[0, -1] ** 2 / n if n else 0.0
-    if n < max(_MIN_SAMPLES, k + 4) or total <= 0 or score_ss <= 0:
+    out = sums_metrics(sums, min_samples=_MIN_SAMPLES)
+    if out is None:
+        n = sum(int(s["n"]) for s in sums)
         return _empty(n, f"{note}; too few samples, a constant trait or a constant score")
-    null_coef, null_rss = _fit(xtx, xty, yty, list(range(k + 1)))
-    full_coef, full_rss = _fit(xtx, xty, yty, list(range(p)))
-    alone_coef, alone_rss = _fit(xtx, xty, yty, [0, p - 1])
-    null, full, alone = 1 - null_rss / total, 1 - full_rss / total, 1 - alone_rss / total
-    r = float(np.sign(alone_coef[-1]) * np.sqrt(max(alone, 0.0)))
-    partial = float(np.sign(full_coef[-1]) * np.sqrt(max(1 - full_rss / null_rss, 0.0)))
-    low, high = r2_interval(partial, n - k - 3)
-    sd = float(np.sqrt(score_ss / (n - 1)))
-    beta, half = full_coef[-1] * sd, ols_half_width(xtx, full_rss, n) * sd
-    out = {
-        "incremental_r2": full - null,
-        "incremental_r2_lo": low * (1 - null),
-        "incremental_r2_hi": high * (1 - null),
-        "null_r2": null,
-        "full_r2": full,
-        "r2": alone,
-        **dict(zip(("r2_lo", "r2_hi"), r2_interval(r, n - 3), strict=True)),
-        "partial_r": partial,
-        "beta_per_sd": beta,
-        "beta_per_sd_lo": beta - half,
-        "beta_per_sd_hi": beta + half,
-    }
-    return _empty(n, note) | out
+    return _empty(out["n"], note) | out
 
 
 # ---------------------------------------------------------------------------------------------

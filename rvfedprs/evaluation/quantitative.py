@@ -23,7 +23,7 @@ federation_metrics` gives a binary phenotype's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,8 @@ __all__ = [
     "SUMS",
     "trait_sums",
     "pooled_sums",
+    "design_sums",
+    "sums_metrics",
     "test_summary",
     "pooled_test_metrics",
     "r2_score",
@@ -302,6 +304,76 @@ def quantitative_prs_metrics(
     return {"pooled": pooled, "clients": per_client}
 
 
+def design_sums(y: np.ndarray, score: np.ndarray, covariates: np.ndarray | None) -> dict:
+    """A site's least-squares sums over X = [1, covariates, score]: n, XᵀX, Xᵀy, yᵀy.
+
+    Summed over sites they give the pooled fits exactly (:func:`sums_metrics`).
+    """
+    y = np.asarray(y, np.float64)
+    c = np.zeros((y.size, 0)) if covariates is None else np.asarray(covariates, np.float64)
+    x = np.column_stack([np.ones(y.size), c.reshape(y.size, -1), score]).astype(np.float64)
+    return {"n": int(y.size), "xtx": x.T @ x, "xty": x.T @ y, "yty": float(y @ y)}
+
+
+def _sums_fit(xtx: np.ndarray, xty: np.ndarray, yty: float, columns: list[int]):
+    """Least squares on ``columns`` of the design from its sums: coefficients and RSS."""
+    coef = np.linalg.lstsq(xtx[np.ix_(columns, columns)], xty[columns], rcond=None)[0]
+    return coef, float(yty - coef @ xty[columns])
+
+
+def sums_metrics(sums: Sequence[Mapping[str, Any]], *, min_samples: int = 3) -> dict | None:
+    """Null, full, incremental and score-alone R², partial r and β per SD from summed sums.
+
+    Parameters
+    ----------
+    sums : sequence of :func:`design_sums`
+    min_samples : int
+        Fewest samples (besides k + 4 for k covariates) to fit.
+
+    Returns
+    -------
+    dict or None
+        ``n``, ``null_r2``, ``full_r2``, ``incremental_r2`` (with ``_lo``/``_hi``), ``r2``
+        (with ``_lo``/``_hi``), ``partial_r``, ``beta_per_sd`` (with ``_lo``/``_hi``; the score
+        standardised by its sample sd); None with too few samples, a constant trait or score.
+    """
+    n = sum(int(s["n"]) for s in sums)
+    xtx = sum(np.asarray(s["xtx"], np.float64) for s in sums)
+    xty = sum(np.asarray(s["xty"], np.float64) for s in sums)
+    yty = float(sum(float(s["yty"]) for s in sums))
+    p = xtx.shape[0]
+    k = p - 2
+    total = yty - xty[0] ** 2 / n if n else 0.0
+    score_ss = xtx[-1, -1] - xtx[0, -1] ** 2 / n if n else 0.0
+    if n < max(min_samples, k + 4) or total <= 0 or score_ss <= 0:
+        return None
+    _, null_rss = _sums_fit(xtx, xty, yty, list(range(k + 1)))
+    full_coef, full_rss = _sums_fit(xtx, xty, yty, list(range(p)))
+    alone_coef, alone_rss = _sums_fit(xtx, xty, yty, [0, p - 1])
+    null, full, alone = 1 - null_rss / total, 1 - full_rss / total, 1 - alone_rss / total
+    r = float(np.sign(alone_coef[-1]) * np.sqrt(max(alone, 0.0)))
+    partial = float(np.sign(full_coef[-1]) * np.sqrt(max(1 - full_rss / null_rss, 0.0)))
+    low, high = r2_interval(partial, n - k - 3)
+    sd = float(np.sqrt(score_ss / (n - 1)))
+    beta, half = full_coef[-1] * sd, ols_half_width(xtx, full_rss, n) * sd
+    r2_lo, r2_hi = r2_interval(r, n - 3)
+    return {
+        "n": n,
+        "incremental_r2": full - null,
+        "incremental_r2_lo": low * (1 - null),
+        "incremental_r2_hi": high * (1 - null),
+        "null_r2": null,
+        "full_r2": full,
+        "r2": alone,
+        "r2_lo": r2_lo,
+        "r2_hi": r2_hi,
+        "partial_r": partial,
+        "beta_per_sd": float(beta),
+        "beta_per_sd_lo": float(beta - half),
+        "beta_per_sd_hi": float(beta + half),
+    }
+
+
 def test_summary(
     y: np.ndarray,
     pred: np.ndarray,
@@ -313,21 +385,18 @@ def test_summary(
     """What a site sends of its test split under its model: sums, and its own R².
 
     ``sums`` (n, Σy, Σy², Σŷ, Σŷ², Σyŷ) of the prediction and ``prs_sums`` of the PRS (the
-    pooled R²s), ``gram`` = ZᵀZ, ``zy`` = Zᵀy and ``yy`` = yᵀy of Z = [1, covariates, ŷ] (the
-    pooled null, full and incremental R²), ``carrier_sums`` (the carriers' sums, or None),
+    pooled R²s), ``design`` (:func:`design_sums` over [1, covariates, ŷ], as lists: the pooled
+    null, full and incremental R²), ``carrier_sums`` (the carriers' sums, or None),
     ``n_carriers``, and the site's own ``r2``: nothing per sample.
     """
     y, p = np.asarray(y, np.float64), np.asarray(pred, np.float64)
-    c = np.zeros((y.size, 0)) if covariates is None else np.asarray(covariates, np.float64)
-    z = np.column_stack([np.ones(y.size), c.reshape(y.size, -1), p])
+    design = design_sums(y, p, covariates)
     out: dict[str, Any] = {
         "n": int(y.size),
         "r2": r2_score(y, p),
         "sums": trait_sums(y, p),
         "prs_sums": trait_sums(y, np.asarray(prs, np.float64)),
-        "gram": (z.T @ z).tolist(),
-        "zy": (z.T @ y).tolist(),
-        "yy": float(y @ y),
+        "design": {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in design.items()},
         "carrier_sums": None,
         "n_carriers": None,
     }
@@ -337,14 +406,6 @@ def test_summary(
         out["carrier_prs_sums"] = trait_sums(y[mask], np.asarray(prs, np.float64)[mask])
         out["n_carriers"] = int(mask.sum())
     return out
-
-
-def _gram_r2(gram: np.ndarray, zy: np.ndarray, yy: float, n: float, columns) -> float:
-    """R² of the least-squares fit of y on Z's ``columns`` (column 0 the intercept)."""
-    g, b = gram[np.ix_(columns, columns)], zy[columns]
-    coef = np.linalg.lstsq(g, b, rcond=None)[0]
-    total = yy - zy[0] ** 2 / n
-    return float(1.0 - (yy - b @ coef) / total) if total > 0 else float("nan")
 
 
 def pooled_test_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -359,36 +420,23 @@ def pooled_test_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str,
         return {k: sum(float(p[k]) for p in parts) for k in SUMS} if parts else None
 
     pooled = pooled_sums(total("sums"))
-    n = int(pooled["n"])
-    gram = np.sum([np.asarray(summaries[s]["gram"], np.float64) for s in sites], axis=0)
-    zy = np.sum([np.asarray(summaries[s]["zy"], np.float64) for s in sites], axis=0)
-    yy = float(sum(float(summaries[s]["yy"]) for s in sites))
-    width = gram.shape[0]
-    null = _gram_r2(gram, zy, yy, n, list(range(width - 1)))
-    full = _gram_r2(gram, zy, yy, n, list(range(width)))
-    partial_sq = (full - null) / (1 - null) if null < 1 else float("nan")
-    coef = np.linalg.lstsq(gram, zy, rcond=None)[0]
-    partial = float(np.sign(coef[-1]) * np.sqrt(max(partial_sq, 0.0)))
-    low, high = _squared_interval(*_fisher_interval(partial, n - (width - 2) - 3))
-    r = float(np.sqrt(pooled["r2"])) if np.isfinite(pooled["r2"]) else float("nan")
-    r2_lo, r2_hi = _squared_interval(*_fisher_interval(r, n - 3))
+    fitted = sums_metrics([summaries[s]["design"] for s in sites])
+    if fitted is None:
+        fitted = dict.fromkeys(("incremental_r2", "incremental_r2_lo", "incremental_r2_hi",
+                                "null_r2", "full_r2", "r2_lo", "r2_hi", "partial_r"),
+                               float("nan"))  # fmt: skip
     client_r2 = {s: float(summaries[s]["r2"]) for s in sites}
     finite = np.array([v for v in client_r2.values() if np.isfinite(v)])
     carriers, carrier_prs = total("carrier_sums"), total("carrier_prs_sums")
     with_carriers = [s for s in sites if summaries[s].get("n_carriers") is not None]
+    keys = ("r2_lo", "r2_hi", "null_r2", "full_r2", "incremental_r2", "incremental_r2_lo",
+            "incremental_r2_hi", "partial_r")  # fmt: skip
     return {
         "metric": "r2",
-        "n": n,
+        "n": int(pooled["n"]),
         "r2": pooled["r2"],
-        "r2_lo": r2_lo,
-        "r2_hi": r2_hi,
         "mse": pooled["mse"],
-        "null_r2": null,
-        "full_r2": full,
-        "incremental_r2": full - null,
-        "incremental_r2_lo": low * (1 - null),
-        "incremental_r2_hi": high * (1 - null),
-        "partial_r": partial,
+        **{k: fitted[k] for k in keys},
         "client_r2": client_r2,
         "client_r2_mean": float(finite.mean()) if finite.size else float("nan"),
         "client_r2_std": float(finite.std()) if finite.size else float("nan"),
