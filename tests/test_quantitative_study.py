@@ -9,16 +9,15 @@ per-site test R², and the same pooled R² and incremental R² (exact from sums)
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_snakemake import ROOT, SMALL_COHORT  # noqa: E402
+from conftest import run_workflow  # noqa: E402
+from test_snakemake import SMALL_COHORT  # noqa: E402
 from test_study_validation import _gathered  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
@@ -37,15 +36,8 @@ def inputs(tmp_path_factory):
     simulate = {**SMALL_COHORT["simulate"], "phenotype": {"kind": "quantitative"}}
     pipeline = {**SMALL_COHORT["pipeline"], "phenotype": PHENOTYPE}
     config = {"simulate": simulate, "pipeline": pipeline, "study": {"enabled": True}}
-    (root / "config.yaml").write_text(yaml.safe_dump(config))
-    targets = ["results/sites/samplesheet.tsv", "results/cohort/scores/PGS_sim.txt.gz"]
-    done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-         "--cores", "2", "--configfile", str(root / "config.yaml"), "--directory", str(root),
-         *targets],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_workflow(root, config, ["results/sites/samplesheet.tsv",
+                                "results/cohort/scores/PGS_sim.txt.gz"])  # fmt: skip
     return root / "results"
 
 
@@ -87,14 +79,7 @@ def test_the_workflow_runs_a_quantitative_trait_to_comparison_md(tmp_path):
         "train": {"compare": ["fedglm", "fedavg"], "rounds": 2, "seed": 1},
         "assess": {"enabled": False},
     }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-         "--cores", "2", "--configfile", str(tmp_path / "config.yaml"), "--directory",
-         str(tmp_path), "results/train/comparison.md"],
-        capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_workflow(tmp_path, config, ["results/train/comparison.md"], timeout=1200)
     text = (tmp_path / "results" / "train" / "comparison.md").read_text()
     assert "| strategy | R² [95% CI]" in text and "| fedglm |" in text and "| fedavg |" in text
     outcome = json.loads((tmp_path / "results" / "outcome.json").read_text())

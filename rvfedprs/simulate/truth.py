@@ -280,6 +280,21 @@ def write_tables(
     }
 
 
+def _group_counts(layout, group, expected_h2, members, rows, g_rare, liability, carrier) -> dict:
+    """What provenance says of one architecture group whatever the trait: sizes, h², counts."""
+    return {
+        "sites": layout.loc[layout["architecture"] == group, "client"].tolist(),
+        "n": int(members.sum()),
+        "expected_h2_rare": float(expected_h2),
+        "realised_h2_rare": _share(g_rare[members], liability[members]),
+        "n_causal_rare": int(len(rows)),
+        "n_shared": int((rows["sharing"] == "shared").sum()),
+        "n_private": int((rows["sharing"] == "private").sum()),
+        "n_founder": int((rows["founder_cluster"] != "").sum()),
+        "rare_causal_carriers": int(carrier[members].sum()),
+    }
+
+
 def _share(part: np.ndarray, liability: np.ndarray) -> float:
     """Variance of ``part`` over the variance of the liability."""
     total = np.var(liability)
@@ -390,15 +405,9 @@ def summarise(
         members = sample_group == group
         rows = rare_rows[rare_rows["cluster"] == group]
         per_group[group] = {
-            "sites": layout.loc[layout["architecture"] == group, "client"].tolist(),
-            "n": int(members.sum()),
-            "expected_h2_rare": float(arch.expected_h2["rare"][m]),
-            "realised_h2_rare": _share(gr[members], lt[members]),
-            "n_causal_rare": int(len(rows)),
-            "n_shared": int((rows["sharing"] == "shared").sum()),
-            "n_private": int((rows["sharing"] == "private").sum()),
-            "n_founder": int((rows["founder_cluster"] != "").sum()),
-            "rare_causal_carriers": int(carrier[members].sum()),
+            **_group_counts(
+                layout, group, arch.expected_h2["rare"][m], members, rows, gr, lt, carrier
+            ),  # fmt: skip
             "rare_causal_carrier_cases": int((carrier & (y_t == 1))[members].sum()),
             "carrier_odds_ratio": carrier_odds_ratio(carrier[members], y_t[members] == 1),
             "odds_ratio": _or_summary(rows["odds_ratio"].to_numpy()),
@@ -508,15 +517,9 @@ def _summarise_quantitative(
         members = sample_group == group
         rows = rare_rows[rare_rows["cluster"] == group]
         per_group[group] = {
-            "sites": layout.loc[layout["architecture"] == group, "client"].tolist(),
-            "n": int(members.sum()),
-            "expected_h2_rare": float(arch.expected_h2["rare"][m]),
-            "realised_h2_rare": _share(gr[members], lt[members]),
-            "n_causal_rare": int(len(rows)),
-            "n_shared": int((rows["sharing"] == "shared").sum()),
-            "n_private": int((rows["sharing"] == "private").sum()),
-            "n_founder": int((rows["founder_cluster"] != "").sum()),
-            "rare_causal_carriers": int(carrier[members].sum()),
+            **_group_counts(
+                layout, group, arch.expected_h2["rare"][m], members, rows, gr, lt, carrier
+            ),  # fmt: skip
             "carrier_mean_difference": carrier_mean_difference(carrier[members], lt[members]),
             "effect_sd": _or_summary(rows["effect"].to_numpy()),
             "abs_effect_sd": _or_summary(np.abs(rows["effect"].to_numpy())),
