@@ -256,6 +256,7 @@ def test_flower_sim_chooses_and_scores_as_in_process(paths, tmp_path):
                               train={"rounds": 2, "lr": 0.05, "engine": engine,
                                      "validation_fraction": FRACTION})  # fmt: skip
     a, b = runs["inprocess"].metrics, runs["flower-sim"].metrics
+    assert a["metric"] == b["metric"] == "r2"
     assert a["selection"]["selected_round"] == b["selection"]["selected_round"]
     np.testing.assert_allclose(a["selection"]["validation_r2s"], b["selection"]["validation_r2s"],
                                atol=1e-6)  # fmt: skip
@@ -327,3 +328,14 @@ def test_dp_sgd_trains_a_trait_with_the_gaussian_loss(paths):
     result = dp_local_update(model, data, config, dp, random_seed=1)
     assert np.isfinite(result.loss) and loss() < before  # ½(y − η)² went down under DP-SGD
     assert dp.epsilon() > 0
+
+
+@pytest.mark.slow
+def test_the_linear_floor_on_flower_sim_equals_pooled_least_squares(paths, tmp_path):
+    result = _train(paths, tmp_path, train={"engine": "flower-sim"},
+                    fedglm={"features": "dosages", "l2": 2.0, "penalize": "rare"})  # fmt: skip
+    pooled = pool_clients(load_federation(paths["data"]).train)
+    x = glm_design(pooled, "dosages")
+    expected = _least_squares(x, pooled.y, penalty_vector(x.shape[1], 2.0, "rare",
+                                                          pooled.n_covariates))  # fmt: skip
+    np.testing.assert_allclose(result.strategy.coef, expected, rtol=0, atol=1e-8)

@@ -166,11 +166,16 @@ def _summary(strategy, scores, table: pd.DataFrame, variants: pd.DataFrame) -> d
         "floor_rounds": int(strategy.search.iterations),
         "floor_sites": list(strategy.floor_sites),
         "floor_refits": [dict(r) for r in strategy.refits],
+        # the floor's dispersion φ (1: logistic; a linear floor's residual variance, which
+        # scales every score variance)
+        "dispersion": float(strategy.dispersion),
         "groups": {
             name: {
                 "sites": sorted(c for c, g in strategy.site_group.items() if g == m),
                 "samples": int(scores.samples[m]),
-                "cases": int(scores.cases[m]),
+                # the summed phenotype: cases for a binary trait (a standardised trait sums
+                # to ~0 and is not reported)
+                **({} if strategy.estimates_dispersion else {"cases": int(scores.cases[m])}),
             }
             for m, name in enumerate(strategy.group_names)
         },  # fmt: skip

@@ -34,22 +34,33 @@ class EfficientScores:
         H = Zᵀ W Z at the floor's coefficients, summed over the sites.
     layout : UnitLayout
         The units the blocks are of.
+    dispersion : float
+        φ of the floor model: 1 for a logistic floor, the residual variance RSS/(n − q) of a
+        linear one, whose score variances are φ (S − cᵀ(ZᵀZ)⁻¹c): the information sums, the
+        cross-information and H are scaled by it.
     """
 
     def __init__(
-        self, sums: Mapping[str, np.ndarray], floor_hessian: np.ndarray, layout: UnitLayout
+        self,
+        sums: Mapping[str, np.ndarray],
+        floor_hessian: np.ndarray,
+        layout: UnitLayout,
+        *,
+        dispersion: float = 1.0,
     ) -> None:
+        phi = float(dispersion)
+        self.dispersion = phi
         self.score = np.asarray(sums["assoc.score"], np.float64)  # (M, p)
-        self.information = np.asarray(sums["assoc.information"], np.float64)
-        self.cross = np.asarray(sums["assoc.cross"], np.float64)  # (M, q, p)
-        self.blocks = np.asarray(sums["assoc.blocks"], np.float64)
+        self.information = phi * np.asarray(sums["assoc.information"], np.float64)
+        self.cross = phi * np.asarray(sums["assoc.cross"], np.float64)  # (M, q, p)
+        self.blocks = phi * np.asarray(sums["assoc.blocks"], np.float64)
         # counts arrive as (secure) sums: round away the quantisation error (a dosage MAC to
         # 0.001, finer than a .pgen dosage's 1/16384 summed over a few carriers needs)
         self.mac = np.round(np.asarray(sums["assoc.mac"], np.float64), 3)
         self.carriers = np.round(np.asarray(sums["assoc.carriers"], np.float64))
         self.samples = np.round(np.asarray(sums["assoc.samples"], np.float64))
         self.cases = np.round(np.asarray(sums["assoc.cases"], np.float64))
-        self.hessian = np.asarray(floor_hessian, np.float64)
+        self.hessian = phi * np.asarray(floor_hessian, np.float64)
         self.layout = layout
         self._solved = self._solve(self.cross.sum(axis=0))  # H⁻¹ C of the pooled C, (q, p)
 

@@ -205,6 +205,11 @@ def glm_fit(
         client_id=data.client_id,
         n_samples=data.n_samples,
         parameters=parameters,
-        metrics={"loss": loss, "local_steps": 0.0, "lr": 0.0},
+        metrics={
+            "loss": loss,
+            "local_steps": 0.0,
+            "lr": 0.0,
+            "estimates_dispersion": float(data.outcome.estimates_dispersion),
+        },
         bloom_bits=bits,
     )

@@ -44,6 +44,9 @@ class Outcome(ABC):
     loss_name: ClassVar[str]
     #: Whether the phenotype is standardised with its federated training moments before use.
     standardises: ClassVar[bool] = False
+    #: Whether the GLM has a dispersion to estimate (the Gaussian's residual variance), which
+    #: scales the score tests' variances; 1 for a binary outcome.
+    estimates_dispersion: ClassVar[bool] = False
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Outcome) and other.kind == self.kind

@@ -57,6 +57,7 @@ class Quantitative(Outcome):
         return (ranks * min(STRATA, y.size) // y.size).astype(np.int64)
 
     standardises = True
+    estimates_dispersion = True
 
     def stratum_name(self, label) -> str:
         """``samples of quintile k``."""

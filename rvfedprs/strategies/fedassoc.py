@@ -157,6 +157,8 @@ class FedAssociation(GlobalModelStrategy):
         self.floor = np.zeros(0)
         self.sums: dict[str, np.ndarray] = {}
         self.floor_hessian = np.zeros((0, 0))
+        self.dispersion = 1.0  # φ of the floor: a linear floor's residual variance
+        self.estimates_dispersion = False
 
     # --- rounds ----------------------------------------------------------------------------
     def initialize(self, global_parameters, client_ids):
@@ -241,11 +243,16 @@ class FedAssociation(GlobalModelStrategy):
 
     def aggregate_fit(self, server_round, results):
         """The floor's Newton step, or the association sums, from the n_k-weighted average."""
+        self._observe(results)
+        self._noise = 0.0
+        super().aggregate_fit(server_round, results)
+
+    def _observe(self, results) -> None:
+        """Who replied, their samples, the summed loss and whether a dispersion is estimated."""
         self._replied = sorted(r.client_id for r in results)
         self._n_total = float(sum(r.n_samples for r in results))
         self._loss = float(sum(r.metrics["loss"] * r.n_samples for r in results))
-        self._noise = 0.0
-        super().aggregate_fit(server_round, results)
+        self.estimates_dispersion = any(r.metrics.get("estimates_dispersion") for r in results)
 
     def secure_groups(self, server_round, results, *, min_clients, small_clusters):
         """One sum over every site; refused when a group would be the sum of too few sites.
@@ -272,9 +279,7 @@ class FedAssociation(GlobalModelStrategy):
 
     def aggregate_sums(self, server_round, results, sums):
         """As :meth:`aggregate_fit`, from the secure sum (its error bounds the tolerance)."""
-        self._replied = sorted(r.client_id for r in results)
-        self._n_total = float(sum(r.n_samples for r in results))
-        self._loss = float(sum(r.metrics["loss"] * r.n_samples for r in results))
+        self._observe(results)
         self._noise = float(sums["model"].error_bound) / max(float(sums["model"].weight), 1e-300)
         super().aggregate_sums(server_round, results, sums)
 
@@ -292,6 +297,9 @@ class FedAssociation(GlobalModelStrategy):
             if not self.search.converged:
                 return glm_message(self.search.next_point)
             self.floor, self.phase, self.floor_sites = point.copy(), "association", self._replied
+            # a linear floor's residual variance: its summed loss is ½ RSS at the fit
+            self.dispersion = (2.0 * self._loss / max(n - self.n_floor, 1.0)
+                               if self.estimates_dispersion else 1.0)  # fmt: skip
             message = glm_message(point)
             message.update(empty_sums(len(self.group_names), self.n_floor, self.n_rare,
                                       self.layout))  # fmt: skip
@@ -324,7 +332,8 @@ class FedAssociation(GlobalModelStrategy):
                 f"the association sums have not arrived (phase {self.phase!r} after "
                 f"{self.search.iterations} floor rounds: give the run more rounds)"
             )
-        return EfficientScores(self.sums, self.floor_hessian, self.layout)
+        return EfficientScores(self.sums, self.floor_hessian, self.layout,
+                               dispersion=self.dispersion)  # fmt: skip
 
     def parameters_for(self, client_id):
         """The floor as network parameters (the template before its first step)."""
@@ -345,6 +354,8 @@ class FedAssociation(GlobalModelStrategy):
             refits=[dict(r) for r in self.refits],
             sums={k: v.copy() for k, v in self.sums.items()},
             floor_hessian=self.floor_hessian.copy(),
+            dispersion=float(self.dispersion),
+            estimates_dispersion=bool(self.estimates_dispersion),
             group_names=list(self.group_names),
             site_group=dict(self.site_group),
             unit_names=list(self.layout.names),
@@ -365,6 +376,8 @@ class FedAssociation(GlobalModelStrategy):
         self.refits = [dict(r) for r in state.get("refits", [])]
         self.sums = {k: np.asarray(v, np.float64) for k, v in state["sums"].items()}
         self.floor_hessian = np.asarray(state["floor_hessian"], np.float64)
+        self.dispersion = float(state.get("dispersion", 1.0))
+        self.estimates_dispersion = bool(state.get("estimates_dispersion", False))
         self.group_names = list(state["group_names"])
         self.site_group = {str(k): int(v) for k, v in state["site_group"].items()}
         self.layout = UnitLayout.from_members(state["unit_names"], state["unit_members"])
@@ -376,6 +389,7 @@ class FedAssociation(GlobalModelStrategy):
             "floor": self.floor.tolist(),
             "floor_rounds": self.search.iterations,
             "converged": bool(self.search.converged),
+            "dispersion": float(self.dispersion),
             "groups": list(self.group_names),
             "units": self.layout.n_units,
             "floor_sites": list(self.floor_sites),

@@ -139,12 +139,6 @@ def _association_reply(parameters, floor_design, data, coef, config, units) -> d
     """The association sums (:mod:`rvfedprs.association.sums`) per training sample, as an update."""
     if config["features"] != "floor":
         raise ConfigError(f"association sums are taken under the floor, not {config['features']!r}")
-    if data.outcome.standardises:
-        raise ConfigError(
-            f"client {data.client_id}: federated association tests of a {data.outcome.kind} "
-            "phenotype are not built yet (their variance needs the floor's residual variance); "
-            "the top-k screen (features: top_k) ranks its variants correctly"
-        )
     settings = config["association"]
     layout = UnitLayout.from_matrix(units) if units is not None else UnitLayout.from_members([], [])
     group, n_groups = int(settings["group"]), int(settings["n_groups"])
