@@ -339,3 +339,16 @@ def test_the_linear_floor_on_flower_sim_equals_pooled_least_squares(paths, tmp_p
     expected = _least_squares(x, pooled.y, penalty_vector(x.shape[1], 2.0, "rare",
                                                           pooled.n_covariates))  # fmt: skip
     np.testing.assert_allclose(result.strategy.coef, expected, rtol=0, atol=1e-8)
+
+
+def test_a_run_folder_is_evaluated_from_its_latest_checkpoint(paths, tmp_path):
+    from rvfedprs.run import evaluate_checkpoint
+
+    result = _train(paths, tmp_path / "run")  # the linear fit converges long before round 30
+    assert len(result.history) < 30
+    again = evaluate_checkpoint(tmp_path / "run", tmp_path / "evaluated")
+    assert again["round"] == len(result.history) and again["metric"] == "r2"
+    assert again["r2"] == pytest.approx(result.metrics["r2"], abs=1e-12)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputDataError, match=r"holds no checkpoints/round_XXX.pt"):
+        evaluate_checkpoint(tmp_path / "empty", tmp_path / "x")
