@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import run_workflow  # noqa: E402
+from _workflows import run_workflow  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 from test_study_validation import _gathered  # noqa: E402
 
