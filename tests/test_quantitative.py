@@ -352,3 +352,15 @@ def test_a_run_folder_is_evaluated_from_its_latest_checkpoint(paths, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputDataError, match=r"holds no checkpoints/round_XXX.pt"):
         evaluate_checkpoint(tmp_path / "empty", tmp_path / "x")
+
+
+def test_a_phenotype_that_is_not_a_number_is_named(tmp_path):
+    info = write_federation(tmp_path, n_clients=2, n_clusters=2, samples_per_client=60,
+                            kind="quantitative")  # fmt: skip
+    path = info["data"] / "clients" / "client00" / "samples.parquet"
+    table = pd.read_parquet(path)
+    table["phenotype"] = table["phenotype"].astype(str)  # a sheet read as text
+    table.loc[3, "phenotype"] = "abc"
+    table.to_parquet(path, index=False)
+    with pytest.raises(InputDataError, match=r"client 'client00': phenotype values \['abc'\]"):
+        load_federation(info["data"])

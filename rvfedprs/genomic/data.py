@@ -228,7 +228,15 @@ def _read_client(
                 f"client {client!r}: covariate {column!r} in {samples_path} is missing or not a "
                 f"finite number for samples {bad.tolist()[:5]}"
             )
-    values = pd.to_numeric(samples["phenotype"], errors="coerce").to_numpy(np.float64)
+    raw = samples["phenotype"]
+    numbers = pd.to_numeric(raw, errors="coerce")
+    text = raw[numbers.isna() & raw.notna()]
+    if len(text):
+        raise InputDataError(
+            f"client {client!r}: phenotype values {sorted(set(text.astype(str)))[:5]} in "
+            f"{samples_path} are not numbers"
+        )
+    values = numbers.to_numpy(np.float64)
     kind.check(values, where=f"client {client!r}: {samples_path}")
     return samples.assign(phenotype=values), dosages
 
@@ -336,8 +344,7 @@ def federation_from_tables(
         their covariates.
     """
     raw = {c: tables[c] for c in sorted(tables)}
-    for client, (samples, _) in raw.items():
-        kind.check(samples["phenotype"].to_numpy(np.float64), where=f"client {client!r}")
+    for client, (samples, _) in raw.items():  # its values are checked by ClientData
         train = samples["split"].astype(str) == "train"
         kind.check_training(samples.loc[train, "phenotype"].to_numpy(), where=f"client {client!r}")
     names = {c: covariate_columns(samples) for c, (samples, _) in raw.items()}
