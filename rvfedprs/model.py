@@ -41,6 +41,7 @@ __all__ = [
     "parameter_groups",
     "PARAMETER_GROUPS",
     "linear_parameters",
+    "linear_floor",
     "RARE_INPUTS",
     "BURDEN_INPUTS",
     "TOP_K_INPUTS",
@@ -600,6 +601,42 @@ def linear_parameters(
         head[0, width], head[0, width + 1] = 1.0, -1.0
     out["head.bias"][:] = float(intercept)
     return out
+
+
+def linear_floor(parameters: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """[intercept, PRS and covariate coefficients] of a model in the floor's linear form.
+
+    The inverse of :func:`linear_parameters` without ``rare_coef``: when units 0 and 1 of the
+    backbone carry (z, −z) of a linear predictor to a head reading them as (1, −1), and the
+    specialist adds nothing (its head weights 0 or in cancelling twin pairs), the floor's
+    coefficients (float32, as the parameters hold them); None for any other model (a random
+    initialisation, a trained network).
+    """
+    common = _layer_names(parameters, "common")
+    first = np.asarray(parameters[f"{common[0]}.weight"], dtype=np.float64)
+    head = np.asarray(parameters["head.weight"], dtype=np.float64)[0]
+    width = np.shape(parameters[f"{common[-1]}.weight"])[0]
+    linear = (
+        first.shape[0] >= 2
+        and np.array_equal(first[1], -first[0])
+        and not np.any(np.asarray(parameters[f"{common[0]}.bias"])[:2])
+        and head[0] == 1.0
+        and head[1] == -1.0
+    )
+    for name in common[1:]:
+        weight = np.asarray(parameters[f"{name}.weight"])
+        linear = linear and np.array_equal(weight[:2, :2], np.eye(2)) and not np.any(
+            weight[:2, 2:]) and not np.any(np.asarray(parameters[f"{name}.bias"])[:2])  # fmt: skip
+    if not (linear and _cancels(head[2:width]) and _cancels(head[width:])):
+        return None
+    return np.concatenate([[float(parameters["head.bias"][0])], first[0]])
+
+
+def _cancels(weights: np.ndarray) -> bool:
+    """Whether head weights read twin units as (w, −w) (:func:`_mirror`), an odd last one 0."""
+    half = weights.size // 2
+    odd = weights[2 * half :]
+    return bool(np.array_equal(weights[half : 2 * half], -weights[:half]) and not np.any(odd))
 
 
 def _torch_sparse(matrix: sp.spmatrix) -> Tensor:

@@ -531,7 +531,8 @@ def test_fedce_glm_with_burdens_and_top_k_equals_the_pooled_fit(clustered, tmp_p
         config = validate_config({**config, "secagg": SECAGG_EXACT})
     result = train(config, tmp_path)
     strategy = result.strategy
-    assert strategy.converged and strategy.offset == strategy.screen.iterations > 2
+    # the floor's screen starts at the floor the run started from (float32): a round or two
+    assert strategy.converged and strategy.offset == strategy.screen.iterations >= 1
     assert result.metrics["ari"] == pytest.approx(1.0)
     federation = load_federation(clustered["data"])
     pooled = pool_clients(federation.train)
@@ -571,8 +572,8 @@ def test_fedglm_top_k_resumes_in_the_floor_rounds(federation_dir, tmp_path):
         })  # fmt: skip
 
     whole = train(config(30), tmp_path / "whole").strategy
-    part = train(config(2), tmp_path / "part").strategy
-    assert part.screening and part.top is None and part.iterations == 2
+    part = train(config(1), tmp_path / "part").strategy  # the screen starts at the floor
+    assert part.screening and part.top is None and part.iterations == 1
     resumed = train(config(30), tmp_path / "part", resume=True).strategy
     assert resumed.converged and resumed.top.tolist() == whole.top.tolist()
     np.testing.assert_allclose(resumed.coef, whole.coef, rtol=0, atol=1e-12)

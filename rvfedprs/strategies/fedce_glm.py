@@ -18,6 +18,11 @@ cluster** (one secure sum per cluster under secure aggregation, small clusters m
 assembles the joint system: the common block summed over clusters, each cluster's rare block
 and its cross terms with the common block from that cluster alone.
 
+**Candidates are converged fits** (:mod:`rvfedprs.strategies.penalty_path`): the common part
+starts from the floor the run started from, ``l2`` may be a path of λ (largest first, each from
+the previous fit), and every round serves the last converged per-cluster fit — before the
+first, the floor; never the global step of round 1 nor a half-way iterate.
+
 Rounds: round 1 is a global step (one cluster); in round ``cluster_round`` (2 by default) the
 sites' filters — of the variants whose carriers' residuals weigh most at the current fit — are
 clustered, each cluster's rare coefficients start from the global ones, and the joint Newton
@@ -45,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.model import linear_parameters
+from rvfedprs.model import linear_floor, linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters, weighted_average
 from rvfedprs.strategies.base import FitInstruction, FitResult, _sorted_results
 from rvfedprs.strategies.burden_delivery import BurdenDelivery
@@ -59,6 +64,7 @@ from rvfedprs.strategies.fedglm import (
     penalty_vector,
     rare_dosage_coef,
 )
+from rvfedprs.strategies.penalty_path import PenaltyPath
 from rvfedprs.strategies.secure import SumGroup, normalised_weights
 from rvfedprs.strategies.top_variants import FloorScreen, ScreenedGLM
 from rvfedprs.training.glm import TOP_K_FEATURES, glm_width
@@ -97,7 +103,7 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self,
         *,
         features: str = "dosages",
-        l2: float = 1.0,
+        l2: float | list[float] = 1.0,
         penalize: str = "rare",
         tol: float = 1e-10,
         max_features: int = 2000,
@@ -111,14 +117,13 @@ class FedCEGLM(ScreenedGLM, FedCE):
         if features == "floor":
             raise ValueError("features 'floor' has no rare part to fit per cluster")
         check_glm_features(features, burden, glm_top_k)
-        if not (np.isfinite(l2) and l2 >= 0):
-            raise ValueError(f"l2 must be a finite number >= 0, got {l2}")
+        self.path = PenaltyPath(l2)  # refuses a negative, infinite or empty l2
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
         if int(cluster_round) < 2:
             raise ValueError(f"cluster_round must be >= 2, got {cluster_round}")
         self.features = features
-        self.l2, self.tol, self.max_features = float(l2), float(tol), int(max_features)
+        self.tol, self.max_features = float(tol), int(max_features)
         self.penalize = penalize
         self.burden = burden
         self._delivery = None if burden is None else BurdenDelivery(burden)
@@ -131,6 +136,11 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self.screen: FloorScreen | None = None
         self.offset = 0  # the floor's rounds before the top-k choice
         self.converged = False
+
+    @property
+    def l2(self) -> float:
+        """The λ being fitted (the path's current one)."""
+        return self.path.l2
 
     # --- layout ------------------------------------------------------------------------------
     def _widths(self) -> tuple[int, int]:
@@ -175,14 +185,18 @@ class FedCEGLM(ScreenedGLM, FedCE):
                 f"a FedCE-GLM on {self.features} has {p_common + p_rare} coefficients per "
                 f"cluster, more than max_features {self.max_features}; use features: burden"
             )
-        self.common = np.zeros(p_common)
+        floor = linear_floor(self.template)
+        self.common = np.zeros(p_common) if floor is None else floor
         self.rare = {0: np.zeros(p_rare)}
         self.search = NewtonSearch(self.tol)
+        self.path = PenaltyPath(self.path.values)
         self.converged = False
         self.offset = 0
         self.screen = None
         if self.features in TOP_K_FEATURES:
-            self.screen = FloorScreen(self.glm_top_k, p_common, n_rare, self.tol)
+            self.screen = FloorScreen(
+                self.glm_top_k, p_common, n_rare, self.tol, start=self.common.copy()
+            )
 
     @property
     def finished(self) -> bool:
@@ -324,28 +338,30 @@ class FedCEGLM(ScreenedGLM, FedCE):
             m: nxt[p_c + i * p_r : p_c + (i + 1) * p_r].copy() for i, m in enumerate(labels)
         }
         clustered = server_round - self.offset >= self.cluster_round
-        self.converged = clustered and self.search.converged
+        if clustered and self.search.converged:
+            rare = {m: v.copy() for m, v in self.rare.items()}
+            fit = {"common": self.common.copy(), "rare": rare}
+            if self.path.converged(fit, server_round):
+                self.search = NewtonSearch(self.tol)  # the next λ, from this fit
+                self.search.next_point = nxt.copy()
+        self.converged = self.path.done
         self.client_ids = sorted(set(self.client_ids) | {r.client_id for r in ordered})
 
     # --- the fitted models -------------------------------------------------------------------
     def parameters_for(self, client_id):
         """The site's cluster model as two-pathway parameters with the same logit.
 
-        Before the first Newton step, the network the run started from (the floor); in the
-        floor's rounds of top-k features, the floor as fitted so far.
+        The last converged fit of the path; before it, the network the run started from (the
+        floor).
         """
-        n_rare = glm_dimensions(self.template)[1]
-        if self.screen is not None and self.search.iterations == 0:
-            if self.screen.iterations == 0:
-                return copy_parameters(self.template)
-            return linear_parameters(self.template, intercept=float(self.common[0]),
-                                     common_coef=self.common[1:])  # fmt: skip
-        if self.search.iterations == 0:
+        fit = self.path.latest
+        if fit is None:
             return copy_parameters(self.template)
-        rare = rare_dosage_coef(self.rare[self.cluster_of(client_id)], self.features, self.burden,
-                                self.top, n_rare)  # fmt: skip
+        n_rare = glm_dimensions(self.template)[1]
+        rare = rare_dosage_coef(fit["rare"][self.cluster_of(client_id)], self.features,
+                                self.burden, self.top, n_rare)  # fmt: skip
         return linear_parameters(
-            self.template, intercept=float(self.common[0]), common_coef=self.common[1:],
+            self.template, intercept=float(fit["common"][0]), common_coef=fit["common"][1:],
             rare_coef=rare,
         )  # fmt: skip
 
@@ -363,6 +379,7 @@ class FedCEGLM(ScreenedGLM, FedCE):
             "filters": {c: np.array(b, copy=True) for c, b in self.filters.items()},
             "client_ids": list(self.client_ids),
             "search": self.search.state_dict(),
+            "path": self.path.state_dict(),
             "converged": self.converged,
             "screen": None if self.screen is None else self.screen.state_dict(),
             "offset": self.offset,
@@ -377,6 +394,12 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self.filters = {c: np.asarray(b, dtype=np.uint8) for c, b in state["filters"].items()}
         self.client_ids = list(state["client_ids"])
         self.search = NewtonSearch.from_state_dict(state["search"])
+        self.path = PenaltyPath.from_state_dict(state["path"])
+        for fit in self.path.fits:  # a checkpoint keys the clusters by str
+            fit["coef"] = {
+                "common": np.asarray(fit["coef"]["common"], np.float64),
+                "rare": {int(m): np.asarray(v, np.float64) for m, v in fit["coef"]["rare"].items()},
+            }
         self.converged = bool(state["converged"])
         screen = state.get("screen")
         self.screen = None if screen is None else FloorScreen.from_state_dict(screen)

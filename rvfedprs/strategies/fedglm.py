@@ -23,6 +23,12 @@ GLM, starting from the floor (its rare coefficients 0). ``features: floor`` with
 first phase alone: the floor, whose rounds also choose the k variants (:attr:`top`) — the warm
 start of a network reading top-k dosages (``model.rare_input``, :mod:`rvfedprs.genomic.task`).
 
+**Candidates are converged fits** (:mod:`rvfedprs.strategies.penalty_path`): Newton starts
+from the floor the run started from (its coefficients read off the network,
+:func:`rvfedprs.model.linear_floor`; β = 0 without one), ``l2`` may be a path of λ fitted
+largest first, each from the previous fit, and every round serves the last converged fit
+(before the first, the floor) — a validation choice over rounds never keeps a half-way iterate.
+
 The fitted model is served as two-pathway network parameters
 (:func:`rvfedprs.model.linear_parameters`) whose logit is exactly the GLM's, so every evaluation,
 checkpoint and engine treats it as any other strategy's model. With ``features: floor`` it is
@@ -37,11 +43,12 @@ from typing import Any
 import numpy as np
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.model import linear_parameters
+from rvfedprs.model import linear_floor, linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import FitResult, GlobalModelStrategy
 from rvfedprs.strategies.burden_delivery import BurdenDelivery
 from rvfedprs.strategies.newton import NewtonSearch
+from rvfedprs.strategies.penalty_path import PenaltyPath
 from rvfedprs.strategies.top_variants import FloorScreen, ScreenedGLM
 from rvfedprs.training.glm import BURDEN_FEATURES, GLM_FEATURES, TOP_K_FEATURES, glm_width
 
@@ -156,9 +163,10 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         ``burden``: and the region burdens of ``burden``; ``top_k``: and the dosages of the
         ``top_k`` variants chosen by score test under the floor; ``burden+top_k``: the burdens,
         then those dosages.
-    l2 : float
+    l2 : float or sequence of float
         λ ≥ 0 of the penalty λ/2‖β‖², added to the summed log-loss (scikit-learn's
-        ``C = 1/λ``; 0 is unpenalised).
+        ``C = 1/λ``; 0 is unpenalised); several: a path, fitted largest first, each from the
+        previous converged fit, each fit a candidate (:attr:`path`).
     penalize : {"rare", "all"}
         The coefficients the penalty applies to (:data:`PENALIZE`): ``rare`` leaves the
         floor's (intercept, PRS, covariates) unpenalised, so a large λ shrinks the rare
@@ -185,7 +193,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         self,
         *,
         features: str = "dosages",
-        l2: float = 1.0,
+        l2: float | Sequence[float] = 1.0,
         penalize: str = "rare",
         tol: float = 1e-10,
         max_features: int = 2000,
@@ -196,12 +204,10 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
         check_glm_features(features, burden, top_k)
-        if not (np.isfinite(l2) and l2 >= 0):
-            raise ValueError(f"l2 must be a finite number >= 0, got {l2}")
+        self.l2_path = PenaltyPath(l2).values  # refuses a negative, infinite or empty l2
         if not tol > 0:
             raise ValueError(f"tol must be > 0, got {tol}")
         self.features = features
-        self.l2 = float(l2)
         self.penalize = penalize
         self.tol = float(tol)
         self.max_features = int(max_features)
@@ -214,8 +220,14 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
 
     def _reset_search(self) -> None:
         self.search = NewtonSearch(self.tol)
+        self.path = PenaltyPath(self.l2_path)
         self.screen: FloorScreen | None = None
         self._noise = 0.0
+
+    @property
+    def l2(self) -> float:
+        """The λ being fitted (the path's current one)."""
+        return self.path.l2
 
     @property
     def iterations(self) -> int:
@@ -241,7 +253,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
 
     # --- rounds ----------------------------------------------------------------------------
     def initialize(self, global_parameters, client_ids):
-        """Start from β = 0 for the network ``global_parameters`` describes (its input widths).
+        """Start from the floor ``global_parameters`` holds (β = 0 without one), rare part 0.
 
         Raises
         ------
@@ -268,20 +280,25 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
                 "the rare variants with fedglm.features: burden, top_k or burden+top_k, or raise "
                 "fedglm.max_features"
             )
-        self.coef = np.zeros(width)
+        floor = linear_floor(self.template)
+        start = np.zeros(2 + n_covariates) if floor is None else floor
+        self.coef = np.concatenate([start, np.zeros(width - start.size)])
         self._reset_search()
+        self.search.next_point = self.coef.copy()
         if self._delivery is not None:  # a new run: no site holds the map yet
             self._delivery.holders.clear()
         self.parameters = glm_message(self.coef)
         if self.top_k > 0:  # the floor's rounds first, then the top-k choice (and the rest)
-            self.screen = FloorScreen(self.top_k, 2 + n_covariates, n_rare, self.tol)
-            self.coef = np.zeros(2 + n_covariates)
+            self.screen = FloorScreen(self.top_k, 2 + n_covariates, n_rare, self.tol, start=start)
+            self.coef = start.copy()
             self.parameters = self.screen.message()
 
     @property
     def finished(self) -> bool:
-        """True once the Newton iterations have converged (the engine stops the run)."""
-        return self.converged
+        """True once every λ of the path converged (the engine stops the run)."""
+        if self.features == "floor" and self.screen is not None:
+            return self.converged
+        return self.path.done
 
     def client_config(self, server_round: int) -> dict[str, Any]:
         """Every site's GLM sums on ``features`` (top-k: the floor's and scores first)."""
@@ -339,6 +356,9 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         self.coef = self.search.step(
             beta, n * self._mean_loss, gradient, hessian, penalty, noise=n * self._noise
         )
+        if self.search.converged and self.path.converged(self.coef.copy(), server_round):
+            self.search = NewtonSearch(self.tol)  # the next λ, from this fit
+            self.search.next_point = self.coef.copy()
         return glm_message(self.search.next_point)
 
     # --- the fitted model ------------------------------------------------------------------
@@ -358,13 +378,21 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
     def parameters_for(self, client_id):
         """The fitted GLM as network parameters, whoever asks.
 
-        Before the first Newton step, the network the run started from (the floor, when the
-        task fitted it): a validation choice (:class:`~rvfedprs.evaluation.selection.BestRound`)
-        sees the floor as its round-0 candidate, not the all-zero model.
+        The last converged fit of the path; before it, the network the run started from (the
+        floor, when the task fitted it): a validation choice
+        (:class:`~rvfedprs.evaluation.selection.BestRound`) sees the floor and converged fits
+        only, never a half-way Newton iterate nor the all-zero model. A screened floor
+        (``features: floor`` with ``top_k``) serves its fit as it goes.
         """
-        if self._fit_search.iterations == 0:
+        if self.features == "floor" and self.screen is not None:
+            if self._fit_search.iterations == 0:
+                return copy_parameters(self.template)
+            return self.network_parameters()
+        if self.path.latest is None:
+            if self.features == "floor" and self.search.iterations:
+                return self.network_parameters()  # the task's own floor fit, as it goes
             return copy_parameters(self.template)
-        return self.network_parameters()
+        return self.network_parameters(self.path.latest)
 
     def state_dict(self):
         """Coefficients, the search state and the network template."""
@@ -373,6 +401,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
             template=copy_parameters(self.template),
             coef=self.coef.copy(),
             search=self.search.state_dict(),
+            path=self.path.state_dict(),
             screen=None if self.screen is None else self.screen.state_dict(),
         )
         return state
@@ -383,16 +412,21 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         self.template = copy_parameters(state["template"])
         self.coef = np.asarray(state["coef"], dtype=np.float64).copy()
         self.search = NewtonSearch.from_state_dict(state["search"])
+        self.path = PenaltyPath.from_state_dict(state["path"])
         screen = state.get("screen")
         self.screen = None if screen is None else FloorScreen.from_state_dict(screen)
 
     def summary(self) -> dict[str, Any]:
-        """``coef``, ``iterations``, ``converged``, the last step's size (and ``top_k``)."""
+        """``coef``, ``iterations``, ``converged``, the last step, ``path`` (and ``top_k``).
+
+        ``path`` lists the converged fits' λ and rounds.
+        """
         out = {
             "coef": self.coef.tolist(),
             "iterations": self.iterations,
             "converged": self.converged,
             "last_step": self.last_step,
+            "path": self.path.summary(),
         }
         if self.top is not None:
             out["top_k"] = self.top.tolist()

@@ -93,6 +93,9 @@ class FloorScreen:
         Rare-variant columns.
     tol : float
         The floor's Newton tolerance.
+    start : array, optional
+        Where the floor's Newton iterations start (the floor the run started from); zeros
+        without it.
 
     Attributes
     ----------
@@ -104,10 +107,14 @@ class FloorScreen:
         The top-k columns, largest statistic first; None until the floor converged.
     """
 
-    def __init__(self, k: int, n_floor: int, n_rare: int, tol: float) -> None:
+    def __init__(
+        self, k: int, n_floor: int, n_rare: int, tol: float, *, start: np.ndarray | None = None
+    ) -> None:
         self.k, self.n_floor, self.n_rare = int(k), int(n_floor), int(n_rare)
         self.search = NewtonSearch(tol)
-        self.search.next_point = np.zeros(self.n_floor)
+        self.search.next_point = (
+            np.zeros(self.n_floor) if start is None else np.asarray(start, np.float64).copy()
+        )
         self.floor: np.ndarray | None = None
         self.score: np.ndarray | None = None
         self.variance: np.ndarray | None = None

@@ -1,0 +1,101 @@
+"""A GLM's candidates: converged fits along a path of penalties, the floor first.
+
+A federated GLM (:mod:`rvfedprs.strategies.fedglm`) takes one Newton step a round. A
+validation choice over rounds (:class:`~rvfedprs.evaluation.selection.RoundSelection`) must
+not keep a half-way iterate — it is no model anyone fitted, and its validation score on a
+few hundred cases says little about it (issue 40). So a GLM serves, every round, the last
+**converged** fit (before the first: the model the run started from, the floor), and its
+penalty λ may be a path: the largest λ is fitted first, starting from the floor, and each
+next λ starts from the previous converged fit (a warm start, as glmnet's path). The
+candidates a validation choice sees are then exactly the floor and one converged fit per λ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PenaltyPath", "penalty_values"]
+
+
+def penalty_values(l2: float | Sequence[float]) -> tuple[float, ...]:
+    """λ of ``l2`` (one value or several), distinct, largest first.
+
+    Raises
+    ------
+    ValueError
+        For an empty path or a λ that is negative or not finite.
+    """
+    values = [l2] if np.isscalar(l2) else list(l2)
+    if not values:
+        raise ValueError("l2 must be a number >= 0 or a non-empty list of them, got []")
+    for value in values:
+        if isinstance(value, bool) or not (np.isfinite(value) and value >= 0):
+            raise ValueError(f"l2 must be a finite number >= 0, got {value!r}")
+    return tuple(sorted({float(v) for v in values}, reverse=True))
+
+
+class PenaltyPath:
+    """The λ being fitted and the converged fits so far.
+
+    Parameters
+    ----------
+    l2 : float or sequence of float
+        One λ or a path (:func:`penalty_values`).
+
+    Attributes
+    ----------
+    values : tuple of float
+        The path, largest first.
+    stage : int
+        Index of the λ being fitted.
+    fits : list of dict
+        One per converged λ: ``l2``, ``coef`` (the fit) and ``round`` (where it converged).
+    """
+
+    def __init__(self, l2: float | Sequence[float]) -> None:
+        self.values = penalty_values(l2)
+        self.stage = 0
+        self.fits: list[dict[str, Any]] = []
+
+    @property
+    def l2(self) -> float:
+        """The λ being fitted."""
+        return self.values[self.stage]
+
+    @property
+    def done(self) -> bool:
+        """True once every λ of the path converged."""
+        return len(self.fits) == len(self.values)
+
+    @property
+    def latest(self) -> Any:
+        """The last converged fit's coefficients, or None before the first."""
+        return self.fits[-1]["coef"] if self.fits else None
+
+    def converged(self, coef: Any, server_round: int) -> bool:
+        """Record the fit of the current λ; True when a next λ starts (from ``coef``)."""
+        self.fits.append({"l2": self.l2, "coef": coef, "round": int(server_round)})
+        if self.done:
+            return False
+        self.stage += 1
+        return True
+
+    def summary(self) -> list[dict[str, Any]]:
+        """Each converged fit's λ and round."""
+        return [{"l2": f["l2"], "round": f["round"]} for f in self.fits]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The path, the stage and the fits."""
+        return {"values": list(self.values), "stage": self.stage,
+                "fits": [dict(f) for f in self.fits]}  # fmt: skip
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> PenaltyPath:
+        """Inverse of :meth:`state_dict`."""
+        path = cls(state["values"])
+        path.stage = int(state["stage"])
+        path.fits = [dict(f) for f in state["fits"]]
+        return path
