@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.outcomes import BINARY
 from rvfedprs.training import ClientData
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
     "prs_only_scores",
     "genetic_values",
     "oracle_scores",
+    "causal_columns",
+    "ceiling_design",
+    "ceiling_scores",
 ]
 
 
@@ -206,3 +210,115 @@ def oracle_scores(
         c: np.array([values[s] for s in datasets[c].sample_ids], dtype=np.float64)
         for c in sorted(datasets)
     }
+
+
+#: The ceiling's C grid (chosen on the pooled validation AUC).
+CEILING_GRID = tuple(np.logspace(-2, 2, 7))
+
+
+def causal_columns(causal: pd.DataFrame, variant_keys: Sequence[str]) -> list[int]:
+    """Rare columns (order of ``variant_keys``) of the truth's causal variants, sorted.
+
+    ``causal`` is ``truth/causal_variants.tsv`` (column ``variant_key``; several rows per variant
+    where effects are group-specific). Causal variants absent from the rare set (common ones,
+    or dropped by QC) are skipped.
+    """
+    where = {str(k): j for j, k in enumerate(variant_keys)}
+    return sorted({where[k] for k in causal["variant_key"].astype(str) if k in where})
+
+
+def ceiling_design(
+    data: ClientData,
+    columns: Sequence[int],
+    groups: Mapping[str, str] | None = None,
+    labels: Sequence[str] | None = None,
+) -> np.ndarray:
+    """[PRS, covariates, causal dosages] (global), or the dosages × each group's indicator.
+
+    With ``groups`` (client id → group) the causal block is repeated once per label of
+    ``labels`` and zero outside the client's own group.
+    """
+    floor = np.column_stack([data.prs.astype(np.float64), data.covariates.astype(np.float64)])
+    dosages = data.rare[:, list(columns)].toarray().astype(np.float64)
+    if groups is None:
+        return np.column_stack([floor, dosages])
+    own = groups[data.client_id]
+    blocks = [dosages * float(own == label) for label in labels]
+    return np.column_stack([floor, *blocks])
+
+
+def ceiling_scores(
+    train: Mapping[str, ClientData],
+    validation: Mapping[str, ClientData],
+    test: Mapping[str, ClientData],
+    columns: Sequence[int],
+    groups: Mapping[str, str] | None = None,
+    *,
+    grid: Sequence[float] = CEILING_GRID,
+) -> tuple[dict[str, np.ndarray], float]:
+    """The learnable ceiling: a known-architecture L2 logistic regression (SPEC §12).
+
+    Fitted on the pooled training data, on the floor's features [PRS, covariates] plus the
+    dosages of the true causal rare variants — one coefficient per variant, or one per variant
+    per true group when ``groups`` is given. C (on every coefficient, intercept excepted) is
+    chosen on the pooled validation AUC. It reads the simulator's truth: an analysis reference,
+    reported, never used for a choice.
+
+    Parameters
+    ----------
+    train, validation, test : dict of str to ClientData
+    columns : sequence of int
+        Rare columns of the causal variants (:func:`causal_columns`).
+    groups : dict of str to str, optional
+        Client id → true group (cluster); every client of the three splits needs one.
+    grid : sequence of float
+        Candidate C values.
+
+    Returns
+    -------
+    scores : dict of str to array of float64
+        Each test client's case probabilities.
+    c : float
+        The chosen C.
+
+    Raises
+    ------
+    InputDataError
+        For a quantitative trait (not supported yet), or a client without a group.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    first = train[sorted(train)[0]]
+    if not isinstance(first.outcome, type(BINARY)):
+        raise InputDataError("the learnable ceiling supports binary traits only (for now)")
+    labels = None
+    if groups is not None:
+        clients = set(train) | set(validation) | set(test)
+        missing = sorted(clients - set(groups))
+        if missing:
+            raise InputDataError(f"clients without a group: {', '.join(missing[:5])}")
+        labels = sorted({str(groups[c]) for c in clients})
+        groups = {c: str(g) for c, g in groups.items()}
+
+    def pooled(datasets):
+        names = sorted(datasets)
+        x = np.vstack([ceiling_design(datasets[c], columns, groups, labels) for c in names])
+        return x, np.concatenate([datasets[c].y for c in names]).astype(int)
+
+    x, y = pooled(train)
+    if len(np.unique(y)) < 2:
+        raise InputDataError("the pooled training data hold a single phenotype class")
+    xv, yv = pooled(validation)
+    best = None
+    for c in grid:
+        model = LogisticRegression(C=float(c), solver="lbfgs", max_iter=5000, tol=1e-8)
+        model.fit(x, y)
+        auc = roc_auc_score(yv, model.predict_proba(xv)[:, 1])
+        if best is None or auc > best[0]:
+            best = (auc, float(c), model)
+    _, chosen, model = best
+    scores = {
+        c: model.predict_proba(ceiling_design(test[c], columns, groups, labels))[:, 1]
+        for c in sorted(test)
+    }
+    return scores, chosen
