@@ -83,6 +83,15 @@ class PenaltyPath:
         self.stage += 1
         return True
 
+    def __eq__(self, other: object) -> bool:
+        """Same path, stage and fits (their λ and rounds)."""
+        if not isinstance(other, PenaltyPath):
+            return NotImplemented
+        return (self.values, self.stage, self.summary()) == (
+            other.values, other.stage, other.summary())  # fmt: skip
+
+    __hash__ = None  # mutable
+
     def summary(self) -> list[dict[str, Any]]:
         """Each converged fit's λ and round."""
         return [{"l2": f["l2"], "round": f["round"]} for f in self.fits]
