@@ -622,14 +622,21 @@ def linear_floor(parameters: Mapping[str, np.ndarray]) -> np.ndarray | None:
         and not np.any(np.asarray(parameters[f"{common[0]}.bias"])[:2])
         and head[0] == 1.0
         and head[1] == -1.0
+        and all(_passes_units(parameters, name) for name in common[1:])
+        and _cancels(head[2:width])
+        and _cancels(head[width:])
     )
-    for name in common[1:]:
-        weight = np.asarray(parameters[f"{name}.weight"])
-        linear = linear and np.array_equal(weight[:2, :2], np.eye(2)) and not np.any(
-            weight[:2, 2:]) and not np.any(np.asarray(parameters[f"{name}.bias"])[:2])  # fmt: skip
-    if not (linear and _cancels(head[2:width]) and _cancels(head[width:])):
+    if not linear:
         return None
     return np.concatenate([[float(parameters["head.bias"][0])], first[0]])
+
+
+def _passes_units(parameters: Mapping[str, np.ndarray], layer: str) -> bool:
+    """Whether ``layer`` passes units 0 and 1 through unchanged (:func:`_carry_linear`)."""
+    weight = np.asarray(parameters[f"{layer}.weight"])
+    rows = np.zeros((2, weight.shape[1]))
+    rows[0, 0] = rows[1, 1] = 1.0
+    return np.array_equal(weight[:2], rows) and not np.any(parameters[f"{layer}.bias"][:2])
 
 
 def _cancels(weights: np.ndarray) -> bool:

@@ -112,3 +112,33 @@ def test_every_served_model_is_the_floor_or_a_converged_fit(
     assert set(changes) <= set(fit_rounds)  # no half-way iterate is ever served
     if fit_rounds[0] > 1:  # before the first fit converged: the floor the run started from
         assert linear_floor(served[0]) is not None
+
+
+@pytest.mark.parametrize("strategy_name", ["fedglm", "fedce_glm"])
+def test_a_path_stopped_between_two_lambdas_resumes_to_the_same_fits(
+    federation_dir, tmp_path, strategy_name
+):
+    def config(rounds):
+        return validate_config({
+            "train": {"validation_fraction": 0.2, "data": str(federation_dir),
+                      "strategy": strategy_name, "rounds": rounds, "seed": 3, "progress": False},
+            "fedglm": {"features": "dosages", "l2": PATH}, "fedce": {"n_clusters": 2},
+        })  # fmt: skip
+
+    whole = train(config(60), tmp_path / "whole").strategy
+    first = whole.path.fits[0]["round"]
+    part = train(config(first + 1), tmp_path / "part").strategy  # one λ done, one under way
+    assert len(part.path.fits) == 1 and not part.finished
+    resumed = train(config(60), tmp_path / "part", resume=True).strategy
+    assert resumed.path == whole.path
+    for kept, again in zip(whole.path.fits, resumed.path.fits, strict=True):
+        flat = [np.ravel(v) for v in (kept["coef"], again["coef"]) if isinstance(v, np.ndarray)]
+        if flat:
+            np.testing.assert_allclose(flat[1], flat[0], rtol=0, atol=1e-12)
+        else:
+            np.testing.assert_allclose(again["coef"]["common"], kept["coef"]["common"], atol=1e-12)
+            for label, rare in kept["coef"]["rare"].items():
+                np.testing.assert_allclose(again["coef"]["rare"][label], rare, atol=1e-12)
+    client = sorted(whole.client_ids)[0]
+    for name, value in whole.parameters_for(client).items():
+        np.testing.assert_array_equal(resumed.parameters_for(client)[name], value)

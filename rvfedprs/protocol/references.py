@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,12 +49,16 @@ def design_matrix(data: ClientData, *, rare: bool = True) -> sp.csr_matrix:
     return sp.hstack(blocks, format="csr")
 
 
-def _pooled(datasets: Mapping[str, ClientData], *, rare: bool) -> tuple[sp.csr_matrix, np.ndarray]:
+def _pooled(
+    datasets: Mapping[str, ClientData], design, split: str = "training"
+) -> tuple[Any, np.ndarray]:
+    """The clients' ``design(data)`` rows stacked (sparse or dense, as given) and their labels."""
     clients = sorted(datasets)
-    x = sp.vstack([design_matrix(datasets[c], rare=rare) for c in clients], format="csr")
+    blocks = [design(datasets[c]) for c in clients]
+    x = sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.vstack(blocks)
     y = np.concatenate([datasets[c].y for c in clients]).astype(int)
     if len(np.unique(y)) < 2:
-        raise InputDataError("the pooled training data hold a single phenotype class")
+        raise InputDataError(f"the pooled {split} data hold a single phenotype class")
     return x, y
 
 
@@ -77,7 +82,7 @@ def fit_logistic(
     """
     if c <= 0:
         raise ValueError(f"C must be > 0, got {c}")
-    x, y = _pooled(train, rare=rare)
+    x, y = _pooled(train, lambda data: design_matrix(data, rare=rare))
     model = LogisticRegression(C=float(c), solver="lbfgs", max_iter=5000, tol=1e-6)
     return model.fit(x, y)
 
@@ -104,7 +109,7 @@ def prs_only_scores(
     first = datasets[sorted(datasets)[0]]
     if first.n_covariates == 0:
         return {c: datasets[c].prs.astype(np.float64) for c in sorted(datasets)}
-    x, y = _pooled(train, rare=False)
+    x, y = _pooled(train, lambda data: design_matrix(data, rare=False))
     model = LogisticRegression(C=np.inf, solver="lbfgs", max_iter=5000).fit(x, y)
     return logistic_scores(model, datasets, rare=False)
 
@@ -238,7 +243,7 @@ def ceiling_design(
     With ``groups`` (client id → group) the causal block is repeated once per label of
     ``labels`` and zero outside the client's own group.
     """
-    floor = np.column_stack([data.prs.astype(np.float64), data.covariates.astype(np.float64)])
+    floor = design_matrix(data, rare=False).toarray()
     dosages = data.rare[:, list(columns)].toarray().astype(np.float64)
     if groups is None:
         return np.column_stack([floor, dosages])
@@ -289,8 +294,10 @@ def ceiling_scores(
     from sklearn.metrics import roc_auc_score
 
     first = train[sorted(train)[0]]
-    if not isinstance(first.outcome, type(BINARY)):
-        raise InputDataError("the learnable ceiling supports binary traits only (for now)")
+    if first.outcome.kind != BINARY.kind:
+        raise InputDataError(
+            f"the learnable ceiling supports binary traits only, got a {first.outcome.kind} one"
+        )
     labels = None
     if groups is not None:
         clients = set(train) | set(validation) | set(test)
@@ -300,15 +307,11 @@ def ceiling_scores(
         labels = sorted({str(groups[c]) for c in clients})
         groups = {c: str(g) for c, g in groups.items()}
 
-    def pooled(datasets):
-        names = sorted(datasets)
-        x = np.vstack([ceiling_design(datasets[c], columns, groups, labels) for c in names])
-        return x, np.concatenate([datasets[c].y for c in names]).astype(int)
+    def design(data):
+        return ceiling_design(data, columns, groups, labels)
 
-    x, y = pooled(train)
-    if len(np.unique(y)) < 2:
-        raise InputDataError("the pooled training data hold a single phenotype class")
-    xv, yv = pooled(validation)
+    x, y = _pooled(train, design)
+    xv, yv = _pooled(validation, design, "validation")
     best = None
     for c in grid:
         model = LogisticRegression(C=float(c), solver="lbfgs", max_iter=5000, tol=1e-8)

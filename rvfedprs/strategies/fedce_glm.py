@@ -189,7 +189,7 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self.common = np.zeros(p_common) if floor is None else floor
         self.rare = {0: np.zeros(p_rare)}
         self.search = NewtonSearch(self.tol)
-        self.path = PenaltyPath(self.path.values)
+        self.path.restart()
         self.converged = False
         self.offset = 0
         self.screen = None

@@ -204,7 +204,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
         check_glm_features(features, burden, top_k)
-        self.l2_path = PenaltyPath(l2).values  # refuses a negative, infinite or empty l2
+        self.path = PenaltyPath(l2)  # refuses a negative, infinite or empty l2
         if not tol > 0:
             raise ValueError(f"tol must be > 0, got {tol}")
         self.features = features
@@ -220,7 +220,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
 
     def _reset_search(self) -> None:
         self.search = NewtonSearch(self.tol)
-        self.path = PenaltyPath(self.l2_path)
+        self.path.restart()
         self.screen: FloorScreen | None = None
         self._noise = 0.0
 
@@ -296,8 +296,6 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
     @property
     def finished(self) -> bool:
         """True once every λ of the path converged (the engine stops the run)."""
-        if self.features == "floor" and self.screen is not None:
-            return self.converged
         return self.path.done
 
     def client_config(self, server_round: int) -> dict[str, Any]:
@@ -344,6 +342,8 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
             self.coef = self.screen.estimate
             if not self.screen.done:
                 return self.screen.message()
+            if self.features == "floor":  # the screened floor is the fit
+                self.path.converged(self.coef.copy(), server_round)
             n_burden = 0 if self.burden is None else self.burden.n_regions
             dimensions = glm_dimensions(self.template)
             width = glm_width(self.features, *dimensions, n_burden, self.top_k)
@@ -381,16 +381,9 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         The last converged fit of the path; before it, the network the run started from (the
         floor, when the task fitted it): a validation choice
         (:class:`~rvfedprs.evaluation.selection.BestRound`) sees the floor and converged fits
-        only, never a half-way Newton iterate nor the all-zero model. A screened floor
-        (``features: floor`` with ``top_k``) serves its fit as it goes.
+        only, never a half-way Newton iterate nor the all-zero model.
         """
-        if self.features == "floor" and self.screen is not None:
-            if self._fit_search.iterations == 0:
-                return copy_parameters(self.template)
-            return self.network_parameters()
         if self.path.latest is None:
-            if self.features == "floor" and self.search.iterations:
-                return self.network_parameters()  # the task's own floor fit, as it goes
             return copy_parameters(self.template)
         return self.network_parameters(self.path.latest)
 

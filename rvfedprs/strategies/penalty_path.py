@@ -32,7 +32,8 @@ def penalty_values(l2: float | Sequence[float]) -> tuple[float, ...]:
     if not values:
         raise ValueError("l2 must be a number >= 0 or a non-empty list of them, got []")
     for value in values:
-        if isinstance(value, bool) or not (np.isfinite(value) and value >= 0):
+        number = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+        if not (number and np.isfinite(value) and value >= 0):
             raise ValueError(f"l2 must be a finite number >= 0, got {value!r}")
     return tuple(sorted({float(v) for v in values}, reverse=True))
 
@@ -59,6 +60,11 @@ class PenaltyPath:
         self.values = penalty_values(l2)
         self.stage = 0
         self.fits: list[dict[str, Any]] = []
+
+    def restart(self) -> None:
+        """A new run: the first λ, no fits."""
+        self.stage = 0
+        self.fits = []
 
     @property
     def l2(self) -> float:
