@@ -30,6 +30,7 @@ from rvfedprs.federation.rounds import RoundCallback
 from rvfedprs.plan import run
 from rvfedprs.provenance import jsonable, write_provenance
 from rvfedprs.strategies.base import Strategy
+from rvfedprs.strategies.penalty_path import PenaltyPath
 from rvfedprs.tasks import get_task
 
 log = logging.getLogger(__name__)
@@ -207,6 +208,11 @@ def finish_run(
     """
     out = Path(out)
     record["warnings"] = metric_warnings(record["strategy"], record)
+    penalty = getattr(strategy, "path", None)
+    if isinstance(penalty, PenaltyPath):  # a GLM: its converged fits and the λ served
+        served = record.get("selection", {}).get("selected_round", float("inf"))  # else the last
+        record["penalty_path"] = {"fits": penalty.summary(),
+                                  "chosen_l2": penalty.served_at(served)}  # fmt: skip
     path = write_metrics(out, record)
     written = {"metrics": str(path), **dict(extra or {})}
     exclusions = write_burden_exclusions(config, strategy, out, variants)

@@ -142,3 +142,27 @@ def test_a_path_stopped_between_two_lambdas_resumes_to_the_same_fits(
     client = sorted(whole.client_ids)[0]
     for name, value in whole.parameters_for(client).items():
         np.testing.assert_array_equal(resumed.parameters_for(client)[name], value)
+
+
+def test_the_run_record_names_the_path_and_the_lambda_chosen_on_validation(
+    federation_dir, tmp_path
+):
+    """metrics.json carries each converged fit's λ and the λ of the round validation chose."""
+    import json
+
+    result = _run(federation_dir, tmp_path, "fedglm", 0.2, features="dosages", l2=PATH)
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    fits = result.strategy.path.fits
+    assert record["penalty_path"]["fits"] == [{"l2": f["l2"], "round": f["round"]} for f in fits]
+    picked = record["selection"]["selected_round"]
+    by_then = [f["l2"] for f in fits if f["round"] <= picked]
+    assert record["penalty_path"]["chosen_l2"] == (by_then[-1] if by_then else None)
+    assert sorted(f["l2"] for f in fits) == sorted(PATH)
+
+
+def test_served_at_is_the_last_fit_converged_by_a_round():
+    path = PenaltyPath(PATH)
+    assert path.served_at(10) is None  # before any fit: the floor
+    path.converged(np.zeros(2), 3)
+    path.converged(np.ones(2), 7)
+    assert [path.served_at(r) for r in (2, 3, 6, 7, float("inf"))] == [None, 50.0, 50.0, 5.0, 5.0]

@@ -81,6 +81,11 @@ class PenaltyPath:
         """The last converged fit's coefficients, or None before the first."""
         return self.fits[-1]["coef"] if self.fits else None
 
+    def served_at(self, server_round: float) -> float | None:
+        """λ of the fit served at ``server_round`` (the last converged by then), or None."""
+        fits = [f for f in self.fits if f["round"] <= server_round]
+        return float(fits[-1]["l2"]) if fits else None
+
     def converged(self, coef: Any, server_round: int) -> bool:
         """Record the fit of the current λ; True when a next λ starts (from ``coef``)."""
         self.fits.append({"l2": self.l2, "coef": coef, "round": int(server_round)})

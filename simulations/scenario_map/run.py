@@ -93,7 +93,7 @@ POOLED = ("centralized", "logistic")
 #: Global methods (one rare effect per variant or region for everybody) that per-cluster rare
 #: effects (fedce_glm) must beat where effects conflict between groups.
 GLOBAL = ("fedavg", "fedglm", "centralized", "logistic")
-FLOOR, ORACLE = "prs_only", "oracle"
+FLOOR, ORACLE, CEILING = "prs_only", "oracle", "ceiling"
 
 log = logging.getLogger("scenario_map")
 
@@ -300,6 +300,7 @@ class Loaded:
         from rvfedprs.federation.seeds import derive_seed
         from rvfedprs.genomic.data import load_federation
         from rvfedprs.protocol import three_way_split
+        from rvfedprs.protocol.references import causal_columns
 
         self.cohort = cohort
         self.train_seed = derive_seed(master_seed, "train", cohort.scenario, cohort.name)
@@ -314,6 +315,9 @@ class Loaded:
         # carriers of a causal rare variant of their own (architecture) group
         grouped = type(truth)(truth.causal, samples.assign(cluster=samples[group_column]))
         self.carriers = carrier_masks(self.data.test, federation.variant_keys, grouped)
+        self.causal_columns = causal_columns(truth.causal, federation.variant_keys)
+        # effects differ by group where a causal variant has a row per group
+        self.group_specific = bool(truth.causal["variant_key"].duplicated().any())
         self.sample_groups = dict(zip(samples["sample_id"].astype(str),
                                       samples[group_column].astype(str), strict=True))  # fmt: skip
         self.client_groups = true_client_clusters(samples.assign(cluster=samples[group_column]))
@@ -427,10 +431,13 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
                 "rounds_run": trial.rounds_run, "wall_s": trial.wall_s, "cpu_s": trial.cpu_s,
                 "configuration": trial.configuration, "clusters": trial.clusters})  # fmt: skip
         collect(folder, method)
-    for name, scores in ((FLOOR, lambda: prs_only_scores(data.fit.train, data.test)),
-                         (ORACLE, lambda: _oracle(cohort, data))):  # fmt: skip
+    references = ((FLOOR, lambda: (prs_only_scores(data.fit.train, data.test), {})),
+                  (ORACLE, lambda: (_oracle(cohort, data), {})),
+                  (CEILING, lambda: _ceiling(loaded)))  # fmt: skip
+    for name, reference in references:
         if not (out / name / "predictions.parquet").is_file():
-            record(out / name, name, scores(), {})
+            scores, extra = reference()
+            record(out / name, name, scores, extra)
         collect(out / name, name)
     table = pd.DataFrame(validation)
     for column in ("configuration", "clusters"):
@@ -454,6 +461,23 @@ def _oracle(cohort: Cohort, data) -> dict:
     values = genetic_values(cohort.sim / "truth", ids,
                             genotypes=cohort.sim / "genotypes" / "cohort")  # fmt: skip
     return oracle_scores(data.test, dict(zip(ids, values, strict=True)))
+
+
+def _ceiling(loaded: Loaded) -> tuple[dict, dict]:
+    """The learnable ceiling's test scores and chosen C (per true group where effects differ)."""
+    from rvfedprs.protocol.references import ceiling_scores
+
+    data = loaded.data
+    groups = loaded.client_groups if loaded.group_specific else None
+    scores, c = ceiling_scores(data.fit.train, data.validation, data.test,
+                               loaded.causal_columns, groups)  # fmt: skip
+    return scores, {
+        "configuration": {
+            "C": c,
+            "per_group": groups is not None,
+            "causal_columns": len(loaded.causal_columns),
+        }
+    }
 
 
 def _methods(args) -> list[str]:
@@ -517,11 +541,15 @@ def analyse(args, scenarios: dict[str, dict]) -> list[Path]:
                                               "logistic")] + \
                   [("fedglm", "fedavg"), ("fedglm", "logistic"),
                    ("best_federated", "best_pooled")]  # fmt: skip
-    deltas = pd.concat(
-        [paired_deltas(outcomes, m, r, best=best) for m, r in comparisons
-         if m in methods and (r in methods or r == BEST_BASELINE)],
-        ignore_index=True,
-    )  # fmt: skip
+    pairs = [(m, r) for m, r in comparisons
+             if m in methods and (r in methods or r == BEST_BASELINE)]  # fmt: skip
+    if not pairs:
+        raise SystemExit(
+            f"the analysis compares methods, but the finished cohorts hold only {sorted(methods)}: "
+            f"run a pair of {sorted({m for pair in comparisons for m in pair} - {BEST_BASELINE})}"
+        )
+    deltas = pd.concat([paired_deltas(outcomes, m, r, best=best) for m, r in pairs],
+                       ignore_index=True)  # fmt: skip
     deltas["interval"] = "t over cohorts"
     single = [s for s, k in outcomes.groupby("scenario")["cohort"].nunique().items() if k == 1]
     if single:
@@ -705,8 +733,12 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
               "Share of the learnable signal (the floor→oracle gap): (AUC − PRS-only floor)/"
               "(oracle − floor), per cohort, then averaged (± 95% t half-width). "
               "best_federated / best_pooled: per cohort the method chosen on validation.", "",
-              "| scenario | method | carrier AUC | AUC | share of the learnable signal "
-              "(carrier AUC / AUC) |", "|---|---|---|---|---|"]  # fmt: skip
+              "Share of the ceiling: the same against the learnable ceiling (L2 logistic on the "
+              "floor's features plus the true causal rare dosages, per true group where effects "
+              "differ, C on validation; an analysis reference, never a choice).", "",
+              "| scenario | method | carrier AUC | AUC | share floor→oracle "
+              "(carrier AUC / AUC) | share floor→ceiling (carrier AUC / AUC) |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
     pooled_outcomes = outcomes[outcomes["subset"] == "pooled"]
     wide = pooled_outcomes.pivot_table(index=["scenario", "cohort", "metric"], columns="method",
                                        values="value")  # fmt: skip
@@ -715,13 +747,17 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
             cells = []
             for metric in ("carrier_auc", "auc"):
                 cells.append(_mean_cell(part.loc[part["metric"] == metric, "value"].tolist()))
-            for metric in ("carrier_auc", "auc"):
-                share = []
-                if s in wide.index.get_level_values(0) and {FLOOR, ORACLE} <= set(wide.columns):
-                    w = wide.xs((s, metric), level=["scenario", "metric"])
-                    share = ((w[method] - w[FLOOR]) / (w[ORACLE] - w[FLOOR])).tolist()
-                cells.append(_mean_cell(share, 2))
-            lines.append(f"| {s} | {method} | {cells[0]} | {cells[1]} | {cells[2]} / {cells[3]} |")
+            for top in (ORACLE, CEILING):
+                for metric in ("carrier_auc", "auc"):
+                    share = []
+                    if s in wide.index.get_level_values(0) and {FLOOR, top} <= set(wide.columns):
+                        w = wide.xs((s, metric), level=["scenario", "metric"])
+                        share = ((w[method] - w[FLOOR]) / (w[top] - w[FLOOR])).tolist()
+                    cells.append(_mean_cell(share, 2))
+            lines.append(
+                f"| {s} | {method} | {cells[0]} | {cells[1]} | {cells[2]} / {cells[3]} "
+                f"| {cells[4]} / {cells[5]} |"
+            )
     lines.append("")
     path = summary / "summary.md"
     path.write_text("\n".join(lines) + "\n")
