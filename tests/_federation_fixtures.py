@@ -33,11 +33,14 @@ def write_federation(
     seed: int = 0,
     covariates: tuple[str, ...] = (),
     kind: str = "binary",
+    flipped_shared: int = 0,
 ) -> dict:
     """Write ``root/results`` (pipeline outputs) and ``root/cohort`` (samples.tsv, truth).
 
     ``kind="quantitative"`` writes the liability itself as the phenotype, on an LDL-like scale
-    (mean 130, sd ~35: mg/dL), and ``outcome.json`` saying so.
+    (mean 130, sd ~35: mg/dL), and ``outcome.json`` saying so. ``flipped_shared`` shared
+    variants (carried everywhere) have effect +``rare_effect`` in even clusters and
+    −``rare_effect`` in odd ones: a sign conflict whose pooled score cancels.
 
     Returns
     -------
@@ -75,6 +78,13 @@ def write_federation(
             causal_rows.append(
                 (keys[j], f"rv{j}", "1", 1000 + 10 * j, "A", "G", "G", rare_effect, "rare", m)
             )
+    if flipped_shared:
+        free = np.setdiff1d(shared, shared_causal.ravel())
+        for j in rng.choice(free, flipped_shared, replace=False):
+            for m in range(n_clusters):
+                effects[m, j] = rare_effect if m % 2 == 0 else -rare_effect
+                causal_rows.append((keys[j], f"rv{j}", "1", 1000 + 10 * j, "A", "G", "G",
+                                    effects[m, j], "rare", m))  # fmt: skip
     truth = pd.DataFrame(
         causal_rows,
         columns=[

@@ -20,7 +20,36 @@ import numpy as np
 
 from rvfedprs.association.sums import UnitLayout
 
-__all__ = ["EfficientScores"]
+__all__ = ["EfficientScores", "group_covariances"]
+
+
+def group_covariances(
+    information: np.ndarray, cross: np.ndarray, hessian: np.ndarray, columns: np.ndarray
+) -> np.ndarray:
+    """Cov(U_m,j, U_m',j) = δ_mm' S_m,j − c_m,jᵀ H⁻¹ c_m',j of each variant j of ``columns``.
+
+    Parameters
+    ----------
+    information : array, shape (M, p)
+        S_m, each group's Σ w a² (its diagonal information).
+    cross : array, shape (M, q, p)
+        C_m = Z_mᵀ W_m A_m.
+    hessian : array, shape (q, q)
+        H = Zᵀ W Z of the floor fitted on every group together (least squares where singular).
+    columns : array of int
+        The variants j.
+
+    Returns
+    -------
+    array, shape (len(columns), M, M)
+    """
+    cols = np.asarray(columns, np.int64)
+    c = np.asarray(cross, np.float64)[:, :, cols]  # (M, q, k)
+    h = np.asarray(hessian, np.float64)
+    solved = np.stack([np.linalg.lstsq(h, c[m], rcond=None)[0] for m in range(c.shape[0])])
+    projected = np.einsum("mqj,nqj->jmn", c, solved)
+    info = np.asarray(information, np.float64)[:, cols]
+    return np.einsum("mj,mn->jmn", info, np.eye(c.shape[0])) - projected
 
 
 class EfficientScores:
@@ -92,12 +121,8 @@ class EfficientScores:
 
     def group_covariances(self, columns: np.ndarray | None = None) -> np.ndarray:
         """Cov(U_m,j, U_m',j) for each variant: shape (p, M, M) (or of ``columns`` only)."""
-        cols = np.arange(self.n_rare) if columns is None else np.asarray(columns, np.int64)
-        c = self.cross[:, :, cols]  # (M, q, k)
-        solved = np.stack([self._solve(c[m]) for m in range(self.n_groups)])
-        projected = np.einsum("mqj,nqj->jmn", c, solved)
-        diagonal = np.einsum("mj,mn->jmn", self.information[:, cols], np.eye(self.n_groups))
-        return diagonal - projected
+        cols = np.arange(self.n_rare) if columns is None else columns
+        return group_covariances(self.information, self.cross, self.hessian, cols)
 
     # --- units -----------------------------------------------------------------------------
     def unit_columns(self, unit: int) -> np.ndarray:

@@ -28,18 +28,28 @@ sites' filters — of the variants whose carriers' residuals weigh most at the c
 clustered, each cluster's rare coefficients start from the global ones, and the joint Newton
 iterations run to convergence with the clusters fixed.
 
-**Top-k features** (``top_k``, ``burden+top_k``): the floor's Newton rounds come first, one
-global sum each, carrying the sites' score sums; the top k are chosen there, once, on every
-site's training data together (:class:`~rvfedprs.strategies.top_variants.FloorScreen`), and
-rounds 1, ``cluster_round``, ... above count from the end of those rounds (the global step
-starts from the floor). The choice is global, not per cluster, by decision: (a) the clusters do
-not exist yet when the floor is fitted, and a per-cluster choice would need a score round after
-clustering; (b) a causal variant has a handful of carriers per cluster, so a per-cluster
-ranking on them is mostly noise, while the pooled ranking has every carrier; (c) one column
-list keeps every cluster's rare coefficients on the same features, so the joint system keeps
-its layout. What it costs: a shared variant with opposite effects in two clusters has pooled
-scores that cancel and may be missed — the coefficients of the variants chosen are still fitted
-per cluster, and a region burden (``burden+top_k``) still carries such a gene per cluster.
+**Top-k features** (``top_k``, ``burden+top_k``): the floor's Newton rounds come first,
+carrying the sites' score sums; the top k are chosen there, once, on every site's training data
+(:class:`~rvfedprs.strategies.top_variants.FloorScreen`). One column list serves every cluster,
+so the joint system keeps its layout. ``selection`` says how they are ranked:
+
+- ``pooled`` (default): one sum over every site a round, the pooled U² / V; rounds 1,
+  ``cluster_round``, ... above count from the end of the floor's rounds (the global step starts
+  from the floor). A shared variant with opposite effects in two clusters has pooled scores that
+  cancel and may be missed.
+- ``clusters`` / ``both``: the sites' Bloom filters at the floor (the first floor round) are
+  clustered, every floor round is summed per cluster (one secure sum per cluster), and the
+  variants are ranked by the heterogeneous score test over the clusters' scores (``both``: the
+  Bonferroni minimum of it and the pooled test), which sees a flipped effect (issue 40). The
+  clusters are then kept: the joint per-cluster fit starts from the floor with no global step.
+
+**Partial pooling** (``l2_cluster``): each cluster's rare coefficients are β_m = β̄ + δ_m, a
+part shared by every cluster and a cluster's deviation, with the penalty
+λ/2 ‖β̄‖² + λ_c/2 Σ_m ‖δ_m‖² (λ = ``l2``, λ_c = ``l2_cluster``): a large λ_c is the global
+rare model, a small one independent clusters; a shared variant borrows strength from every
+site and a flipped one can still flip. Fitted by the same exact Newton on the per-cluster sums,
+in the coordinates (common, β̄, δ_1 … δ_M); the candidates are the converged fits on the grid
+of (λ, λ_c), λ largest first, then λ_c largest first, each from the previous fit.
 """
 
 from __future__ import annotations
@@ -66,7 +76,7 @@ from rvfedprs.strategies.fedglm import (
 )
 from rvfedprs.strategies.penalty_path import PenaltyPath
 from rvfedprs.strategies.secure import SumGroup, normalised_weights
-from rvfedprs.strategies.top_variants import FloorScreen, ScreenedGLM
+from rvfedprs.strategies.top_variants import SELECTIONS, FloorScreen, ScreenedGLM
 from rvfedprs.training.glm import TOP_K_FEATURES, glm_width
 
 __all__ = ["FedCEGLM"]
@@ -93,6 +103,13 @@ class FedCEGLM(ScreenedGLM, FedCE):
         globally before clustering.
     cluster_round : int
         The round whose filters are clustered (≥ 2: round 1 fits the global model first).
+    selection : {"pooled", "clusters", "both"}
+        How the top-k variants are ranked (:data:`~rvfedprs.strategies.top_variants.SELECTIONS`);
+        the per-cluster rankings cluster the sites at the floor.
+    l2_cluster : float or list of float, optional
+        λ_c > 0 of the clusters' deviations δ_m from the shared rare part (partial pooling;
+        ``l2`` is then the shared part's λ > 0); None: independent per-cluster coefficients
+        with penalty ``l2``.
     **fedce
         FedCE's clustering options (``n_clusters``, ``top_k``, ``bloom_capacity``, ...).
     """
@@ -110,6 +127,8 @@ class FedCEGLM(ScreenedGLM, FedCE):
         burden: Any = None,
         glm_top_k: int = 0,
         cluster_round: int = 2,
+        selection: str = "pooled",
+        l2_cluster: float | list[float] | None = None,
         **fedce: Any,
     ) -> None:
         fedce.pop("head_aggregation", None)  # no head: the model is linear
@@ -117,7 +136,17 @@ class FedCEGLM(ScreenedGLM, FedCE):
         if features == "floor":
             raise ValueError("features 'floor' has no rare part to fit per cluster")
         check_glm_features(features, burden, glm_top_k)
-        self.path = PenaltyPath(l2)  # refuses a negative, infinite or empty l2
+        # refuses a negative, infinite or empty l2 (and a zero one under partial pooling)
+        self.path = PenaltyPath(l2, cluster=l2_cluster)
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection {selection!r} unknown; choose from {list(SELECTIONS)}")
+        if selection != "pooled" and features not in TOP_K_FEATURES:
+            raise ValueError(
+                f"selection {selection!r} ranks the top-k variants; features {features!r} has "
+                f"none (use top_k or burden+top_k)"
+            )
+        self.selection = selection
+        self.partial_pooling = l2_cluster is not None
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
         if int(cluster_round) < 2:
@@ -132,15 +161,22 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self.template: Parameters = {}
         self.common = np.zeros(0)
         self.rare: dict[int, np.ndarray] = {}
+        self.shared = np.zeros(0)  # β̄ under partial pooling
+        self.fixed_clusters = False  # clustered at the floor (per-cluster selection)
         self.search = NewtonSearch(self.tol)
         self.screen: FloorScreen | None = None
         self.offset = 0  # the floor's rounds before the top-k choice
         self.converged = False
 
     @property
-    def l2(self) -> float:
-        """The λ being fitted (the path's current one)."""
+    def l2(self) -> float | tuple[float, float]:
+        """The λ being fitted (the path's current one; (λ, λ_c) under partial pooling)."""
         return self.path.l2
+
+    @property
+    def clusters_at_floor(self) -> bool:
+        """Whether the sites are clustered at the floor (a per-cluster top-k selection)."""
+        return self.selection != "pooled"
 
     # --- layout ------------------------------------------------------------------------------
     def _widths(self) -> tuple[int, int]:
@@ -150,6 +186,8 @@ class FedCEGLM(ScreenedGLM, FedCE):
         return 2 + n_covariates, width - 2 - n_covariates
 
     def _reclusters(self, server_round: int) -> bool:
+        if self.clusters_at_floor:  # once, in the floor's first round
+            return self.screening and self.screen.iterations == 0
         return not self.screening and server_round - self.offset == self.cluster_round
 
     def client_config(self, server_round: int) -> dict[str, Any]:
@@ -158,6 +196,9 @@ class FedCEGLM(ScreenedGLM, FedCE):
         In the floor's rounds of top-k features: the floor's and score sums, no filter.
         """
         if self.screening:
+            if self.clusters_at_floor:  # and the filters the clusters come from
+                return {**super().client_config(server_round), "influence": False,
+                        "glm": FloorScreen.config()}  # fmt: skip
             return {"glm": FloorScreen.config()}
         glm: dict[str, Any] = {"features": self.features, "hessian": True}
         if self.top is not None:
@@ -188,14 +229,17 @@ class FedCEGLM(ScreenedGLM, FedCE):
         floor = linear_floor(self.template)
         self.common = np.zeros(p_common) if floor is None else floor
         self.rare = {0: np.zeros(p_rare)}
+        self.shared = np.zeros(p_rare)
+        self.fixed_clusters = False
         self.search = NewtonSearch(self.tol)
         self.path.restart()
         self.converged = False
         self.offset = 0
         self.screen = None
         if self.features in TOP_K_FEATURES:
+            start = self.common.copy()
             self.screen = FloorScreen(
-                self.glm_top_k, p_common, n_rare, self.tol, start=self.common.copy()
+                self.glm_top_k, p_common, n_rare, self.tol, start=start, selection=self.selection
             )
 
     @property
@@ -229,8 +273,14 @@ class FedCEGLM(ScreenedGLM, FedCE):
         ordered: list[FitResult] = _sorted_results(results)
         self._received(ordered)
         if self.screening:
-            mean = weighted_average([r.parameters for r in ordered], [r.n_samples for r in ordered])
-            self._screen_step(ordered, mean, noise=0.0)
+            new = self._screen_assignment(server_round, ordered)
+            groups = {}
+            for label in sorted(set(new.values())):
+                members = [r for r in ordered if new[r.client_id] == label]
+                mean = weighted_average([r.parameters for r in members],
+                                        [r.n_samples for r in members])  # fmt: skip
+                groups[label] = (mean, float(sum(r.n_samples for r in members)))
+            self._screen_step(ordered, groups, noise=0.0)
             return
         new = self._assign(server_round, ordered)
         sums = {}
@@ -248,10 +298,17 @@ class FedCEGLM(ScreenedGLM, FedCE):
     def secure_groups(self, server_round, results, *, min_clients, small_clusters):
         """One sum per cluster (small clusters merged or refused as FedCE's), ω = n_k / N_m."""
         ordered = _sorted_results(results)
-        if self.screening:  # the floor's rounds: one sum over every site
+        if self.screening:  # the floor's rounds: one sum over every site, or per cluster
+            new = self._screen_assignment(server_round, ordered, min_clients, small_clusters)
+            self._pending = {"assignment": dict(new)}
             n = {r.client_id: float(r.n_samples) for r in ordered}
-            return {"floor": SumGroup(tuple(n), tuple(sorted(self.screen.message())),
-                                      normalised_weights(n))}  # fmt: skip
+            tensors = tuple(sorted(self.screen.message()))
+            groups = {}
+            for label in sorted(set(new.values())):
+                members = {c: n[c] for c in n if new[c] == label}
+                groups[f"floor-{label}"] = SumGroup(tuple(members), tensors,
+                                                    normalised_weights(members))  # fmt: skip
+            return groups
         new = self.secure_assignment(server_round, ordered, min_clients, small_clusters)
         self._pending = {"assignment": dict(new)}
         n = {r.client_id: float(r.n_samples) for r in ordered}
@@ -270,9 +327,14 @@ class FedCEGLM(ScreenedGLM, FedCE):
         ordered = _sorted_results(results)
         self._received(ordered)
         if self.screening:
-            group = sums["floor"]
-            noise = float(group.error_bound) / max(float(group.weight), 1e-300)
-            self._screen_step(ordered, group.mean(), noise=noise)
+            new, groups, noise = self._pending["assignment"], {}, 0.0
+            for label in sorted(set(new.values())):
+                group = sums[f"floor-{label}"]
+                n = float(sum(r.n_samples for r in ordered if new[r.client_id] == label))
+                groups[label] = (group.mean(), n)
+                noise += n * float(group.error_bound) / max(float(group.weight), 1e-300)
+            self._pending = {}
+            self._screen_step(ordered, groups, noise=noise)
             return
         new = self._pending["assignment"]
         stats, noise = {}, 0.0
@@ -287,17 +349,31 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self._pending = {}
         self._step(server_round, ordered, new, stats, noise=noise)
 
-    def _screen_step(self, ordered, mean, *, noise: float) -> None:
+    def _screen_assignment(
+        self, server_round: int, ordered, min_clients: int = 1, small_clusters: str = "merge"
+    ) -> dict[str, int]:
+        """A floor round's groups: every site in one, or the clusters of the sites' filters."""
+        if not self.clusters_at_floor:
+            return {r.client_id: 0 for r in ordered}
+        new = self.secure_assignment(server_round, ordered, min_clients, small_clusters)
+        self.assignment.update(new)
+        return new
+
+    def _screen_step(self, ordered, groups, *, noise: float) -> None:
         """A floor round (top-k features); once the top k are chosen, the GLM starts there.
 
-        ``noise`` is the largest error of an entry of ``mean`` (secure sums), else 0.
+        ``groups``: per group, the members' n_k-weighted mean reply and their samples;
+        ``noise`` the largest error of an entry of the summed statistics (secure sums), else 0.
         """
-        n = float(sum(r.n_samples for r in ordered))
         loss = sum(float(r.metrics["loss"]) * r.n_samples for r in ordered)
-        self.screen.step(self.screen.message(), mean, n, loss, noise=n * noise)
+        self.screen.step(self.screen.message(), groups, loss, noise=noise)
         self.common = self.screen.estimate
         if self.screen.done:
             self.offset = self.screen.iterations
+            if self.clusters_at_floor:  # the clusters stay; each starts at the floor
+                self.fixed_clusters = True
+                p_rare = self._widths()[1]
+                self.rare = {m: np.zeros(p_rare) for m in sorted(set(self.assignment.values()))}
         self.client_ids = sorted(set(self.client_ids) | {r.client_id for r in ordered})
 
     def _step(self, server_round, ordered, new, sums, *, noise: float) -> None:
@@ -305,17 +381,18 @@ class FedCEGLM(ScreenedGLM, FedCE):
         if self._reclusters(server_round):  # new clusters start from the global rare part
             start = self.rare[0] if 0 in self.rare else next(iter(self.rare.values()))
             self.rare = {label: start.copy() for label in sorted(set(new.values()))}
+            self.shared = start.copy()
             self.search = NewtonSearch(self.tol)
         self.assignment.update(new)
         labels = sorted(self.rare)
         p_c, p_r = self.common.size, next(iter(self.rare.values())).size
         size = p_c + len(labels) * p_r
-        if size > self.max_features:
+        fitted = size + (p_r if self.partial_pooling else 0)
+        if fitted > self.max_features:
             raise ConfigError(
-                f"FedCE-GLM's joint system has {size} coefficients ({len(labels)} clusters), "
+                f"FedCE-GLM's joint system has {fitted} coefficients ({len(labels)} clusters), "
                 f"more than max_features {self.max_features}"
             )
-        point = np.concatenate([self.common, *[self.rare[m] for m in labels]])
         gradient, hessian = np.zeros(size), np.zeros((size, size))
         for i, label in enumerate(labels):
             if label not in sums:
@@ -330,22 +407,45 @@ class FedCEGLM(ScreenedGLM, FedCE):
             hessian[r, r] += h[p_c:, p_c:]
         loss = sum(float(r.metrics["loss"]) * r.n_samples for r in ordered)
         # the common part [1, PRS, covariates] leads the joint vector, as in a FedGLM's
-        penalty = penalty_vector(size, self.l2, self.penalize, p_c - 2)
+        if self.partial_pooling:  # in (common, β̄, δ_m): β_m = β̄ + δ_m, so g ← Tᵀ g, H ← Tᵀ H T
+            to_clusters = _pooling_map(p_c, p_r, len(labels))
+            gradient, hessian = to_clusters.T @ gradient, to_clusters.T @ hessian @ to_clusters
+            l2_shared, l2_cluster = self.l2
+            penalty = penalty_vector(p_c + p_r, l2_shared, self.penalize, p_c - 2)
+            penalty = np.concatenate([penalty, np.full(len(labels) * p_r, l2_cluster)])
+            point = np.concatenate([self.common, self.shared,
+                                    *[self.rare[m] - self.shared for m in labels]])  # fmt: skip
+        else:
+            penalty = penalty_vector(size, self.l2, self.penalize, p_c - 2)
+            point = np.concatenate([self.common, *[self.rare[m] for m in labels]])
+        if self.partial_pooling:  # an entry of Tᵀ g or Tᵀ H T sums up to M clusters' entries
+            noise *= len(labels)
         self.search.step(point, loss, gradient, hessian, penalty, noise=noise)
         nxt = self.search.next_point
+        if self.partial_pooling:
+            self.shared = nxt[p_c : p_c + p_r].copy()
+            nxt = to_clusters @ nxt  # back to (common, β_1 … β_M)
         self.common = nxt[:p_c].copy()
         self.rare = {
             m: nxt[p_c + i * p_r : p_c + (i + 1) * p_r].copy() for i, m in enumerate(labels)
         }
-        clustered = server_round - self.offset >= self.cluster_round
+        clustered = self.fixed_clusters or server_round - self.offset >= self.cluster_round
         if clustered and self.search.converged:
             rare = {m: v.copy() for m, v in self.rare.items()}
             fit = {"common": self.common.copy(), "rare": rare}
             if self.path.converged(fit, server_round):
                 self.search = NewtonSearch(self.tol)  # the next λ, from this fit
-                self.search.next_point = nxt.copy()
+                self.search.next_point = self.search_point()
         self.converged = self.path.done
         self.client_ids = sorted(set(self.client_ids) | {r.client_id for r in ordered})
+
+    def search_point(self) -> np.ndarray:
+        """The current coefficients in the Newton search's coordinates."""
+        labels = sorted(self.rare)
+        if self.partial_pooling:
+            return np.concatenate([self.common, self.shared,
+                                   *[self.rare[m] - self.shared for m in labels]])  # fmt: skip
+        return np.concatenate([self.common, *[self.rare[m] for m in labels]])
 
     # --- the fitted models -------------------------------------------------------------------
     def parameters_for(self, client_id):
@@ -383,6 +483,8 @@ class FedCEGLM(ScreenedGLM, FedCE):
             "converged": self.converged,
             "screen": None if self.screen is None else self.screen.state_dict(),
             "offset": self.offset,
+            "shared": self.shared.copy(),
+            "fixed_clusters": self.fixed_clusters,
         }
 
     def load_state_dict(self, state) -> None:
@@ -404,6 +506,20 @@ class FedCEGLM(ScreenedGLM, FedCE):
         screen = state.get("screen")
         self.screen = None if screen is None else FloorScreen.from_state_dict(screen)
         self.offset = int(state.get("offset", 0))
+        self.shared = np.asarray(state.get("shared", np.zeros(0)), np.float64).copy()
+        self.fixed_clusters = bool(state.get("fixed_clusters", False))
+
+
+def _pooling_map(n_common: int, n_rare: int, n_clusters: int) -> np.ndarray:
+    """T with (common, β_1 … β_M) = T (common, β̄, δ_1 … δ_M), β_m = β̄ + δ_m."""
+    out = np.zeros((n_common + n_clusters * n_rare, n_common + (n_clusters + 1) * n_rare))
+    out[:n_common, :n_common] = np.eye(n_common)
+    eye = np.eye(n_rare)
+    for m in range(n_clusters):
+        rows = slice(n_common + m * n_rare, n_common + (m + 1) * n_rare)
+        out[rows, n_common : n_common + n_rare] = eye
+        out[rows, n_common + (m + 1) * n_rare : n_common + (m + 2) * n_rare] = eye
+    return out
 
 
 def _cluster_sums(mean: Mapping[str, np.ndarray], n: float) -> tuple[np.ndarray, np.ndarray]:

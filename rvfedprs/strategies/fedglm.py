@@ -185,6 +185,9 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         U² / V under the floor on the pooled training data
         (:mod:`rvfedprs.strategies.top_variants`). With ``features: floor``, the floor's rounds
         choose them (:attr:`top`) and the fit ends there.
+    selection, l2_cluster
+        FedCE-GLM's per-cluster options (:class:`~rvfedprs.strategies.fedce_glm.FedCEGLM`):
+        a global model has no clusters, so only their defaults ("pooled", None) are taken.
     """
 
     name = "fedglm"
@@ -199,8 +202,20 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         max_features: int = 2000,
         burden: Any = None,
         top_k: int = 0,
+        selection: str = "pooled",
+        l2_cluster: float | Sequence[float] | None = None,
     ) -> None:
         super().__init__()
+        if selection != "pooled":
+            raise ValueError(
+                f"fedglm.selection {selection!r} ranks variants per cluster: strategy fedce_glm "
+                "takes it, the global fedglm has no clusters"
+            )
+        if l2_cluster is not None:
+            raise ValueError(
+                f"fedglm.l2_cluster {l2_cluster} pools per-cluster effects: strategy fedce_glm "
+                "takes it, the global fedglm has no clusters"
+            )
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
         check_glm_features(features, burden, top_k)
@@ -338,7 +353,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         beta = np.asarray(sent["glm.coef"], dtype=np.float64)
         n = self._n_total
         if self.screening:
-            self.screen.step(sent, average, n, n * self._mean_loss, noise=n * self._noise)
+            self.screen.step(sent, {0: (average, n)}, n * self._mean_loss, noise=n * self._noise)
             self.coef = self.screen.estimate
             if not self.screen.done:
                 return self.screen.message()

@@ -8,6 +8,10 @@ few hundred cases says little about it (issue 40). So a GLM serves, every round,
 penalty λ may be a path: the largest λ is fitted first, starting from the floor, and each
 next λ starts from the previous converged fit (a warm start, as glmnet's path). The
 candidates a validation choice sees are then exactly the floor and one converged fit per λ.
+
+A partially pooled GLM (:mod:`rvfedprs.strategies.fedce_glm`, ``l2_cluster``) has two
+penalties, the shared part's λ and the clusters' deviations' λ_c: its path is the grid of pairs
+(λ, λ_c), λ largest first and, within a λ, λ_c largest first.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PenaltyPath", "penalty_values"]
+__all__ = ["PenaltyPath", "penalty_values", "penalty_grid"]
 
 
 def penalty_values(l2: float | Sequence[float]) -> tuple[float, ...]:
@@ -38,6 +42,27 @@ def penalty_values(l2: float | Sequence[float]) -> tuple[float, ...]:
     return tuple(sorted({float(v) for v in values}, reverse=True))
 
 
+def penalty_grid(
+    l2: float | Sequence[float], cluster: float | Sequence[float]
+) -> tuple[tuple[float, float], ...]:
+    """The pairs (λ, λ_c) of a partially pooled GLM's path, both > 0, largest first.
+
+    Raises
+    ------
+    ValueError
+        For a λ or λ_c that is 0 (the shared part and the deviations would not be identified)
+        or not a valid penalty (:func:`penalty_values`).
+    """
+    shared, deviations = penalty_values(l2), penalty_values(cluster)
+    if min(shared) == 0 or min(deviations) == 0:
+        raise ValueError(
+            f"partial pooling needs l2 > 0 and l2_cluster > 0 (with a 0 the shared rare part and "
+            f"the clusters' deviations are not identified), got l2 {list(shared)}, "
+            f"l2_cluster {list(deviations)}"
+        )
+    return tuple((a, b) for a in shared for b in deviations)
+
+
 class PenaltyPath:
     """The λ being fitted and the converged fits so far.
 
@@ -45,10 +70,13 @@ class PenaltyPath:
     ----------
     l2 : float or sequence of float
         One λ or a path (:func:`penalty_values`).
+    cluster : float or sequence of float, optional
+        λ_c of a partially pooled GLM: the path is then the grid of (λ, λ_c)
+        (:func:`penalty_grid`).
 
     Attributes
     ----------
-    values : tuple of float
+    values : tuple of float, or of (float, float)
         The path, largest first.
     stage : int
         Index of the λ being fitted.
@@ -56,8 +84,10 @@ class PenaltyPath:
         One per converged λ: ``l2``, ``coef`` (the fit) and ``round`` (where it converged).
     """
 
-    def __init__(self, l2: float | Sequence[float]) -> None:
-        self.values = penalty_values(l2)
+    def __init__(
+        self, l2: float | Sequence[float], cluster: float | Sequence[float] | None = None
+    ) -> None:
+        self.values: tuple = penalty_values(l2) if cluster is None else penalty_grid(l2, cluster)
         self.stage = 0
         self.fits: list[dict[str, Any]] = []
 
@@ -67,8 +97,8 @@ class PenaltyPath:
         self.fits = []
 
     @property
-    def l2(self) -> float:
-        """The λ being fitted."""
+    def l2(self) -> float | tuple[float, float]:
+        """The λ being fitted ((λ, λ_c) on a grid)."""
         return self.values[self.stage]
 
     @property
@@ -81,10 +111,13 @@ class PenaltyPath:
         """The last converged fit's coefficients, or None before the first."""
         return self.fits[-1]["coef"] if self.fits else None
 
-    def served_at(self, server_round: float) -> float | None:
-        """λ of the fit served at ``server_round`` (the last converged by then), or None."""
+    def served_at(self, server_round: float) -> float | list[float] | None:
+        """λ of the fit served at ``server_round`` (the last converged by then), or None.
+
+        On a grid, [λ, λ_c].
+        """
         fits = [f for f in self.fits if f["round"] <= server_round]
-        return float(fits[-1]["l2"]) if fits else None
+        return _plain(fits[-1]["l2"]) if fits else None
 
     def converged(self, coef: Any, server_round: int) -> bool:
         """Record the fit of the current λ; True when a next λ starts (from ``coef``)."""
@@ -105,17 +138,29 @@ class PenaltyPath:
 
     def summary(self) -> list[dict[str, Any]]:
         """Each converged fit's λ and round."""
-        return [{"l2": f["l2"], "round": f["round"]} for f in self.fits]
+        return [{"l2": _plain(f["l2"]), "round": f["round"]} for f in self.fits]
 
     def state_dict(self) -> dict[str, Any]:
         """The path, the stage and the fits."""
-        return {"values": list(self.values), "stage": self.stage,
+        return {"values": [_plain(v) for v in self.values], "stage": self.stage,
                 "fits": [dict(f) for f in self.fits]}  # fmt: skip
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> PenaltyPath:
         """Inverse of :meth:`state_dict`."""
-        path = cls(state["values"])
+        values = list(state["values"])
+        if values and not np.isscalar(values[0]):  # a grid of (λ, λ_c)
+            path = cls([v[0] for v in values], cluster=[v[1] for v in values])
+        else:
+            path = cls(values)
         path.stage = int(state["stage"])
         path.fits = [dict(f) for f in state["fits"]]
+        for fit in path.fits:  # a checkpoint stores a grid's pair as a list
+            if not np.isscalar(fit["l2"]):
+                fit["l2"] = tuple(float(v) for v in fit["l2"])
         return path
+
+
+def _plain(value: Any) -> float | list[float]:
+    """λ as a JSON value: a float, or [λ, λ_c]."""
+    return float(value) if np.isscalar(value) else [float(v) for v in value]
