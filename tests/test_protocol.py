@@ -26,6 +26,7 @@ from rvfedprs.protocol.analysis import (
     paired_deltas,
 )
 from rvfedprs.protocol.grids import (
+    GLM_PATHS,
     GLMS,
     LOGISTIC,
     METHOD_AXES,
@@ -81,19 +82,28 @@ def test_grids_are_balanced_and_prefix_consistent():
             counts = pd.Series(values).value_counts().reindex(SHARED_AXES[axis], fill_value=0)
             limit = 1 if axis == "train.lr" else 2
             assert counts.max() - counts.min() <= limit, (budget, axis)
-    for method in METHOD_AXES:
+    for method in set(METHOD_AXES) - set(GLMS):
         assert configurations(method, 4) == configurations(method, 6)[:4], method
 
 
-def test_glm_grids_are_penalties_coarse_to_fine_without_optimiser_settings():
-    assert configurations("fedglm", 3) == [{"fedglm.l2": 30.0}, {"fedglm.l2": 3000.0},
-                                           {"fedglm.l2": 300.0}]  # fmt: skip
-    configs = configurations("fedce_glm", 6, random_seed=5)
-    assert sorted(c["fedglm.l2"] for c in configs) == [0.3, 3.0, 30.0, 300.0, 3000.0, 30000.0]
-    assert sorted(c["fedce.n_clusters"] for c in configs) == [2, 2, 3, 3, 4, 4]
-    assert all(set(c) == {"fedglm.l2", "fedce.n_clusters"} for c in configs)
-    with pytest.raises(ConfigError, match=r"exceeds the 6 values of λ"):
-        configurations("fedglm", 7)
+def test_a_glm_trial_is_its_whole_penalty_path_and_its_trials_spread_the_other_knobs():
+    path = GLM_PATHS["fedglm"]
+    assert configurations("fedglm", 3) == [path]  # burdens or dosages: one trial
+    top_k = configurations("fedglm", 3, glm_features="burden+top_k")
+    assert sorted(c["fedglm.top_k"] for c in top_k) == [10, 30, 100]
+    assert all(c["fedglm.l2"] == path["fedglm.l2"] for c in top_k)
+    configs = configurations("fedce_glm", 6, random_seed=5, glm_features="top_k")
+    assert len({json.dumps(c, sort_keys=True) for c in configs}) == len(configs) <= 6
+    for axis, values in METHOD_AXES["fedce_glm"].items():  # every value of every knob tried
+        assert {c[axis] for c in configs} == set(values), axis
+    assert all(c["fedglm.l2_cluster"] == [300.0, 30.0, 3.0] for c in configs)
+    plain = configurations("fedce_glm", 6, random_seed=5, glm_features="burden")
+    assert all(set(c) == {"fedce.n_clusters", "fedglm.l2", "fedglm.l2_cluster"} for c in plain)
+    assert sorted(c["fedce.n_clusters"] for c in plain) == [2, 3, 4]  # duplicates dropped
+    for method in GLMS:  # a larger budget keeps what a smaller one tried
+        for features in ("burden", "top_k"):
+            small = configurations(method, 2, glm_features=features)
+            assert configurations(method, 6, glm_features=features)[: len(small)] == small
 
 
 def test_clustered_fl_thresholds_keep_eps2_above_eps1():

@@ -38,14 +38,20 @@ The grids, with the reasons for their ranges:
   Ditto λ 0.01–1 (Li et al.); FedCE top_k 100–3000 and M ∈ {2, 3, 4, auto}; the centralised
   network's weight decay 0–0.01; the logistic regression's C over 1e-3–10 (log grid);
 - the exact federated GLMs (``fedglm``, ``fedce_glm``): no shared axes (Newton has no learning
-  rate, batch or epochs), their B configurations are B values of the penalty λ (``fedglm.l2``,
-  added to the *summed* log-loss of ~6,000 training samples) over 0.3–30,000 on a decade grid,
-  coarse to fine like C (30, 3000, 300, 3, 30000, 0.3); FedCE-GLM's number of clusters
-  M ∈ {2, 3, 4} is spread over them (no "auto": the joint Newton system grows with M and is
-  bounded by ``fedglm.max_features``). Why so wide: on the sign_conflict tuning cohort's
-  validation split, FedCE-GLM on 1-Mb window burdens peaked at λ ≈ 300 (validation AUC 0.572
-  against 0.569 at λ 1–30 and 0.564 at 30,000); λ ≤ 30, the range first planned, sits on its
-  flat, overfitting end.
+  rate, batch or epochs), and **a trial is a whole penalty path** (:data:`GLM_PATHS`, issue
+  40): one run fits every λ, largest first, each from the previous converged fit, and the
+  floor and every converged fit are its validation candidates (BestRound keeps the best), so λ
+  is chosen on every cohort's own validation split rather than once on a tuning cohort. λ
+  (``fedglm.l2``, on the *summed* log-loss of ~6,000 training samples) spans 0.3–30,000 for
+  FedGLM: on the sign_conflict tuning cohort's validation split, FedCE-GLM on 1-Mb window
+  burdens peaked at λ ≈ 300 and λ ≤ 30 sat on its flat, overfitting end. FedCE-GLM's path is
+  the partially pooled grid of the shared part's λ 3–3,000 and the clusters' deviations' λ_c
+  3–300 (``fedglm.l2_cluster``): a large λ_c is the global rare model, a small one
+  independent clusters. The trials spread the knobs a path cannot: FedCE-GLM's number of
+  clusters M ∈ {2, 3, 4} (no "auto": the joint system grows with M and is bounded by
+  ``fedglm.max_features``) and, with top-k features only (:data:`TOP_K_AXES`), k ∈ {10, 30, 100}
+  and FedCE-GLM's ranking (per cluster or the Bonferroni minimum with the pooled one). A GLM
+  has as many trials as distinct configurations, at most B (FedGLM on burdens: one).
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ from rvfedprs.exceptions import ConfigError
 __all__ = [
     "SHARED_AXES",
     "METHOD_AXES",
+    "GLM_PATHS",
+    "TOP_K_AXES",
     "TUNED_AS",
     "LOGISTIC",
     "tunable_methods",
@@ -94,12 +102,22 @@ METHOD_AXES: dict[str, dict[str, list[Any]]] = {
     "centralized": {"train.weight_decay": [0.0, 1e-4, 1e-3, 1e-2]},
     "fedce": {"fedce.top_k": [100, 300, 1000, 3000], "fedce.n_clusters": [2, 3, 4, "auto"]},
     LOGISTIC: {"logistic.C": [1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0]},
-    "fedglm": {"fedglm.l2": [0.3, 3.0, 30.0, 300.0, 3000.0, 30000.0]},
+    "fedglm": {"fedglm.top_k": [10, 30, 100]},
     "fedce_glm": {
-        "fedglm.l2": [0.3, 3.0, 30.0, 300.0, 3000.0, 30000.0],
         "fedce.n_clusters": [2, 3, 4],
+        "fedglm.top_k": [10, 30, 100],
+        "fedglm.selection": ["clusters", "both"],
     },
 }
+
+#: Each GLM trial's penalty path: every trial fits all of it (rvfedprs.strategies.penalty_path).
+GLM_PATHS: dict[str, dict[str, list[float]]] = {
+    "fedglm": {"fedglm.l2": [30000.0, 3000.0, 300.0, 30.0, 3.0, 0.3]},
+    "fedce_glm": {"fedglm.l2": [3000.0, 300.0, 30.0, 3.0], "fedglm.l2_cluster": [300.0, 30.0, 3.0]},
+}
+
+#: The GLM axes that exist only with top-k features (``fedglm.features`` top_k, burden+top_k).
+TOP_K_AXES = ("fedglm.top_k", "fedglm.selection")
 
 #: Exact GLMs: no shared optimiser axes; λ coarse to fine (:data:`_L2_ORDER`).
 GLMS = ("fedglm", "fedce_glm")
@@ -116,8 +134,6 @@ TUNED_AS: dict[str, str] = {
 #: 0.1, 3e-3, 3, 0.3, 3e-2), so that any budget spans the range.
 _LOGISTIC_ORDER = (6, 2, 0, 8, 4, 1, 7, 5, 3)
 
-#: The order in which GLM penalties λ are tried: 30, 3000, 300, 3, 30000, 0.3.
-_L2_ORDER = (2, 4, 3, 1, 5, 0)
 
 #: Knobs drawn as multiples of another: the configuration holds multiple × the other's value.
 _MULTIPLES = {"train.cfl_eps2": "train.cfl_eps1"}
@@ -175,7 +191,9 @@ def _spread(values: Sequence[Any], budget: int, rng: np.random.Generator) -> lis
     return blocks[:budget]
 
 
-def configurations(method: str, budget: int, *, random_seed: int = 0) -> list[dict[str, Any]]:
+def configurations(
+    method: str, budget: int, *, random_seed: int = 0, glm_features: str | None = None
+) -> list[dict[str, Any]]:
     """The first ``budget`` configurations ``method`` tries, in the order they are run.
 
     Configurations are prefix-consistent: a larger budget keeps the smaller budget's
@@ -190,11 +208,15 @@ def configurations(method: str, budget: int, *, random_seed: int = 0) -> list[di
     random_seed : int
         Seeds the order of the shared points (common to all methods) and the spread of each
         method's own values.
+    glm_features : str, optional
+        A GLM's ``fedglm.features``: the top-k axes (:data:`TOP_K_AXES`) only with top-k
+        features.
 
     Returns
     -------
     list of dict
-        Flat dotted-key configurations, all distinct.
+        Flat dotted-key configurations, all distinct (a GLM's: at most B, each with its whole
+        penalty path, :data:`GLM_PATHS`).
 
     Raises
     ------
@@ -213,17 +235,7 @@ def configurations(method: str, budget: int, *, random_seed: int = 0) -> list[di
             raise ConfigError(f"tuning budget {budget} exceeds the {len(values)} values of C")
         return [{"logistic.C": values[i]} for i in _LOGISTIC_ORDER[:budget]]
     if method in GLMS:
-        values = METHOD_AXES[method]["fedglm.l2"]
-        if budget > len(values):
-            raise ConfigError(f"tuning budget {budget} exceeds the {len(values)} values of λ")
-        out = [{"fedglm.l2": values[i]} for i in _L2_ORDER[:budget]]
-        for key, values in METHOD_AXES[method].items():
-            if key == "fedglm.l2":
-                continue
-            rng = _stable_seed(random_seed, f"{method}:{key}")
-            for config, value in zip(out, _spread(values, budget, rng), strict=True):
-                config[key] = value
-        return out
+        return _glm_configurations(method, budget, random_seed, glm_features)
     out = _shared_points(budget, random_seed)
     for key, values in METHOD_AXES[method].items():
         rng = _stable_seed(random_seed, f"{method}:{key}")
@@ -236,6 +248,26 @@ def configurations(method: str, budget: int, *, random_seed: int = 0) -> list[di
         if "fedce.top_k" in config:  # a filter must hold the reported set
             config["fedce.bloom_capacity"] = max(2000, int(config["fedce.top_k"]))
     return out
+
+
+def _glm_configurations(
+    method: str, budget: int, random_seed: int, features: str | None
+) -> list[dict[str, Any]]:
+    """A GLM's trials: its knobs spread over B, duplicates dropped, each with the whole path."""
+    from rvfedprs.training.glm import TOP_K_FEATURES
+
+    axes = {key: values for key, values in METHOD_AXES[method].items()
+            if features in TOP_K_FEATURES or key not in TOP_K_AXES}  # fmt: skip
+    out: list[dict[str, Any]] = [{} for _ in range(budget)]
+    for key, values in axes.items():
+        rng = _stable_seed(random_seed, f"{method}:{key}")
+        for config, value in zip(out, _spread(values, budget, rng), strict=True):
+            config[key] = value
+    distinct: list[dict[str, Any]] = []
+    for config in out:
+        if config not in distinct:
+            distinct.append(config)
+    return [{**config, **GLM_PATHS[method]} for config in distinct]
 
 
 def configuration_overrides(configuration: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

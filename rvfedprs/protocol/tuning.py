@@ -488,7 +488,12 @@ def tune(
     configs = (
         [dict(c) for c in candidates]
         if candidates is not None
-        else configurations(method, int(budget), random_seed=grid_seed)
+        else configurations(
+            method,
+            int(budget),
+            random_seed=grid_seed,
+            glm_features=base_config.get("fedglm", {}).get("features"),
+        )  # fmt: skip
     )
     folder = Path(out) / method
     trials: list[Trial] = []

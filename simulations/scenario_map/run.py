@@ -325,11 +325,13 @@ class Loaded:
 
 def _base_config(method: str | None = None, cohort: Cohort | None = None,
                  window_bp: int = 1_000_000) -> dict[str, Any]:  # fmt: skip
-    """Every method's base configuration; the GLMs' adds their burden features.
+    """Every method's base configuration; the GLMs' adds their rare features.
 
-    A GLM's rare features are region burdens over ``cohort``'s variant set: the cohort's own
-    gene regions (``regions/genes.tsv``, shipped with the ``gene_burden`` cohorts: public
-    information, not the truth) where present, else fixed windows of ``window_bp``.
+    A GLM's rare features are the top-k variants by score test on the training split (k and,
+    for FedCE-GLM, the per-cluster ranking tuned; :mod:`rvfedprs.strategies.top_variants`) and
+    region burdens over ``cohort``'s variant set: the cohort's own gene regions
+    (``regions/genes.tsv``, shipped with the ``gene_burden`` cohorts: public information, not
+    the truth) where present, else fixed windows of ``window_bp`` (FedGLM only).
     """
     from rvfedprs.config import validate_config
 
@@ -337,10 +339,26 @@ def _base_config(method: str | None = None, cohort: Cohort | None = None,
     if method in GLMS and cohort is not None:
         genes = cohort.sim / "regions" / "genes.tsv"
         config["train"]["data"] = str(cohort.data)
-        config["fedglm"] = {"features": "burden"}
-        config["burden"] = {"regions": str(genes) if genes.is_file() else None,
-                            "window_bp": int(window_bp)}  # fmt: skip
+        # the top-k variants (ranked per cluster for FedCE-GLM, k tuned) beside the burdens;
+        # FedCE-GLM keeps only the genes' burdens (≤ 440 windows per cluster would pass
+        # fedglm.max_features beside the shared part of partial pooling)
+        features = "burden+top_k"
+        if method == "fedce_glm" and not genes.is_file():
+            features = "top_k"
+        config["fedglm"] = {"features": features, "top_k": 10}
+        if features == "burden+top_k":
+            config["burden"] = {"regions": str(genes) if genes.is_file() else None,
+                                "window_bp": int(window_bp)}  # fmt: skip
     return validate_config(config)
+
+
+#: The round budget of a GLM's run: its whole penalty path, each λ to Newton convergence.
+GLM_ROUNDS = 300
+
+
+def _max_rounds(args, method: str) -> int:
+    """A GLM runs its whole penalty path (it stops when done); the networks ``--max-rounds``."""
+    return max(args.max_rounds, GLM_ROUNDS) if method in GLMS else args.max_rounds
 
 
 def _patience(args, method: str) -> int | None:
@@ -365,7 +383,7 @@ def tune_task(args, spec, scenario: str, method: str) -> dict[str, Any]:
     tuned = tune(
         loaded.data, method, out=args.out / "work" / "tuning" / scenario,
         base_config=_base_config(method, cohort, args.glm_window_bp),
-        data_key=loaded.data_key, max_rounds=args.max_rounds,
+        data_key=loaded.data_key, max_rounds=_max_rounds(args, method),
         patience=_patience(args, method), random_seed=loaded.train_seed, budget=args.budget,
         grid_seed=args.seed, refit=False, criterion=args.criterion,
     )  # fmt: skip
@@ -410,7 +428,7 @@ def cohort_task(args, spec, scenario: str, index: int, chosen: dict[str, dict]) 
             options = {"candidates": [chosen[source]]}
         common = {
             "out": out, "base_config": _base_config(method, cohort, args.glm_window_bp),
-            "data_key": loaded.data_key, "max_rounds": args.max_rounds,
+            "data_key": loaded.data_key, "max_rounds": _max_rounds(args, method),
             "criterion": args.criterion,
             "patience": _patience(args, method),
             "random_seed": loaded.train_seed,
