@@ -160,6 +160,26 @@ def test_the_run_record_names_the_path_and_the_lambda_chosen_on_validation(
     assert sorted(f["l2"] for f in fits) == sorted(PATH)
 
 
+def test_a_partially_pooled_fedce_glm_records_its_grid_and_the_pair_chosen(
+    federation_dir, tmp_path
+):
+    """FedCE-GLM's metrics.json: every (λ, λ_c) fit of its grid, the pair served where chosen,
+    and the per-cluster top-k variants it ranked at the floor."""
+    import json
+
+    result = _run(federation_dir, tmp_path, "fedce_glm", 0.2, features="top_k", top_k=5,
+                  selection="clusters", l2=[5.0, 0.5], l2_cluster=[50.0, 5.0])  # fmt: skip
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    fits = record["penalty_path"]["fits"]
+    assert [f["l2"] for f in fits] == [[5.0, 50.0], [5.0, 5.0], [0.5, 50.0], [0.5, 5.0]]
+    assert [f["round"] for f in fits] == sorted(f["round"] for f in fits)
+    # every fit converged after the floor's rounds (no candidate is the floor's iterate)
+    assert min(f["round"] for f in fits) > result.strategy.offset
+    picked = record["selection"]["selected_round"]
+    by_then = [f["l2"] for f in fits if f["round"] <= picked]
+    assert record["penalty_path"]["chosen_l2"] == (by_then[-1] if by_then else None)
+
+
 def test_served_at_is_the_last_fit_converged_by_a_round():
     path = PenaltyPath(PATH)
     assert path.served_at(10) is None  # before any fit: the floor

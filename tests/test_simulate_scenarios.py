@@ -34,7 +34,9 @@ def test_at_least_six_scenarios_on_both_sides_of_the_claim():
         scenario_section("nope")
 
 
-@pytest.fixture(scope="module", params=scenario_names())
+#: calibrated's ultra-rare causal variants need more people than SMALL holds: its own signature
+#: is checked by tests/test_simulate_calibrated.py
+@pytest.fixture(scope="module", params=[n for n in scenario_names() if n != "calibrated"])
 def run(request, tmp_path_factory):
     name = request.param
     cohort = simulate_scenario(name, out=tmp_path_factory.mktemp(name), random_seed=5, **SMALL)

@@ -19,8 +19,9 @@ with the number of variants:
 6. the PGS (:mod:`~rvfedprs.simulate.gwas`): summary statistics, LD clumping and the p-value
    threshold chosen on the discovery cohort's validation part, the PGS Catalog scoring file;
 7. truth tables (:mod:`~rvfedprs.simulate.truth`), the gene region files when there are genes,
-   checks (PGS AUC or R², carriers, Fst) and the provenance record with the resolved parameters and
-   the outputs' checksums.
+   the variant annotations when asked for (:mod:`~rvfedprs.simulate.annotations`), checks (PGS
+   AUC or R², carriers, Fst, carrier risk by PRS quintile) and the provenance record with the
+   resolved parameters and the outputs' checksums.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ from rvfedprs.genotypes.scorefile import write_scorefile
 from rvfedprs.genotypes.writers import GRCH37_LENGTHS
 from rvfedprs.provenance import draw_seed, file_sha256, write_provenance
 from rvfedprs.simulate.alleles import is_strand_ambiguous, is_transition, substitution_matrix
+from rvfedprs.simulate.annotations import (
+    draw_consequences,
+    summarise_annotations,
+    write_annotations,
+)
 from rvfedprs.simulate.architecture import (
     draw_architecture,
     founder_genotypes,
@@ -56,7 +62,12 @@ from rvfedprs.simulate.gwas import (
     summary_statistics,
 )
 from rvfedprs.simulate.passes import GwasPass, count_alleles, write_and_test
-from rvfedprs.simulate.phenotype import CausalArchitecture, genetic_value, threshold_by_group
+from rvfedprs.simulate.phenotype import (
+    CausalArchitecture,
+    genetic_value,
+    polygenic_modifier,
+    threshold_by_group,
+)
 from rvfedprs.simulate.sources import OverlaySource
 from rvfedprs.simulate.truth import summarise, write_tables
 
@@ -119,6 +130,8 @@ class SimulatedCohort:
         if (out / "regions" / "genes.tsv").exists():
             found["genes"] = out / "regions" / "genes.tsv"
             found["genes_bed"] = out / "regions" / "genes.bed"
+        if (out / "annotations" / "variants.tsv").exists():
+            found["annotations"] = out / "annotations" / "variants.tsv"
         if (out / "genotypes" / "cohort.bed").exists():
             found["plink"] = out / "genotypes" / "cohort"
         for vcf in sorted((out / "genotypes").glob("chr*.vcf.gz")):
@@ -327,7 +340,7 @@ def run_simulation(
     outputs = params["output"]
     pheno = params["phenotype"]
     show = bool(outputs["progress"])
-    seeds = np.random.SeedSequence(seed).generate_state(8)  # a prefix of it does not change
+    seeds = np.random.SeedSequence(seed).generate_state(9)  # a prefix of it does not change
     timings: dict[str, float] = {}
 
     # ---- 1. genotype model ------------------------------------------------------------------
@@ -410,6 +423,7 @@ def run_simulation(
     g_common = genetic_value(x_common, columns, cluster_of_pop[pop])
     columns = CausalArchitecture(np.arange(len(arch.rare.indices)), arch.rare.effects)
     g_rare = genetic_value(x_rare, columns, group_of_pop[pop])
+    g_rare *= polygenic_modifier(g_common, pheno["rare_prs_interaction"], is_target)
     noise_sd = np.sqrt(1 - pheno["h2_common"] - pheno["h2_rare"])
     noise = np.random.default_rng(seeds[2]).normal(0.0, noise_sd, size=len(inds))
     liability = g_common - g_common[is_target].mean() + g_rare - g_rare[is_target].mean() + noise
@@ -534,6 +548,11 @@ def run_simulation(
             "n_variants_in_genes": int((kept & (gene_of >= 0)).sum()),
         }
     maf = _maf(total_target, n_target_total)
+    if pheno["annotations"]["write"]:
+        summary["annotations"] = _annotate(
+            np.random.default_rng(seeds[8]), out, written, maf[kept], arch, kept, gene_of, genes,
+            pheno["annotations"],
+        )  # fmt: skip
     summary.update(
         n_discovery_samples=int(len(disc_rows)),
         n_variants=int(kept.sum()),
@@ -560,6 +579,8 @@ def run_simulation(
             ),
         },
     )
+    if pheno["kind"] == "binary" and summary["causal"]["n_rare"]:
+        _log_calibration(summary)
     timings["total_s"] = time.perf_counter() - started
     summary["timings"] = {k: round(v, 2) for k, v in timings.items()}
     _write_provenance(out, params, seed, summary, origin)
@@ -572,6 +593,41 @@ def run_simulation(
     return SimulatedCohort(
         out, tables["samples"], tables["phenotypes"], tables["causal"], score_table, summary
     )
+
+
+def _annotate(rng, out, written, maf, arch, kept, gene_of, genes, settings) -> dict[str, Any]:
+    """Write ``annotations/variants.tsv`` for the written variants; what provenance says of it."""
+    causal = np.zeros(len(kept), dtype=bool)
+    causal[arch.rare.indices] = True
+    names = np.empty(0, dtype=object) if genes is None else genes["gene"].to_numpy(dtype=object)
+    gene = np.full(int(kept.sum()), "", dtype=object)
+    if gene_of is not None:
+        inside = gene_of[kept] >= 0
+        gene[inside] = names[gene_of[kept][inside]]
+    consequence = draw_consequences(rng, maf, causal[kept], settings)
+    path = write_annotations(out, written, consequence, gene)
+    return {
+        "file": str(path.relative_to(out)),
+        **summarise_annotations(consequence, maf, causal[kept]),
+    }
+
+
+def _log_calibration(summary: Mapping[str, Any]) -> None:
+    """Log the realised rare-variant figures that SPEC §2 calibrates against."""
+    causal = summary["causal"]
+    odds = causal["odds_ratio"] or {}
+    bands = causal["odds_ratio_bands"] or {}
+    pgs = causal["penetrance_by_prs_quintile"]["true_common_value"] or {}
+    lof = summary.get("annotations", {}).get("causal_lof_fraction")
+    log.info(
+        "rare architecture: realised h2_rare %.4f, %.2f%% carry a causal variant, per-variant OR "
+        "median %.2f (p05 %.2f, p95 %.2f; %.0f%% in 1.5-10, %.0f%% > 20), LoF share %s, "
+        "carrier risk top/bottom common-value quintile %.2f",
+        causal["realised_h2_rare"], 100 * causal["carrier_fraction"], odds.get("median", np.nan),
+        odds.get("p05", np.nan), odds.get("p95", np.nan), 100 * bands.get("1_5_to_10", np.nan),
+        100 * bands.get("above_20", np.nan), "n/a" if lof is None else f"{lof:.2f}",
+        pgs.get("top_over_bottom", np.nan),
+    )  # fmt: skip
 
 
 def _maf(ac: np.ndarray, n: int) -> np.ndarray:

@@ -22,6 +22,7 @@ __all__ = [
     "CausalArchitecture",
     "PhenotypeResult",
     "genetic_value",
+    "polygenic_modifier",
     "threshold_by_group",
     "simulate_phenotype",
 ]
@@ -198,6 +199,42 @@ def genetic_value(
             x = np.where(missing, np.nan_to_num(means)[None, :], x)
         value += x @ effects[lo : lo + 256]
     return value[np.arange(g.shape[0]), groups]
+
+
+def polygenic_modifier(
+    common_value: np.ndarray, interaction: float, reference: np.ndarray | None = None
+) -> np.ndarray:
+    """How much of a rare variant's effect acts in each person: ``max(0, 1 + gamma * z) / c``.
+
+    ``z`` is the person's common genetic value standardised over ``reference`` (the target
+    cohort): with ``gamma`` > 0 a rare allele weighs more on a high polygenic background, a
+    carrier × PRS interaction on the liability scale (penetrance of monogenic variants rises
+    with the PRS beyond the additive model's rise; Fahed et al. 2020). The floor at 0 keeps a
+    risk allele from turning protective on a low background; ``c`` makes the mean square over
+    ``reference`` 1, so that the rare part keeps its expected variance. ``gamma`` = 0: 1 for
+    everyone.
+
+    Parameters
+    ----------
+    common_value : ndarray, shape (n_samples,)
+    interaction : float
+        ``gamma`` (>= 0).
+    reference : ndarray of bool, shape (n_samples,), optional
+        The samples whose mean and SD standardise ``z`` (all when absent).
+
+    Returns
+    -------
+    ndarray, shape (n_samples,)
+    """
+    value = np.asarray(common_value, dtype=np.float64)
+    if interaction == 0:
+        return np.ones_like(value)
+    base = value if reference is None else value[np.asarray(reference, dtype=bool)]
+    sd = base.std()
+    z = (value - base.mean()) / sd if sd > 0 else np.zeros_like(value)
+    scale = np.maximum(0.0, 1.0 + interaction * z)
+    ref = scale if reference is None else scale[np.asarray(reference, dtype=bool)]
+    return scale / np.sqrt(np.mean(ref**2))
 
 
 def threshold_by_group(

@@ -33,7 +33,13 @@ import pandas as pd
 from rvfedprs.genotypes.chunk import variant_keys
 from rvfedprs.simulate.effects import liability_odds_ratio
 
-__all__ = ["write_tables", "summarise", "carrier_odds_ratio", "carrier_mean_difference"]
+__all__ = [
+    "write_tables",
+    "summarise",
+    "carrier_odds_ratio",
+    "carrier_mean_difference",
+    "penetrance_by_quintile",
+]
 
 _FLOAT = "%.10g"
 
@@ -64,6 +70,60 @@ def carrier_mean_difference(carrier: np.ndarray, trait: np.ndarray) -> float | N
     if carrier.all() or not carrier.any():
         return None
     return float(trait[carrier].mean() - trait[~carrier].mean())
+
+
+def penetrance_by_quintile(
+    score: np.ndarray, carrier: np.ndarray, case: np.ndarray
+) -> dict[str, Any] | None:
+    """Carriers' risk in each quintile of a polygenic score, relative to average non-carriers.
+
+    The reference is the non-carriers of the middle three quintiles (20th–80th percentile), as
+    in Fahed et al. 2020 (Nat Commun 11:3635: carriers of FH, HBOC or Lynch variants had 1.3×
+    the CAD risk of such non-carriers in the lowest PRS quintile and 12.6× in the highest).
+
+    Parameters
+    ----------
+    score : ndarray, shape (n_samples,)
+        The polygenic score (quintiles over every sample).
+    carrier, case : ndarray of bool, shape (n_samples,)
+
+    Returns
+    -------
+    dict or None
+        ``quintiles``: per quintile ``n_carriers``, ``carrier_cases``, ``carrier_risk``,
+        ``noncarrier_risk``, ``relative_risk``; ``reference_risk``; ``top_over_bottom``, the
+        ratio of the highest quintile's relative risk to the lowest's. None without carriers.
+    """
+    score = np.asarray(score, dtype=np.float64)
+    carrier = np.asarray(carrier, dtype=bool)
+    case = np.asarray(case, dtype=bool)
+    if not carrier.any() or carrier.all():
+        return None
+    edges = np.quantile(score, [0.2, 0.4, 0.6, 0.8])
+    quintile = np.searchsorted(edges, score, side="right")  # 0..4
+    middle = ~carrier & (quintile >= 1) & (quintile <= 3)
+    reference = float(case[middle].mean()) if middle.any() else float("nan")
+    rows = []
+    for q in range(5):
+        these = quintile == q
+        hit = these & carrier
+        risk = float(case[hit].mean()) if hit.any() else float("nan")
+        rows.append(
+            {
+                "quintile": q + 1,
+                "n_carriers": int(hit.sum()),
+                "carrier_cases": int((hit & case).sum()),
+                "carrier_risk": risk,
+                "noncarrier_risk": float(case[these & ~carrier].mean()),
+                "relative_risk": risk / reference if reference > 0 else float("nan"),
+            }
+        )
+    low, high = rows[0]["relative_risk"], rows[-1]["relative_risk"]
+    return {
+        "quintiles": rows,
+        "reference_risk": reference,
+        "top_over_bottom": high / low if low > 0 else float("nan"),
+    }
 
 
 def _variant_rows(variants: pd.DataFrame, columns: np.ndarray) -> pd.DataFrame:
@@ -360,9 +420,25 @@ def _or_summary(values: np.ndarray) -> dict[str, float] | None:
         return None
     return {
         "median": float(np.median(values)),
+        "p05": float(np.quantile(values, 0.05)),
+        "p25": float(np.quantile(values, 0.25)),
+        "p75": float(np.quantile(values, 0.75)),
         "p95": float(np.quantile(values, 0.95)),
         "min": float(values.min()),
         "max": float(values.max()),
+    }
+
+
+def _odds_ratio_bands(values: np.ndarray) -> dict[str, float] | None:
+    """Shares of odds ratios below 1.5, in [1.5, 10], in (10, 20] and above 20 (SPEC §2)."""
+    values = np.asarray(values, dtype=float)
+    if not values.size:
+        return None
+    return {
+        "below_1_5": float((values < 1.5).mean()),
+        "1_5_to_10": float(((values >= 1.5) & (values <= 10)).mean()),
+        "10_to_20": float(((values > 10) & (values <= 20)).mean()),
+        "above_20": float((values > 20).mean()),
     }
 
 
@@ -461,10 +537,16 @@ def summarise(
             "n_founder": len(founders),
             "rare_candidates": arch.candidates,
             "rare_carriers": int(carrier.sum()),
+            "carrier_fraction": float(carrier.mean()),
             "realised_h2_common": _share(gc, lt),
             "realised_h2_rare": _share(gr, lt),
             "carrier_odds_ratio": carrier_odds_ratio(carrier, y_t == 1),
             "odds_ratio": _or_summary(rare_rows["odds_ratio"].to_numpy()),
+            "odds_ratio_bands": _odds_ratio_bands(rare_rows["odds_ratio"].to_numpy()),
+            "penetrance_by_prs_quintile": {
+                "pgs": penetrance_by_quintile(np.asarray(prs), carrier, y_t == 1),
+                "true_common_value": penetrance_by_quintile(gc, carrier, y_t == 1),
+            },
             "groups": per_group,
             "clusters": per_cluster,
             "founders": founders,
