@@ -146,6 +146,7 @@ class FedCEGLM(ScreenedGLM, FedCE):
                 f"none (use top_k or burden+top_k)"
             )
         self.selection = selection
+        self.l2_cluster = l2_cluster
         self.partial_pooling = l2_cluster is not None
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")

@@ -216,6 +216,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
                 f"fedglm.l2_cluster {l2_cluster} pools per-cluster effects: strategy fedce_glm "
                 "takes it, the global fedglm has no clusters"
             )
+        self.selection, self.l2_cluster = selection, l2_cluster
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
         check_glm_features(features, burden, top_k)

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -76,9 +77,8 @@ TUNED = (
     "fedglm",
     "fedce_glm",
 )
-#: Exact federated GLMs (issue 29): rare features are region burdens (the cohort's own
-#: ``regions/genes.tsv`` where it ships one, else fixed windows); they run until Newton converges
-#: (no early stopping: patience None).
+#: Exact federated GLMs (issues 29, 40): rare features are the top-k variants (and burdens,
+#: :func:`_base_config`); each run fits its whole penalty path (no early stopping: patience None).
 GLMS = ("fedglm", "fedce_glm")
 #: Run with FedCE's chosen configuration (one mechanism changed each).
 ABLATIONS = ("fedce_oracle", "fedce_random", "fedce_global_head", "fedce_carried")
@@ -122,10 +122,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "choice: pooled AUC (default; simulations/stopping_rule/ says why) or "
                         "pooled log-loss (lower is better); trials of each keep their own "
                         "keys")  # fmt: skip
-    p.add_argument("--glm-window-bp", type=int, default=1_000_000,
-                   help="fixed burden windows of the GLMs where a cohort ships no gene "
-                        "regions (1 Mb: ≤ 440 windows on the map's genome, so FedCE-GLM's joint "
-                        "system of ≤ 4 clusters stays under fedglm.max_features)")  # fmt: skip
+    p.add_argument(
+        "--glm-window-bp",
+        type=int,
+        default=0,
+        help="burden windows the GLMs read beside their top-k variants where a "
+        "cohort ships no gene regions (0, the default: none; 1 Mb gives ≤ 440 "
+        "windows on the map's genome, which FedCE-GLM's partially pooled "
+        "system of M + 1 blocks fits under fedglm.max_features for M ≤ 2)",
+    )
     p.add_argument("--analyse-only", action="store_true",
                    help="rebuild summary/ from the finished cohorts; run nothing")  # fmt: skip
     p.add_argument("--label", default="", help="title of the summary (e.g. 'PILOT')")
@@ -324,31 +329,28 @@ class Loaded:
 
 
 def _base_config(method: str | None = None, cohort: Cohort | None = None,
-                 window_bp: int = 1_000_000) -> dict[str, Any]:  # fmt: skip
+                 window_bp: int = 0) -> dict[str, Any]:  # fmt: skip
     """Every method's base configuration; the GLMs' adds their rare features.
 
     A GLM's rare features are the top-k variants by score test on the training split (k and,
-    for FedCE-GLM, the per-cluster ranking tuned; :mod:`rvfedprs.strategies.top_variants`) and
-    region burdens over ``cohort``'s variant set: the cohort's own gene regions
-    (``regions/genes.tsv``, shipped with the ``gene_burden`` cohorts: public information, not
-    the truth) where present, else fixed windows of ``window_bp`` (FedGLM only).
+    for FedCE-GLM, the per-cluster ranking tuned; :mod:`rvfedprs.strategies.top_variants`),
+    with the burdens of ``cohort``'s own gene regions (``regions/genes.tsv``, shipped with the
+    ``gene_burden`` cohorts: public information, not the truth) where present, else of fixed
+    windows of ``window_bp`` when > 0. FedGLM and FedCE-GLM read the same features.
     """
     from rvfedprs.config import validate_config
 
     config: dict[str, Any] = {"train": {"progress": False, "keep_checkpoints": 1}}
     if method in GLMS and cohort is not None:
         genes = cohort.sim / "regions" / "genes.tsv"
+        regions = str(genes) if genes.is_file() else None
         config["train"]["data"] = str(cohort.data)
-        # the top-k variants (ranked per cluster for FedCE-GLM, k tuned) beside the burdens;
-        # FedCE-GLM keeps only the genes' burdens (≤ 440 windows per cluster would pass
-        # fedglm.max_features beside the shared part of partial pooling)
-        features = "burden+top_k"
-        if method == "fedce_glm" and not genes.is_file():
-            features = "top_k"
-        config["fedglm"] = {"features": features, "top_k": 10}
-        if features == "burden+top_k":
-            config["burden"] = {"regions": str(genes) if genes.is_file() else None,
-                                "window_bp": int(window_bp)}  # fmt: skip
+        # both GLMs read the same features: the top-k variants (k tuned; FedCE-GLM ranks them
+        # per cluster), and the burdens of the cohort's genes (or of windows, when asked)
+        burdens = regions is not None or window_bp > 0
+        config["fedglm"] = {"features": "burden+top_k" if burdens else "top_k", "top_k": 10}
+        if burdens:
+            config["burden"] = {"regions": regions, "window_bp": int(window_bp or 1_000_000)}
     return validate_config(config)
 
 
@@ -714,15 +716,16 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
          "Positive: FedAvg's shrunken step on private columns costs accuracy."),
         ("fedavgm", "fedavg", "Ablation: FedAvgM − FedAvg", ""),
         *[(a, "fedce", f"Ablation: {a} − FedCE", "") for a in ABLATIONS],
-        ("fedce_glm", "fedavg", "FedCE-GLM (per-cluster rare burden effects) − tuned FedAvg", ""),
-        ("fedce_glm", "fedglm", "FedCE-GLM − FedGLM (one global burden GLM)",
-         "The same model class and features; only the per-cluster rare coefficients differ."),
+        ("fedce_glm", "fedavg", "FedCE-GLM (per-cluster rare effects) − tuned FedAvg", ""),
+        ("fedce_glm", "fedglm", "FedCE-GLM − FedGLM (one global GLM)",
+         "The same model class; FedGLM reads burdens and the pooled top k with one coefficient "
+         "each, FedCE-GLM the top k ranked per cluster, partially pooled per cluster."),
         ("fedce_glm", "fedce", "FedCE-GLM − FedCE", ""),
         ("fedce_glm", "centralized", "FedCE-GLM − centralised network", ""),
         ("fedce_glm", "logistic", "FedCE-GLM − L2 logistic regression (pooled dosages)", ""),
         ("fedglm", "fedavg", "FedGLM − tuned FedAvg", ""),
-        ("fedglm", "logistic", "FedGLM (federated burdens) − L2 logistic regression (pooled "
-         "dosages)", ""),
+        ("fedglm", "logistic", "FedGLM (federated burdens and top k) − L2 logistic regression "
+         "(pooled dosages)", ""),
         ("best_federated", "best_pooled", "Federation's cost: best federated − best pooled method",
          "Per cohort, the federated method (" + ", ".join(FEDERATED) + ") and the pooled one ("
          + ", ".join(POOLED) + ") with the best validation score; which ones in "
@@ -747,6 +750,7 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
     if not _per_cluster(deltas, "fedce_glm", "fedglm").empty:
         lines += _per_cluster_table(deltas, "fedce_glm", "fedglm", "FedCE-GLM − FedGLM")
 
+    lines += _ceiling_share_lines(outcomes, scenarios)
     lines += ["## Absolute test AUCs, pooled (mean over cohorts ± 95% t half-width)", "",
               "Share of the learnable signal (the floor→oracle gap): (AUC − PRS-only floor)/"
               "(oracle − floor), per cohort, then averaged (± 95% t half-width). "
@@ -780,6 +784,48 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
     path = summary / "summary.md"
     path.write_text("\n".join(lines) + "\n")
     return [path]
+
+
+def _ceiling_share_lines(outcomes: pd.DataFrame, scenarios, n_boot: int = 2000) -> list[str]:
+    """Each method's share of the floor→ceiling carrier-AUC gap as a ratio of means over cohorts.
+
+    share = mean(method − floor) / mean(ceiling − floor), with a 95% percentile interval from
+    resampling cohorts (seeded); beside it ceiling − floor itself, to say whether the ceiling is
+    resolvably above the floor at this size. More stable than the mean of per-cohort ratios,
+    whose denominators come near 0.
+    """
+    pooled = outcomes[(outcomes["subset"] == "pooled") & (outcomes["metric"] == "carrier_auc")]
+    wide = pooled.pivot_table(index=["scenario", "cohort"], columns="method", values="value")
+    if not {FLOOR, CEILING} <= set(wide.columns):
+        return []
+    rng = np.random.default_rng(20261203)
+    lines = ["## Share of the floor→ceiling carrier-AUC gap (ratio of means over cohorts)", "",
+             "mean(method − floor) / mean(ceiling − floor), 95% interval from resampling "
+             f"cohorts ({n_boot} draws); the ceiling's own gap over the floor first.", "",
+             "| scenario | ceiling − floor [95% CI] | method | share [95% CI] |",
+             "|---|---|---|---|"]  # fmt: skip
+    for s in scenarios:
+        if s not in wide.index.get_level_values(0):
+            continue
+        w = wide.xs(s, level="scenario").dropna(subset=[FLOOR, CEILING])
+        if w.empty:
+            continue
+        gap = (w[CEILING] - w[FLOOR]).to_numpy()
+        draws = rng.integers(0, len(w), size=(n_boot, len(w)))
+        low, high = np.percentile(gap[draws].mean(axis=1), [2.5, 97.5])
+        gap_cell = f"{gap.mean():+.3f} [{low:+.3f}, {high:+.3f}]"
+        for method in [m for m in w.columns if m not in (FLOOR, CEILING, ORACLE)]:
+            part = w[method].notna().to_numpy()
+            gain = (w[method] - w[FLOOR]).to_numpy()[part]
+            own = gap[part]
+            if not part.any() or own.mean() == 0:
+                continue
+            boot = rng.integers(0, part.sum(), size=(n_boot, part.sum()))  # cohorts resampled
+            ratios = gain[boot].mean(axis=1) / own[boot].mean(axis=1)
+            low_r, high_r = np.percentile(ratios, [2.5, 97.5])
+            lines.append(f"| {s} | {gap_cell} | {method} | {gain.mean() / own.mean():.2f} "
+                         f"[{low_r:.2f}, {high_r:.2f}] |")  # fmt: skip
+    return lines + [""]
 
 
 def _per_cluster(deltas: pd.DataFrame, method: str, reference: str) -> pd.DataFrame:
@@ -843,12 +889,12 @@ def _glm_rounds(validation: pd.DataFrame, scenarios) -> list[str]:
     if rows.empty or "rounds_run" not in rows:
         return []
     lines = ["## The GLMs' runs", "",
-             "Rounds run (the run stops when Newton converges; FedCE-GLM's round 1 is global, "
-             "round 2 clusters) and the round kept (BestRound: the best validation score, the "
-             "floor being round 0). 'kept the last' counts cohorts whose kept round is the "
-             "converged fit.", "",
+             "Rounds run (a run fits its whole penalty path, every λ to Newton convergence, and "
+             "stops) and the round kept (BestRound: the best validation score among the floor, "
+             "round 0, and the converged fits every round serves). 'kept the floor' counts "
+             "cohorts where no converged fit beat the floor on validation.", "",
              "| scenario | method | rounds run (median, range) | round kept (median, range) "
-             "| kept the last |", "|---|---|---|---|---|"]  # fmt: skip
+             "| kept the floor |", "|---|---|---|---|---|"]  # fmt: skip
     for s in scenarios:
         for method in GLMS:
             part = rows[(rows["scenario"] == s) & (rows["method"] == method)]
@@ -858,7 +904,7 @@ def _glm_rounds(validation: pd.DataFrame, scenarios) -> list[str]:
             lines.append(
                 f"| {s} | {method} | {run.median():.0f} ({run.min():.0f}–{run.max():.0f}) | "
                 f"{kept.median():.0f} ({kept.min():.0f}–{kept.max():.0f}) | "
-                f"{int((kept == run).sum())}/{len(part)} |"
+                f"{int((kept == 0).sum())}/{len(part)} |"
             )
     return lines + [""]
 

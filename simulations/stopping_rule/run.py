@@ -92,7 +92,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--validation-fraction", type=float, default=0.2)
     p.add_argument("--seed", type=int, default=20261123,
                    help="the map's master seed (its split and training seeds)")  # fmt: skip
-    p.add_argument("--glm-window-bp", type=int, default=1_000_000)
+    p.add_argument("--glm-window-bp", type=int, default=0)  # as the map's: top-k only
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--analyse-only", action="store_true")
     return p.parse_args(argv)
