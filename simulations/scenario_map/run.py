@@ -718,13 +718,13 @@ def write_markdown(summary, outcomes, deltas, best, scenarios, args, validation=
         *[(a, "fedce", f"Ablation: {a} − FedCE", "") for a in ABLATIONS],
         ("fedce_glm", "fedavg", "FedCE-GLM (per-cluster rare effects) − tuned FedAvg", ""),
         ("fedce_glm", "fedglm", "FedCE-GLM − FedGLM (one global GLM)",
-         "The same model class; FedGLM reads burdens and the pooled top k with one coefficient "
-         "each, FedCE-GLM the top k ranked per cluster, partially pooled per cluster."),
+         "The same model class and features; FedGLM ranks the top k pooled with one coefficient "
+         "each, FedCE-GLM ranks them per cluster and fits them per cluster, partially pooled."),
         ("fedce_glm", "fedce", "FedCE-GLM − FedCE", ""),
         ("fedce_glm", "centralized", "FedCE-GLM − centralised network", ""),
         ("fedce_glm", "logistic", "FedCE-GLM − L2 logistic regression (pooled dosages)", ""),
         ("fedglm", "fedavg", "FedGLM − tuned FedAvg", ""),
-        ("fedglm", "logistic", "FedGLM (federated burdens and top k) − L2 logistic regression "
+        ("fedglm", "logistic", "FedGLM (federated top k) − L2 logistic regression "
          "(pooled dosages)", ""),
         ("best_federated", "best_pooled", "Federation's cost: best federated − best pooled method",
          "Per cohort, the federated method (" + ", ".join(FEDERATED) + ") and the pooled one ("
