@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _federation_fixtures import write_federation  # noqa: E402
 from test_fedglm import (  # noqa: E402
     SECAGG_EXACT,
+    _assert_serves_cluster_models,
     _joint_oracle,
-    _network_logits,
     _pooled_ranking,
     _pooled_score_test,
     _scipy_oracle,
@@ -197,13 +197,7 @@ def test_partial_pooling_equals_the_pooled_random_effects_fit(flipped, tmp_path,
                           *[strategy.rare[m] - strategy.shared for m in labels]])  # fmt: skip
     np.testing.assert_allclose(got, want, atol=1e-5 if secagg else 1e-6)
     assert got.size == strategy.common.size + (len(labels) + 1) * p_rare
-    # served: each site's cluster model β̄ + δ_m, with the GLM's logit
-    federation = load_federation(flipped["data"])
-    for client in federation.client_ids:
-        data = federation.test[client]
-        coef = np.concatenate([strategy.common, strategy.rare[strategy.assignment[client]]])
-        logits = _network_logits(strategy.parameters_for(client), data)
-        np.testing.assert_allclose(logits, glm_design(data, "dosages") @ coef, atol=2e-4)
+    _assert_serves_cluster_models(strategy, flipped["data"])  # β̄ + δ_m, with the GLM's logit
 
 
 def test_a_large_cluster_penalty_is_the_global_model_and_a_small_one_the_clusters(

@@ -365,13 +365,21 @@ def test_fedce_glm_equals_the_pooled_fit_with_per_cluster_rare_effects(
                                atol=1e-6)  # fmt: skip
     if secagg:  # one secure sum per cluster, never a single site's statistics
         assert all(len(members) >= 3 for e in result.history for members in e["secagg"].values())
-    # the served network is each site's cluster model
-    federation = load_federation(clustered["data"])
+    _assert_serves_cluster_models(strategy, clustered["data"])
+
+
+def _assert_serves_cluster_models(strategy, data_dir: Path, design=None) -> None:
+    """Each site is served its cluster's GLM as a network with the same logit on its test rows.
+
+    ``design(data)``: the GLM's design (default: the dosages).
+    """
+    federation = load_federation(data_dir)
     for client in federation.client_ids:
         data = federation.test[client]
         coef = np.concatenate([strategy.common, strategy.rare[strategy.assignment[client]]])
         logits = _network_logits(strategy.parameters_for(client), data)
-        np.testing.assert_allclose(logits, glm_design(data, "dosages") @ coef, atol=2e-4)
+        x = glm_design(data, "dosages") if design is None else design(data)
+        np.testing.assert_allclose(logits, x @ coef, atol=2e-4)
 
 
 # --- top-k variants by score test under the floor ---------------------------------------------
