@@ -481,3 +481,39 @@ def test_dominant_and_recessive_missing_genotypes_follow_plink2(model, tmp_path)
     path = write_plink2_scorefile(log, tmp_path / "p2.txt")
     theirs = plink2_score(CINECA, path, tmp_path, model)["SCORE1_SUM"].to_numpy()
     assert np.allclose(scores["SUM"], theirs, rtol=1e-5, atol=1e-5)
+
+
+@needs_plink2
+def test_a_variant_scored_twice_is_refused_when_its_weights_differ_and_dropped_when_not(
+    tmp_path, caplog
+):
+    """plink2 refuses any repeated variant; we refuse the ambiguous case and drop identical
+    repeats (counted), scoring then as plink2 scores the file with the repeat removed."""
+    vcf = write_vcf(tmp_path / "g.vcf", ["1 100 rs1 A G . . . GT 0/1 1/1 0/0 0/1",
+                                         "1 200 rs2 C T . . . GT 0/1 0/0 0/0 1/1"])  # fmt: skip
+    columns = "rsID chr_name chr_position effect_allele other_allele effect_weight"
+    rows = ["rs1 1 100 A G 0.5", "rs2 1 200 C T 2.0"]
+    conflicting = write_scorefile(tmp_path / "c.txt", [*rows, "rs1 1 100 A G 0.7"], columns)
+    with pytest.raises(
+        InputDataError,
+        match=r"1 variant\(s\) listed more than once with "
+        r"different weights: 1:100::A:G \(data rows 1, 3: weights 0.5, 0.7\)",
+    ):
+        score(open_genotypes(vcf), conflicting, min_overlap=0)
+    plain = tmp_path / "conflicting_plink2.txt"
+    plain.write_text("ID\tA1\tW\nrs1\tA\t0.5\nrs2\tC\t2.0\nrs1\tA\t0.7\n")
+    command = ["plink2", "--vcf", str(vcf), "--score", str(plain), "1", "2", "3", "header",
+               "no-mean-imputation", "--out", str(tmp_path / "p2c")]  # fmt: skip
+    refused = subprocess.run(command, capture_output=True, text=True)
+    assert refused.returncode != 0 and "appears multiple times" in refused.stderr  # plink2 too
+    identical = write_scorefile(tmp_path / "i.txt", [*rows, "rs1 1 100 A G 0.5"], columns)
+    with caplog.at_level("WARNING"):
+        scores, log = score(open_genotypes(vcf), identical, min_overlap=0)
+    assert log["status"].tolist() == ["matched", "matched", "duplicate"]
+    assert "1 identical repeated row(s) dropped" in caplog.text
+    deduplicated = write_plink2_scorefile(log, tmp_path / "deduplicated.txt")
+    subprocess.run(["plink2", "--vcf", str(vcf), "--score", str(deduplicated), "1", "2", "3",
+                    "header", "no-mean-imputation", "cols=+scoresums", "--out",
+                    str(tmp_path / "p2i")], check=True, capture_output=True)  # fmt: skip
+    expected = pd.read_csv(tmp_path / "p2i.sscore", sep="\t")["SCORE1_SUM"].to_numpy()
+    np.testing.assert_allclose(printed(scores["SUM"].to_numpy()), expected)

@@ -180,6 +180,49 @@ def _position_keys(chrom: pd.Series, pos: np.ndarray) -> np.ndarray:
     return code * (1 << 40) + np.asarray(pos, dtype=np.int64)
 
 
+def _duplicate_rows(scorefile: ScoreFile) -> np.ndarray:
+    """Rows repeating an earlier row's variant and alleles with the same weights (dropped).
+
+    As plink2 (which stops on any repeated variant), a variant listed twice with different
+    weights in any score is an error: which weight was meant cannot be guessed. Identical
+    repeats are dropped (status ``duplicate``) and counted in the log.
+
+    Raises
+    ------
+    InputDataError
+        Naming up to five conflicting variants, their data rows (1-based) and weights.
+    """
+    table = scorefile.table
+    keys = _row_key(table)
+    usable = (table["pre_status"] == "").to_numpy()
+    repeated = keys.duplicated(keep=False).to_numpy() & usable
+    if repeated.any():
+        weights = pd.DataFrame(scorefile.weights[repeated]).fillna(np.inf)  # blank = blank
+        weights["key"] = keys[repeated].to_numpy()
+        differ = weights.groupby("key", sort=False).nunique().gt(1).any(axis=1)
+        conflicting = differ[differ].index.tolist()
+        if conflicting:
+            shown = []
+            for key in conflicting[:5]:
+                rows = np.flatnonzero((keys == key).to_numpy() & usable)
+                weight = ", ".join(f"{w:g}" for w in scorefile.weights[rows, 0])
+                lines = ", ".join(str(int(r) + 1) for r in table["row"].to_numpy()[rows])
+                shown.append(f"{key} (data rows {lines}: weights {weight})")
+            more = f" and {len(conflicting) - 5} more" if len(conflicting) > 5 else ""
+            raise InputDataError(
+                f"scoring file {scorefile.path}: {len(conflicting)} variant(s) listed more than "
+                f"once with different weights: {'; '.join(shown)}{more}. Keep one row per "
+                "variant and allele pair (plink2 --score refuses such a file too)"
+            )
+    duplicate = keys.duplicated().to_numpy() & usable
+    if duplicate.any():
+        logger.warning(
+            "scoring file %s: %d identical repeated row(s) dropped (status 'duplicate' in the "
+            "match log)", scorefile.path, int(duplicate.sum()),
+        )  # fmt: skip
+    return duplicate
+
+
 def _row_key(table: pd.DataFrame) -> pd.Series:
     return (
         table["chrom"]
@@ -236,7 +279,7 @@ class ScoreMatcher:
         self.scorefile = scorefile
         self.keep_ambiguous = keep_ambiguous
         table = scorefile.table
-        self.duplicate = _row_key(table).duplicated().to_numpy() & (table["pre_status"] == "")
+        self.duplicate = _duplicate_rows(scorefile)
         usable = table[(table["pre_status"] == "").to_numpy() & ~self.duplicate]
         placed = usable["pos"].notna().to_numpy()
         self._by_pos = _Lookup(
