@@ -163,7 +163,6 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self.common = np.zeros(0)
         self.rare: dict[int, np.ndarray] = {}
         self.shared = np.zeros(0)  # β̄ under partial pooling
-        self.fixed_clusters = False  # clustered at the floor (per-cluster selection)
         self.search = NewtonSearch(self.tol)
         self.screen: FloorScreen | None = None
         self.offset = 0  # the floor's rounds before the top-k choice
@@ -178,6 +177,11 @@ class FedCEGLM(ScreenedGLM, FedCE):
     def clusters_at_floor(self) -> bool:
         """Whether the sites are clustered at the floor (a per-cluster top-k selection)."""
         return self.selection != "pooled"
+
+    @property
+    def fixed_clusters(self) -> bool:
+        """True once the floor's clusters are kept for the joint fit (no reclustering)."""
+        return self.clusters_at_floor and self.screen is not None and self.screen.done
 
     # --- layout ------------------------------------------------------------------------------
     def _widths(self) -> tuple[int, int]:
@@ -231,7 +235,6 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self.common = np.zeros(p_common) if floor is None else floor
         self.rare = {0: np.zeros(p_rare)}
         self.shared = np.zeros(p_rare)
-        self.fixed_clusters = False
         self.search = NewtonSearch(self.tol)
         self.path.restart()
         self.converged = False
@@ -372,7 +375,6 @@ class FedCEGLM(ScreenedGLM, FedCE):
         if self.screen.done:
             self.offset = self.screen.iterations
             if self.clusters_at_floor:  # the clusters stay; each starts at the floor
-                self.fixed_clusters = True
                 p_rare = self._widths()[1]
                 self.rare = {m: np.zeros(p_rare) for m in sorted(set(self.assignment.values()))}
         self.client_ids = sorted(set(self.client_ids) | {r.client_id for r in ordered})
@@ -408,19 +410,16 @@ class FedCEGLM(ScreenedGLM, FedCE):
             hessian[r, r] += h[p_c:, p_c:]
         loss = sum(float(r.metrics["loss"]) * r.n_samples for r in ordered)
         # the common part [1, PRS, covariates] leads the joint vector, as in a FedGLM's
+        point = self.search_point()
         if self.partial_pooling:  # in (common, β̄, δ_m): β_m = β̄ + δ_m, so g ← Tᵀ g, H ← Tᵀ H T
             to_clusters = _pooling_map(p_c, p_r, len(labels))
             gradient, hessian = to_clusters.T @ gradient, to_clusters.T @ hessian @ to_clusters
             l2_shared, l2_cluster = self.l2
             penalty = penalty_vector(p_c + p_r, l2_shared, self.penalize, p_c - 2)
             penalty = np.concatenate([penalty, np.full(len(labels) * p_r, l2_cluster)])
-            point = np.concatenate([self.common, self.shared,
-                                    *[self.rare[m] - self.shared for m in labels]])  # fmt: skip
+            noise *= len(labels)  # an entry of Tᵀ g or Tᵀ H T sums up to M clusters' entries
         else:
             penalty = penalty_vector(size, self.l2, self.penalize, p_c - 2)
-            point = np.concatenate([self.common, *[self.rare[m] for m in labels]])
-        if self.partial_pooling:  # an entry of Tᵀ g or Tᵀ H T sums up to M clusters' entries
-            noise *= len(labels)
         self.search.step(point, loss, gradient, hessian, penalty, noise=noise)
         nxt = self.search.next_point
         if self.partial_pooling:
@@ -485,7 +484,6 @@ class FedCEGLM(ScreenedGLM, FedCE):
             "screen": None if self.screen is None else self.screen.state_dict(),
             "offset": self.offset,
             "shared": self.shared.copy(),
-            "fixed_clusters": self.fixed_clusters,
         }
 
     def load_state_dict(self, state) -> None:
@@ -508,7 +506,6 @@ class FedCEGLM(ScreenedGLM, FedCE):
         self.screen = None if screen is None else FloorScreen.from_state_dict(screen)
         self.offset = int(state.get("offset", 0))
         self.shared = np.asarray(state.get("shared", np.zeros(0)), np.float64).copy()
-        self.fixed_clusters = bool(state.get("fixed_clusters", False))
 
 
 def _pooling_map(n_common: int, n_rare: int, n_clusters: int) -> np.ndarray:
