@@ -92,11 +92,7 @@ def top_variants(score: np.ndarray, variance: np.ndarray, k: int) -> np.ndarray:
         When k is negative or more than the number of variants.
     """
     score, variance = np.asarray(score, np.float64), np.asarray(variance, np.float64)
-    if not 0 <= int(k) <= score.size:
-        raise ValueError(f"top_k must be in [0, {score.size}] (the rare variants), got {k}")
-    statistic = score_statistic(score, variance)
-    order = np.lexsort((np.arange(score.size), -statistic))  # last key sorts first
-    return order[: int(k)].astype(np.int64)
+    return ranked_variants(-score_statistic(score, variance), k)
 
 
 def score_statistic(score: np.ndarray, variance: np.ndarray) -> np.ndarray:
@@ -132,11 +128,17 @@ def heterogeneous_log_p(
 
 
 def ranked_variants(log_p: np.ndarray, k: int) -> np.ndarray:
-    """The columns of the k smallest log p-values (ties: lower column first)."""
+    """The columns of the k smallest log p-values (or any key; ties: lower column first).
+
+    Raises
+    ------
+    ValueError
+        When k is negative or more than the number of variants.
+    """
     log_p = np.asarray(log_p, np.float64)
     if not 0 <= int(k) <= log_p.size:
         raise ValueError(f"top_k must be in [0, {log_p.size}] (the rare variants), got {k}")
-    return np.lexsort((np.arange(log_p.size), log_p))[: int(k)].astype(np.int64)
+    return np.lexsort((np.arange(log_p.size), log_p))[: int(k)].astype(np.int64)  # last key first
 
 
 def _pooled_log_p(score: np.ndarray, variance: np.ndarray) -> np.ndarray:
