@@ -261,3 +261,30 @@ def test_a_per_cluster_run_stopped_in_the_floor_rounds_resumes_to_the_same_fit(f
     assert resumed.converged and resumed.top.tolist() == whole.top.tolist()
     for m in whole.rare:
         np.testing.assert_allclose(resumed.rare[m], whole.rare[m], rtol=0, atol=1e-12)
+
+
+def test_per_cluster_selection_of_a_quantitative_trait_scales_by_the_residual_variance(tmp_path):
+    """A linear floor: Var(U) = φ (XᵀX − XᵀZ (ZᵀZ)⁻¹ ZᵀX), φ = RSS / (n − q); the per-cluster
+    test's degrees of freedom differ by variant, so φ changes the ranking, not only the scale."""
+    federation = write_federation(tmp_path / "q", n_clients=6, n_clusters=2, covariates=("age",),
+                                  seed=11, flipped_shared=N_FLIPPED,
+                                  kind="quantitative")  # fmt: skip
+    result = _run(federation, tmp_path / "run", features="top_k", top_k=12, l2=3.0,
+                  selection="clusters")  # fmt: skip
+    screen = result.strategy.screen
+    z, a, y, label = _pooled_by_cluster(federation["data"], result.strategy.assignment)
+    residual = y - z @ screen.floor
+    phi = residual @ residual / (len(y) - z.shape[1])
+    projector = z @ np.linalg.inv(z.T @ z)
+    expected = np.zeros(a.shape[1])
+    for j in range(a.shape[1]):
+        x = np.column_stack([a[:, j] * (label == m) for m in sorted(set(label))])
+        covariance = phi * (x.T @ x - (x.T @ projector) @ (z.T @ x))
+        values, vectors = np.linalg.eigh(covariance)
+        keep = values > 1e-10 * max(values.max(), 1e-300)
+        if keep.any():
+            statistic = float(np.sum((vectors[:, keep].T @ (x.T @ residual)) ** 2 / values[keep]))
+            expected[j] = stats.chi2.logsf(statistic, int(keep.sum()))
+    np.testing.assert_allclose(screen.log_p, expected, rtol=1e-7, atol=1e-8)
+    assert result.strategy.top.tolist() == sorted(range(expected.size),
+                                                  key=lambda j: (expected[j], j))[:12]  # fmt: skip

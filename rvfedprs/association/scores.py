@@ -20,7 +20,17 @@ import numpy as np
 
 from rvfedprs.association.sums import UnitLayout
 
-__all__ = ["EfficientScores", "group_covariances"]
+__all__ = ["EfficientScores", "group_covariances", "floor_dispersion"]
+
+
+def floor_dispersion(summed_loss: float, n_samples: float, n_floor: int, estimates: bool) -> float:
+    """φ of the floor at its fit: 1 for a logistic floor; RSS / (n − q) for a linear one.
+
+    A linear floor's summed loss is ½ RSS (:meth:`~rvfedprs.outcomes.base.Outcome.unit_loss`).
+    """
+    if not estimates:
+        return 1.0
+    return 2.0 * float(summed_loss) / max(float(n_samples) - int(n_floor), 1.0)
 
 
 def group_covariances(

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from rvfedprs.association.scores import EfficientScores
+from rvfedprs.association.scores import EfficientScores, floor_dispersion
 from rvfedprs.association.sums import ASSOCIATION_TENSORS, UnitLayout, empty_sums
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.model import linear_parameters
@@ -297,9 +297,8 @@ class FedAssociation(GlobalModelStrategy):
             if not self.search.converged:
                 return glm_message(self.search.next_point)
             self.floor, self.phase, self.floor_sites = point.copy(), "association", self._replied
-            # a linear floor's residual variance: its summed loss is ½ RSS at the fit
-            self.dispersion = (2.0 * self._loss / max(n - self.n_floor, 1.0)
-                               if self.estimates_dispersion else 1.0)  # fmt: skip
+            self.dispersion = floor_dispersion(self._loss, n, self.n_floor,
+                                               self.estimates_dispersion)  # fmt: skip
             message = glm_message(point)
             message.update(empty_sums(len(self.group_names), self.n_floor, self.n_rare,
                                       self.layout))  # fmt: skip

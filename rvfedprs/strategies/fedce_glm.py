@@ -370,7 +370,9 @@ class FedCEGLM(ScreenedGLM, FedCE):
         ``noise`` the largest error of an entry of the summed statistics (secure sums), else 0.
         """
         loss = sum(float(r.metrics["loss"]) * r.n_samples for r in ordered)
-        self.screen.step(self.screen.message(), groups, loss, noise=noise)
+        estimates = any(r.metrics.get("estimates_dispersion") for r in ordered)
+        self.screen.step(self.screen.message(), groups, loss, noise=noise,
+                         estimates_dispersion=estimates)  # fmt: skip
         self.common = self.screen.estimate
         if self.screen.done:
             self.offset = self.screen.iterations

@@ -38,7 +38,7 @@ import numpy as np
 from scipy import stats
 
 from rvfedprs.association.gene_tests import quadratic_test
-from rvfedprs.association.scores import group_covariances
+from rvfedprs.association.scores import floor_dispersion, group_covariances
 from rvfedprs.strategies.aggregation import Parameters
 from rvfedprs.strategies.newton import NewtonSearch
 from rvfedprs.training.glm import SCORE_TENSORS
@@ -244,6 +244,7 @@ class FloorScreen:
         loss: float,
         *,
         noise: float = 0.0,
+        estimates_dispersion: bool = False,
     ) -> None:
         """Take a floor round's statistics, summed per group (one group: every site).
 
@@ -259,6 +260,10 @@ class FloorScreen:
         noise : float
             Largest error of an entry of the statistics summed over every group (secure
             sums), else 0.
+        estimates_dispersion : bool
+            A linear floor (a quantitative trait): the scores' covariance is φ times the summed
+            information, φ = RSS / (n − q) (:func:`~rvfedprs.association.scores.floor_dispersion`)
+            — it matters to the per-cluster test, whose degrees of freedom differ by variant.
         """
         labels = sorted(groups)
 
@@ -285,7 +290,9 @@ class FloorScreen:
             self.log_p = pooled
             self.selected = top_variants(self.score, self.variance, self.k)
             return
-        clusters = heterogeneous_log_p(score, information, cross, hessian)
+        n = sum(float(groups[m][1]) for m in labels)
+        phi = floor_dispersion(loss, n, self.n_floor, estimates_dispersion)
+        clusters = heterogeneous_log_p(score, phi * information, phi * cross, phi * hessian)
         self.log_p = clusters if self.selection == "clusters" else np.minimum(
             0.0, np.log(2.0) + np.minimum(pooled, clusters))  # fmt: skip
         self.selected = ranked_variants(self.log_p, self.k)
