@@ -9,8 +9,12 @@ import os
 import sys
 
 from rvfedprs.config import inherited_settings, validate_config
+from rvfedprs.snakemake_cores import honour_cores
 
 min_version("9.0")
+# Snakemake 9.16.3 charges no cores for a job that is ready alone, so --cores was exceeded
+# after every such job (up to 8 jobs under --cores 2 after the validate_inputs checkpoint).
+honour_cores()
 
 
 # Relative to the Snakefile, so that `--directory` may point elsewhere.
@@ -52,6 +56,25 @@ include: "snakemake/study.smk"
 
 
 FINAL_TARGETS = STUDY_TARGETS if config["study"]["enabled"] else POOLED_TARGETS
+
+
+# The terminal hears every exclusion at the end of a run, and a failed rule's message last.
+onstart:
+    from rvfedprs.rulelog import clear_errors
+
+    clear_errors(LOGS)
+
+
+onsuccess:
+    from rvfedprs.rulelog import report_exclusions
+
+    report_exclusions(LOGS)
+
+
+onerror:
+    from rvfedprs.rulelog import report_errors
+
+    report_errors(LOGS)
 
 
 rule all:

@@ -23,6 +23,7 @@ def main(*, genotypes: str | Path, pipeline: Mapping[str, Any], out_pgen: str | 
         prefix,
         field=pipeline["vcf_genotype_field"],
         bgen_ref_allele=pipeline["bgen_ref_allele"],
+        half_call=pipeline["vcf_half_call"],
     )
     logger.info("converted %s to %s", genotypes, written)
     return written

@@ -27,6 +27,7 @@ __all__ = [
     "EXCLUSION_COLUMNS",
     "exclusions",
     "check_line_endings",
+    "sniff_table",
     "read_tsv",
     "load_samples_sheet",
     "samples_sheet_from_psam",
@@ -87,6 +88,50 @@ def _name_some(values: Sequence[str]) -> str:
     return shown
 
 
+#: Leading bytes of compressed files, and the format each names.
+_COMPRESSED = {
+    b"\x1f\x8b": "gzip",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"PK\x03\x04": "zip",
+}
+#: The suffixes of a gzip (or bgzip) file that tables are read through.
+_GZIP_SUFFIXES = (".gz", ".bgz")
+
+
+def sniff_table(path: str | Path, what: str = "table") -> str | None:
+    """Check that a text table is present, not empty and compressed only as its name says.
+
+    Returns
+    -------
+    str or None
+        ``"gzip"`` for a gzip/bgzip file named ``.gz``/``.bgz``, None for plain text.
+
+    Raises
+    ------
+    InputDataError
+        The file is absent, empty (0 bytes), or compressed (gzip, zstd, bzip2, xz, zip) under
+        a name that does not say gzip — naming the file and the format.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputDataError(f"{what} not found: {path}")
+    if path.stat().st_size == 0:
+        raise InputDataError(f"{what} {path} is empty (0 bytes)")
+    with open(path, "rb") as handle:
+        head = handle.read(8)
+    for magic, name in _COMPRESSED.items():
+        if head.startswith(magic):
+            if name == "gzip" and path.suffix in _GZIP_SUFFIXES:
+                return "gzip"
+            raise InputDataError(
+                f"{what} {path} is {name}-compressed but its name does not end in .gz; "
+                + ("rename it to end in .gz" if name == "gzip" else "decompress it")
+            )
+    return None
+
+
 def check_line_endings(path: str | Path, *, max_bytes: int = 1 << 16) -> None:
     """Raise when a text table uses Windows (CRLF) line endings.
 
@@ -98,7 +143,7 @@ def check_line_endings(path: str | Path, *, max_bytes: int = 1 << 16) -> None:
         Naming the file and the first line that ends in CRLF.
     """
     path = Path(path)
-    if path.suffix == ".gz":
+    if path.suffix in _GZIP_SUFFIXES:
         import gzip
 
         with gzip.open(path, "rb") as handle:
@@ -137,16 +182,40 @@ def read_tsv(
     Raises
     ------
     InputDataError
-        The file is absent, has CRLF endings, or lacks a required column (naming the columns
-        it has).
+        The file is absent, empty, compressed under a plain name (:func:`sniff_table`), not
+        UTF-8 text, has CRLF endings, is not tab-separated, or lacks a required column (naming
+        the columns it has).
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputDataError(f"{what} not found: {path}")
+    compression = sniff_table(path, what)
     check_line_endings(path)
-    table = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, comment=None)
+    try:
+        table = pd.read_csv(
+            path,
+            sep="\t",
+            dtype=str,
+            keep_default_na=False,
+            comment=None,
+            compression=compression,
+            encoding="utf-8",
+        )
+    except UnicodeDecodeError as exc:
+        raise InputDataError(
+            f"{what} {path} is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as "
+            "UTF-8 tab-separated text"
+        ) from exc
+    except pd.errors.EmptyDataError as exc:
+        raise InputDataError(f"{what} {path} has no header line (only blank lines)") from exc
     table.columns = [str(c).lstrip("#") if i == 0 else str(c) for i, c in enumerate(table.columns)]
     missing = [c for c in required if c not in table.columns]
+    header = str(table.columns[0])
+    if missing and len(table.columns) == 1:
+        for name, mark in (("comma", ","), ("semicolon", ";"), ("space", " ")):
+            if mark in header:
+                raise InputDataError(
+                    f"{what} {path} is not tab-separated: its header {header[:80]!r} looks "
+                    f"{name}-separated; rvfedprs reads tab-separated tables (TSV)"
+                )
     if missing:
         raise InputDataError(
             f"{what} {path} lacks column(s) {missing}; it has {list(table.columns)}"
@@ -223,13 +292,14 @@ def load_phenotypes(
     controls: Sequence[str] = ("0",),
     kind: str | Outcome = "binary",
     step: str = "validate_inputs",
+    missing: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read a binary or quantitative phenotype from a (UK-Biobank-style) phenotype table.
 
-    Binary: values are compared as strings after stripping blanks; numeric codings such as
-    ``1.0`` also match ``1``; any other value excludes the sample (logged). Quantitative: every
-    value must parse as a finite number; a missing one (empty, ``NA``, ``NaN`` and the other
-    cells pandas reads as missing, or ``.``) excludes the sample (logged).
+    A missing value (empty, ``NA``, ``NaN`` and the other cells pandas reads as missing, ``.``,
+    or one of ``missing``) excludes the sample (logged). Binary: values are compared as strings
+    after stripping blanks; numeric codings such as ``1.0`` also match ``1``; any other value
+    is a data error. Quantitative: every other value must parse as a finite number.
 
     Parameters
     ----------
@@ -241,6 +311,9 @@ def load_phenotypes(
         The column holding the genotype sample ID.
     cases, controls : sequence of str
         Values coding a case (1) and a control (0); binary only.
+    missing : sequence of str
+        Further values read as missing (``pipeline.phenotype.missing``: UK Biobank's
+        ``Prefer not to answer``, ``-3``).
     kind : {"binary", "quantitative"} or Outcome
         The phenotype's kind (``pipeline.phenotype.kind``).
     step : str
@@ -252,63 +325,81 @@ def load_phenotypes(
         Columns ``sample_id`` (str), ``phenotype`` (int8 0/1; float64 for a quantitative
         trait), in file order.
     excluded : pandas.DataFrame
-        One ``sample`` exclusion per individual whose value is neither a case nor a control
-        (binary) or is missing (quantitative).
+        One ``sample`` exclusion per individual whose value is missing.
 
     Raises
     ------
     InputDataError
         Missing columns (listing those present), duplicate IDs, overlapping case/control codes;
-        a quantitative value that is not a finite number (naming the column, the values and a
-        few samples).
+        a binary value that is neither a case, a control nor missing, or a quantitative one
+        that is not a finite number (naming the column, the values and a few samples and
+        their lines).
     """
     table = read_tsv(path, required=(id_column, column), what="phenotype table")
     _check_unique(table[id_column], what="phenotype table", path=path)
+    text = table[column].astype(str).str.strip()
+    missing_codes = {str(v).strip().upper() for v in missing}
+    absent = text.str.upper().isin(_NA_TEXT | missing_codes).to_numpy()
     if outcome(kind).kind == "quantitative":
-        return _quantitative_phenotype(table, path, column, id_column, step)
+        return _quantitative_phenotype(table, path, column, id_column, step, absent)
     cases = {_normalise_code(v) for v in cases}
     controls = {_normalise_code(v) for v in controls}
     if cases & controls:
         raise InputDataError(f"values {sorted(cases & controls)} code both cases and controls")
     values = table[column].map(_normalise_code)
-    is_case = values.isin(cases)
-    is_control = values.isin(controls)
+    is_case = values.isin(cases).to_numpy()
+    is_control = values.isin(controls).to_numpy()
     usable = is_case | is_control
+    bad = ~usable & ~absent
+    if bad.any():
+        raise InputDataError(
+            f"phenotype {column!r} in {path}: {int(bad.sum())} value(s) are neither a case "
+            f"{sorted(cases)}, a control {sorted(controls)} nor missing: "
+            f"{_bad_values(table, bad, column, id_column)}; code them in "
+            "pipeline.phenotype.cases / controls, or list them in pipeline.phenotype.missing "
+            "to exclude those samples"
+        )
     excluded = exclusions(
         "sample",
-        table.loc[~usable, id_column],
-        [
-            f"phenotype {column!r} = {v!r} is neither a case {sorted(cases)} "
-            f"nor a control {sorted(controls)}"
-            for v in table.loc[~usable, column]
-        ],
+        table.loc[absent, id_column],
+        [f"phenotype {column!r} missing ({v!r})" for v in table.loc[absent, column]],
         step,
     )
     phenotypes = pd.DataFrame(
         {
             "sample_id": table.loc[usable, id_column].to_numpy(dtype=str),
-            "phenotype": is_case[usable].to_numpy().astype(np.int8),
+            "phenotype": is_case[usable].astype(np.int8),
         }
     )
     return phenotypes, excluded
 
 
+def _bad_values(table: pd.DataFrame, bad: np.ndarray, column: str, id_column: str) -> str:
+    """The distinct bad values of ``column`` and the first samples holding them, with lines."""
+    shown = sorted(set(table.loc[bad, column]))
+    rows = np.flatnonzero(bad)
+    some = [f"{table[id_column].iloc[i]} (line {i + 2})" for i in rows[:5]]
+    more = ", ..." if len(rows) > len(some) else ""
+    return f"{_name_some([repr(v) for v in shown])} (samples {', '.join(some)}{more})"
+
+
 def _quantitative_phenotype(
-    table: pd.DataFrame, path: str | Path, column: str, id_column: str, step: str
+    table: pd.DataFrame,
+    path: str | Path,
+    column: str,
+    id_column: str,
+    step: str,
+    missing: np.ndarray,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`load_phenotypes` of a quantitative trait: finite numbers, missing ones logged."""
     text = table[column].str.strip()
-    missing = text.str.upper().isin(_NA_TEXT).to_numpy()
     values = pd.to_numeric(text.where(~missing), errors="coerce").to_numpy(dtype=np.float64)
     bad = ~missing & ~np.isfinite(values)
     if bad.any():
-        shown = sorted(set(table.loc[bad, column]))
-        some = table.loc[bad, id_column].head(5).tolist()
         raise InputDataError(
             f"phenotype {column!r} in {path} is quantitative but {int(bad.sum())} value(s) are "
-            f"not finite numbers: {_name_some([repr(v) for v in shown])} (samples "
-            f"{', '.join(some)}{', ...' if bad.sum() > len(some) else ''}); leave a missing "
-            "value empty or NA"
+            f"not finite numbers: {_bad_values(table, bad, column, id_column)}; leave a missing "
+            "value empty or NA, or list it in pipeline.phenotype.missing"
         )
     excluded = exclusions(
         "sample",
@@ -578,10 +669,11 @@ def check_clients(
     min_samples: int = 20,
     min_per_class: int = 1,
     kind: str | Outcome = "binary",
-    on_invalid: str = "exclude",
+    on_invalid: str = "error",
     step: str = "validate_inputs",
+    listed: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Drop clients too small to train on, holding a single phenotype class or a constant trait.
+    """Stop on (or drop) clients too small to train on, of one class or a constant trait.
 
     Parameters
     ----------
@@ -594,10 +686,14 @@ def check_clients(
     kind : {"binary", "quantitative"} or Outcome
         The phenotype's kind: a quantitative trait has no classes; a client needs
         ``min_samples`` samples and a trait that is not constant.
-    on_invalid : {"exclude", "error"}
-        Exclude (and log) such clients, or raise.
+    on_invalid : {"error", "exclude"}
+        Raise naming such clients (``pipeline.on_invalid_client``'s default), or exclude (and
+        log) them.
     step : str
         Step name recorded in the exclusion table.
+    listed : sequence of str
+        Every client the inputs name (the samples sheet's, over the genotyped samples): one
+        with no sample left in ``cohort`` (all excluded by earlier checks) is such a client.
 
     Returns
     -------
@@ -615,7 +711,10 @@ def check_clients(
     if on_invalid not in ("error", "exclude"):
         raise ValueError(f"on_invalid {on_invalid!r} unknown; choose from ['error', 'exclude']")
     quantitative = outcome(kind).kind == "quantitative"
-    bad: dict[str, str] = {}
+    bad: dict[str, str] = {
+        client: "no sample left after the earlier checks (see the exclusions table)"
+        for client in sorted(set(listed) - set(cohort["client"]))
+    }
     for client, group in cohort.groupby("client", sort=True):
         n = len(group)
         if quantitative:
@@ -639,8 +738,10 @@ def check_clients(
             )
     if bad and on_invalid == "error":
         raise InputDataError(
-            "client(s) unusable for training: "
+            f"{len(bad)} client(s) unusable for training: "
             + "; ".join(f"client {c!r} has {why}" for c, why in bad.items())
+            + "; fix the inputs, or set pipeline.on_invalid_client: exclude to leave such "
+            "clients out (logged and counted)"
         )
     dropped = cohort["client"].isin(list(bad))
     excluded = pd.concat(
@@ -659,7 +760,10 @@ def check_clients(
     if kept.empty:
         raise InputDataError(
             "no client left after validation: "
-            + "; ".join(f"client {c!r} has {why}" for c, why in bad.items())
+            + (
+                "; ".join(f"client {c!r} has {why}" for c, why in bad.items())
+                or "no sample passed the earlier checks (see the exclusions table)"
+            )
         )
     return kept, excluded
 

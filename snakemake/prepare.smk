@@ -36,7 +36,7 @@ rule import_genotypes:
         psam=f"{PREP}/genotypes/{{index}}.psam",
     params:
         genotypes=lambda wildcards: COHORT["genotypes"][int(wildcards.index)],
-        pipeline=settings("vcf_genotype_field", "bgen_ref_allele"),
+        pipeline=settings("vcf_genotype_field", "vcf_half_call", "bgen_ref_allele"),
     wildcard_constraints:
         index=r"\d+",
     resources:

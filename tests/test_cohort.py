@@ -57,21 +57,31 @@ def test_samples_sheet_empty_client_named(tmp_path):
         cohort.load_samples_sheet(write_tsv(tmp_path / "s.tsv", frame))
 
 
-def test_phenotype_coding_and_exclusion_of_other_values(tmp_path):
+def test_phenotype_coding_missing_values_excluded_and_other_values_refused(tmp_path):
     frame = pd.DataFrame(
         {
-            "eid": ["f1", "f2", "f3", "f4"],
-            "Subject id": ["S1", "S2", "S3", "S4"],
-            "smoked": ["Yes", "No", "Do not know", "Yes"],
+            "eid": ["f1", "f2", "f3", "f4", "f5"],
+            "Subject id": ["S1", "S2", "S3", "S4", "S5"],
+            "smoked": ["Yes", "No", "Do not know", "Yes", "NA"],
         }
     )
     path = write_tsv(tmp_path / "p.tsv", frame)
-    table, excluded = cohort.load_phenotypes(path, column="smoked", cases=["Yes"], controls=["No"])
+    with pytest.raises(InputDataError) as error:  # 'Do not know' is not coded: a data error
+        cohort.load_phenotypes(path, column="smoked", cases=["Yes"], controls=["No"])
+    said = str(error.value)
+    assert "1 value(s) are neither a case ['Yes'], a control ['No'] nor missing" in said
+    assert "'Do not know' (samples S3 (line 4))" in said and "pipeline.phenotype.missing" in said
+    table, excluded = cohort.load_phenotypes(
+        path, column="smoked", cases=["Yes"], controls=["No"], missing=["Do not know"]
+    )
     assert table["sample_id"].tolist() == ["S1", "S2", "S4"]
     assert table["phenotype"].tolist() == [1, 0, 1]
     assert table["phenotype"].dtype == np.int8
-    assert excluded["id"].tolist() == ["S3"]
-    assert "'Do not know' is neither a case" in excluded["reason"].iloc[0]
+    assert excluded["id"].tolist() == ["S3", "S5"]
+    assert excluded["reason"].tolist() == [
+        "phenotype 'smoked' missing ('Do not know')",
+        "phenotype 'smoked' missing ('NA')",
+    ]
     assert list(excluded.columns) == list(cohort.EXCLUSION_COLUMNS)
 
 

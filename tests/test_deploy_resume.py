@@ -185,7 +185,13 @@ def deployment(study_inputs, tmp_path_factory):
     handler.emit = records.append
     with pytest.MonkeyPatch.context() as env:
         env.setenv(FREEZE_DIR_ENV, str(freeze))  # every SuperNode's environment
-        with start_local(root / "link", simulation=False, nodes=nodes, clientapp="warm") as link:
+        with start_local(  # Flower's own 60 s patience: the kills are named sooner
+            root / "link",
+            simulation=False,
+            nodes=nodes,
+            clientapp="warm",
+            serverapp_patience_seconds=None,
+        ) as link:
             got["vital"] = dict(link.processes.vital)
             home = (root / "link" / "home").resolve()
             logger.addHandler(handler)

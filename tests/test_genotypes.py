@@ -143,8 +143,13 @@ def test_chunking_and_sample_subset_preserve_values(tmp_path):
     vcf = write_vcf(tmp_path / "a.vcf.gz", rows)
     source = open_genotypes(vcf)
     _, full, _ = read_all(source, chunk_size=10)
-    expected = np.array([[1, 2, np.nan], [0, 1, 1], [2, 0, 0], [np.nan, 2, 0]], np.float32).T
+    # the half-call 0/. reads as a haploid 0 by default (vcf_half_call), missing when asked
+    expected = np.array([[1, 2, np.nan], [0, 1, 1], [2, 0, 0], [0, 2, 0]], np.float32).T
     assert np.array_equal(full, expected, equal_nan=True)
+    _, as_missing, _ = read_all(open_genotypes(vcf, half_call="missing"), chunk_size=10)
+    assert np.isnan(as_missing[0, 3]) and np.array_equal(
+        np.delete(as_missing.ravel(), 3), np.delete(expected.ravel(), 3), equal_nan=True
+    )
     _, small, chunks = read_all(source, chunk_size=3)
     assert [c.dosages.shape[1] for c in chunks] == [3, 1]
     assert np.array_equal(small, expected, equal_nan=True)

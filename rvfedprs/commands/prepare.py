@@ -108,6 +108,14 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         help="VCF FORMAT field giving dosages",
     )
     parser.add_argument(
+        "--vcf-half-call",
+        choices=("haploid", "missing", "error"),
+        default="haploid",
+        help="a VCF GT half-call (0/., 1/.; 1000 Genomes' male chrX): a haploid call (as "
+        "plink2 --vcf-half-call haploid; a hemizygous ALT counts 2, as plink2 --score "
+        "counts it), missing, or an error naming the record",
+    )
+    parser.add_argument(
         "--on-multiallelic",
         choices=("exclude", "error"),
         default="exclude",
@@ -181,6 +189,7 @@ def _run_score(args: argparse.Namespace) -> int:
             args.genotypes,
             field=args.field,
             bgen_ref_allele=args.bgen_ref_allele,
+            half_call=args.vcf_half_call,
             cache_dir=getattr(args, "pgen_cache", None) or default_cache_dir(),
             formats=formats,
         )
@@ -193,6 +202,7 @@ def _run_score(args: argparse.Namespace) -> int:
             field=args.field,
             multiallelic=args.on_multiallelic,
             bgen_ref_allele=args.bgen_ref_allele,
+            half_call=args.vcf_half_call,
         )
         source = name_as_inputs(source, args.genotypes, paths)
         scores, log, *candidates = score(

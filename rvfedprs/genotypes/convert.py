@@ -4,9 +4,11 @@ A text VCF costs a full parse per pass, and a workflow makes several passes per 
 counts, scoring, rare dosages). Converted once with ``plink2 --make-pgen``, every later pass is a
 pgenlib read of the binary copy (see BENCHMARKS.md). The conversion keeps what our own readers
 read, so that results do not depend on it: GT calls (a haploid call counts as homozygous, a
-half-missing call ``0/.`` as missing), or DS dosages when the VCF declares DS (stored at plink2's
-precision of 1/16384, the only difference from reading the VCF directly), and for a BGEN the
-expected ALT count with the REF allele chosen by ``bgen_ref_allele`` and IDs from its ``.sample``.
+half-call ``0/.`` as ``vcf_half_call`` says — by default haploid, plink2's
+``--vcf-half-call haploid``, as 1000 Genomes codes male chrX), or DS dosages when the VCF
+declares DS (stored at plink2's precision of 1/16384, the only difference from reading the VCF
+directly), and for a BGEN the expected ALT count with the REF allele chosen by
+``bgen_ref_allele`` and IDs from its ``.sample``.
 Phase is erased (``--make-pgen erase-phase``): nothing here reads it, and an unphased copy stores
 each rare variant as the list of its carriers, which the PRS and rare-dosage reads use directly.
 
@@ -73,6 +75,7 @@ def to_pgen(
     bgen_ref_allele: str = "first",
     threads: int = 1,
     memory_mib: int | None = None,
+    half_call: str = "haploid",
 ) -> Path:
     """Write ``out_prefix.{pgen,pvar,psam}`` from a VCF/BCF or BGEN file with plink2.
 
@@ -88,6 +91,8 @@ def to_pgen(
     threads : int
     memory_mib : int, optional
         plink2's ``--memory`` (default: plink2's own).
+    half_call : {"haploid", "missing", "error"}
+        For VCF: plink2's ``--vcf-half-call`` (``error`` stops on the first, naming its line).
 
     Returns
     -------
@@ -108,12 +113,15 @@ def to_pgen(
     out_prefix = Path(out_prefix)
     out_prefix.parent.mkdir(parents=True, exist_ok=True)
     if kind == "vcf":
-        source = VcfSource(path, field=field, multiallelic="exclude")  # checks the header
+        source = VcfSource(path, field=field, multiallelic="exclude", half_call=half_call)
         flag = "--bcf" if str(path).endswith(".bcf") else "--vcf"
         args = [flag, str(path)]
         if source.field == "DS":
             args.append("dosage=DS")
-        args += ["--vcf-half-call", "missing"]
+        args += ["--vcf-half-call", half_call]
+        said = {"haploid": "read as haploid calls", "missing": "read as missing"}
+        logger.info("%s: GT half-calls (0/., 1/.) %s (vcf_half_call)", path,
+                    said.get(half_call, "refused"))  # fmt: skip
     elif kind == "bgen":
         source = BgenSource(path, ref_allele=bgen_ref_allele)  # checks layout, bits, IDs
         files = genotype_files(path)
@@ -135,7 +143,12 @@ def to_pgen(
         log = Path(f"{out_prefix}.log")
         text = log.read_text() if log.is_file() else done.stderr
         errors = [ln for ln in text.splitlines() if "rror" in ln] or text.splitlines()[-3:]
-        raise GenotypeFormatError(f"plink2 could not convert {path}: {' '.join(errors)}")
+        advice = (
+            "; set pipeline.vcf_half_call (--vcf-half-call) to haploid or missing"
+            if "half-call" in text
+            else ""
+        )
+        raise GenotypeFormatError(f"plink2 could not convert {path}: {' '.join(errors)}{advice}")
     return Path(f"{out_prefix}.pgen")
 
 
@@ -144,14 +157,16 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rvfedprs" / "pgen"
 
 
-def _cache_key(path: str | Path, field: str, bgen_ref_allele: str) -> tuple[str, str]:
+def _cache_key(
+    path: str | Path, field: str, bgen_ref_allele: str, half_call: str
+) -> tuple[str, str]:
     """(the input's name stem and path digest, the digest of its size, mtime and options)."""
     main, *companions = (Path(f).resolve() for f in genotype_files(path))
     if not main.is_file():
         raise GenotypeFormatError(f"genotype file {main} does not exist")
     files = [main, *(f for f in companions if f.is_file())]
     where = hashlib.sha256(str(files[0]).encode()).hexdigest()[:12]
-    state = [_CACHE_VERSION, field, bgen_ref_allele]
+    state = [_CACHE_VERSION, field, bgen_ref_allele, half_call]
     state += [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     stem = files[0].name.split(".")[0]
     return f"{stem}.{where}", hashlib.sha256(repr(state).encode()).hexdigest()[:12]
@@ -163,22 +178,24 @@ def cached_pgen(
     *,
     field: str = "auto",
     bgen_ref_allele: str = "first",
+    half_call: str = "haploid",
 ) -> Path:
     """The ``.pgen`` copy of a VCF/BCF or BGEN in ``cache_dir``, converted when absent or stale.
 
     A copy is named ``<stem>.<path digest>.<state digest>.pgen``: the state digest covers the
     input's files (a BGEN's ``.sample`` too) by size and modification time, ``field``,
-    ``bgen_ref_allele`` and the conversion's version, so an edited input or other options give
-    a new copy, and the new copy replaces the older ones of the same input. A copy is written
-    under a temporary name and renamed once complete (the ``.pgen`` last), so an interrupted or
-    concurrent run never reads half a copy. ``cache_dir`` defaults to :func:`default_cache_dir`.
+    ``bgen_ref_allele``, ``half_call`` and the conversion's version, so an edited input or
+    other options give a new copy, and the new copy replaces the older ones of the same input.
+    A copy is written under a temporary name and renamed once complete (the ``.pgen`` last), so
+    an interrupted or concurrent run never reads half a copy. ``cache_dir`` defaults to
+    :func:`default_cache_dir`.
 
     Returns
     -------
     Path
         The cached ``.pgen``.
     """
-    name, state = _cache_key(path, field, bgen_ref_allele)
+    name, state = _cache_key(path, field, bgen_ref_allele, half_call)
     cache_dir = default_cache_dir() if cache_dir is None else Path(cache_dir)
     prefix = cache_dir / f"{name}.{state}"
     pgen = prefix.with_name(prefix.name + ".pgen")
@@ -189,7 +206,7 @@ def cached_pgen(
     part = cache_dir / f"{name}.{state}.part{os.getpid()}"
     logger.info("converting %s to .pgen once with plink2 (cached in %s)", path, cache_dir)
     try:
-        to_pgen(path, part, field=field, bgen_ref_allele=bgen_ref_allele)
+        to_pgen(path, part, field=field, bgen_ref_allele=bgen_ref_allele, half_call=half_call)
         for suffix in (".pvar", ".psam", ".pgen"):
             Path(f"{part}{suffix}").replace(f"{prefix}{suffix}")
     finally:
@@ -209,6 +226,7 @@ def converted(
     bgen_ref_allele: str = "first",
     cache_dir: str | Path | None = None,
     formats: Sequence[str] = CONVERTIBLE_FORMATS,
+    half_call: str = "haploid",
 ) -> Iterator[list[str]]:
     """The given genotype paths, each VCF/BGEN (of ``formats``) replaced by a ``.pgen`` copy.
 
@@ -229,11 +247,21 @@ def converted(
             if genotype_format(path) not in set(formats) & set(CONVERTIBLE_FORMATS):
                 out.append(str(path))
             elif cache_dir is not None:
-                pgen = cached_pgen(path, cache_dir, field=field, bgen_ref_allele=bgen_ref_allele)
+                pgen = cached_pgen(
+                    path,
+                    cache_dir,
+                    field=field,
+                    bgen_ref_allele=bgen_ref_allele,
+                    half_call=half_call,
+                )
                 out.append(str(pgen))
             else:
                 pgen = to_pgen(
-                    path, Path(tmp) / str(i), field=field, bgen_ref_allele=bgen_ref_allele
+                    path,
+                    Path(tmp) / str(i),
+                    field=field,
+                    bgen_ref_allele=bgen_ref_allele,
+                    half_call=half_call,
                 )
                 out.append(str(pgen))
         try:

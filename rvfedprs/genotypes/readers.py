@@ -30,11 +30,11 @@ __all__ = [
 ]
 
 #: The pipeline-section keys that say how genotype files are read.
-READER_OPTIONS = ("on_multiallelic", "vcf_genotype_field", "bgen_ref_allele")
+READER_OPTIONS = ("on_multiallelic", "vcf_genotype_field", "vcf_half_call", "bgen_ref_allele")
 
 
 def _open_one(
-    path: str | Path, field: str, multiallelic: str, bgen_ref_allele: str
+    path: str | Path, field: str, multiallelic: str, bgen_ref_allele: str, half_call: str
 ) -> GenotypeSource:
     from rvfedprs.genotypes.bgen import BgenSource
     from rvfedprs.genotypes.plink import BedSource, PgenSource
@@ -43,7 +43,7 @@ def _open_one(
     text = str(path)
     kind = genotype_format(text)
     if kind == "vcf":
-        return VcfSource(text, field=field, multiallelic=multiallelic)
+        return VcfSource(text, field=field, multiallelic=multiallelic, half_call=half_call)
     if kind == "pfile":
         return PgenSource(text, multiallelic=multiallelic)
     if kind == "bgen":
@@ -169,6 +169,7 @@ def open_genotypes(
     field: str = "auto",
     multiallelic: str = "exclude",
     bgen_ref_allele: str = "first",
+    half_call: str = "haploid",
 ) -> GenotypeSource:
     """Open genotype files for chunked reading.
 
@@ -189,6 +190,9 @@ def open_genotypes(
         excludes them).
     bgen_ref_allele : {"first", "last"}
         For BGEN: which allele of each variant is REF (plink2's ``ref-first``/``ref-last``).
+    half_call : {"haploid", "missing", "error"}
+        For VCF/BCF: a GT half-call (``1/.``, 1000 Genomes' male chrX) read as haploid, as
+        missing, or refused (plink2's ``--vcf-half-call``).
 
     Returns
     -------
@@ -201,8 +205,8 @@ def open_genotypes(
         Unknown format, missing or inconsistent files, duplicate sample IDs, bad records.
     """
     if isinstance(path_or_paths, (str, Path)):
-        return _open_one(path_or_paths, field, multiallelic, bgen_ref_allele)
-    sources = [_open_one(p, field, multiallelic, bgen_ref_allele) for p in path_or_paths]
+        return _open_one(path_or_paths, field, multiallelic, bgen_ref_allele, half_call)
+    sources = [_open_one(p, field, multiallelic, bgen_ref_allele, half_call) for p in path_or_paths]
     return sources[0] if len(sources) == 1 else MultiFileSource(sources)
 
 
@@ -228,7 +232,8 @@ def open_with_options(paths: Sequence[str | Path], options: Mapping[str, str]) -
     paths : sequence of paths
     options : mapping
         :data:`READER_OPTIONS`: ``on_multiallelic`` (``exclude``/``error``),
-        ``vcf_genotype_field`` (``auto``/``GT``/``DS``) and ``bgen_ref_allele``
+        ``vcf_genotype_field`` (``auto``/``GT``/``DS``), ``vcf_half_call``
+        (``haploid``/``missing``/``error``; absent: ``haploid``) and ``bgen_ref_allele``
         (``first``/``last``).
     """
     return open_genotypes(
@@ -236,6 +241,7 @@ def open_with_options(paths: Sequence[str | Path], options: Mapping[str, str]) -
         field=options["vcf_genotype_field"],
         multiallelic=options["on_multiallelic"],
         bgen_ref_allele=options["bgen_ref_allele"],
+        half_call=options.get("vcf_half_call", "haploid"),
     )
 
 

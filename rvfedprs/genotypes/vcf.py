@@ -25,7 +25,7 @@ from rvfedprs.genotypes.chunk import (
     sample_index,
 )
 
-__all__ = ["VcfSource", "build_from_contigs"]
+__all__ = ["HALF_CALLS", "VcfSource", "build_from_contigs", "gt_dosages", "half_calls"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,19 +117,30 @@ def _header_samples(path: Path) -> np.ndarray | None:
     return None
 
 
-def gt_dosages(genotype: np.ndarray) -> np.ndarray:
+def half_calls(genotype: np.ndarray) -> np.ndarray:
+    """Which diploid calls of cyvcf2's ``genotype.array()`` have one allele missing (``0/.``)."""
+    if genotype.shape[1] < 3:
+        return np.zeros(len(genotype), dtype=bool)
+    first, second = genotype[:, 0], genotype[:, 1]
+    return ((first >= 0) & (second == -1)) | ((first == -1) & (second >= 0))
+
+
+def gt_dosages(genotype: np.ndarray, half_call: str = "haploid") -> np.ndarray:
     """ALT-allele count from cyvcf2's ``genotype.array()`` of a biallelic record.
 
     Parameters
     ----------
     genotype : ndarray of int16, shape (n_samples, ploidy + 1)
         Allele indices (-1 missing, -2 end of a shorter ploidy), last column the phase flag.
+    half_call : {"haploid", "missing"}
+        A half-call (``1/.``, as 1000 Genomes codes male chrX): read as the haploid call of
+        its one allele, or as missing (plink2's ``--vcf-half-call haploid`` / ``missing``).
 
     Returns
     -------
     ndarray of float32, shape (n_samples,)
         Diploid calls count ALT alleles; a haploid call counts as homozygous (0 or 2, as plink2
-        stores it); a call with any missing allele (``./.``, ``0/.``) is NaN.
+        stores it and ``plink2 --score`` counts it); ``./.`` is NaN.
     """
     first = genotype[:, 0]
     if genotype.shape[1] < 3:  # every call haploid
@@ -137,12 +148,20 @@ def gt_dosages(genotype: np.ndarray) -> np.ndarray:
         missing = first < 0
     else:
         second = genotype[:, 1]
+        half = half_calls(genotype)
+        if half_call == "haploid":  # the called allele, counted as a haploid call
+            first = np.where(first == -1, second, first)
+            second = np.where(half, -2, second)
         haploid = second == -2
         dosage = (first > 0).astype(np.float32) + np.where(haploid, first > 0, second > 0)
         missing = (first < 0) | (second == -1)
     dosage = dosage.astype(np.float32)
     dosage[missing] = np.nan
     return dosage
+
+
+#: How a GT half-call (``0/.``) is read: plink2's ``--vcf-half-call`` modes.
+HALF_CALLS = ("haploid", "missing", "error")
 
 
 class VcfSource(GenotypeSource):
@@ -157,10 +176,19 @@ class VcfSource(GenotypeSource):
     multiallelic : {"error", "exclude"}
         A record with more than one ALT allele raises (naming it), or is skipped and logged in
         :attr:`excluded`.
+    half_call : {"haploid", "missing", "error"}
+        A GT half-call (``0/.``, ``1/.``; 1000 Genomes phase 3 codes every male chrX call so):
+        read as a haploid call, as missing, or refused naming the record and sample, as plink2's
+        ``--vcf-half-call``; :attr:`half_calls` counts those read so far.
     """
 
     def __init__(
-        self, path: str | Path, *, field: str = "auto", multiallelic: str = "error"
+        self,
+        path: str | Path,
+        *,
+        field: str = "auto",
+        multiallelic: str = "error",
+        half_call: str = "haploid",
     ) -> None:
         import cyvcf2
 
@@ -172,6 +200,11 @@ class VcfSource(GenotypeSource):
                 f"multiallelic={multiallelic!r} unknown; choose from {_MULTIALLELIC}"
             )
         self.multiallelic = multiallelic
+        if half_call not in HALF_CALLS:
+            raise GenotypeFormatError(f"half_call={half_call!r} unknown; choose from {HALF_CALLS}")
+        self.half_call = half_call
+        #: GT half-calls met by the last pass, read as :attr:`half_call` says
+        self.half_calls = 0
         file = Path(path)
         if not file.is_file():
             raise GenotypeFormatError(f"genotype file {file} does not exist")
@@ -218,6 +251,7 @@ class VcfSource(GenotypeSource):
         out_samples = self.samples[rows]
         all_rows = samples is None
         self.excluded = []
+        self.half_calls = 0
         vcf = cyvcf2.VCF(self.path, gts012=True)
         buffer = np.empty((len(rows), chunk_size), dtype=np.float32)
         table: list[list] = [[], [], [], [], []]
@@ -273,6 +307,13 @@ class VcfSource(GenotypeSource):
         if table[0]:
             n = len(table[0])
             yield GenotypeChunk(make_variant_table(*table), buffer[:, :n].copy(), out_samples)
+        if self.half_calls:
+            logger.info(
+                "%s: %d GT half-calls (0/., 1/.) read as %s (pipeline.vcf_half_call)",
+                self.path,
+                self.half_calls,
+                "haploid calls" if self.half_call == "haploid" else "missing",
+            )
 
     def _dosage(self, record, line: int) -> np.ndarray:
         if self.field == "DS":
@@ -295,4 +336,15 @@ class VcfSource(GenotypeSource):
             raise GenotypeFormatError(
                 f"{self.path}: record {line} ({record.CHROM}:{record.POS}) has no GT values"
             )
-        return gt_dosages(genotype.array())
+        calls = genotype.array()
+        half = half_calls(calls)
+        if half.any():
+            if self.half_call == "error":
+                raise GenotypeFormatError(
+                    f"{self.path}: GT half-call ({int(half.sum())} in record {line}, "
+                    f"{record.CHROM}:{record.POS}, first sample {self.samples[half][0]}); "
+                    "set pipeline.vcf_half_call (--vcf-half-call) to haploid or missing, "
+                    "as plink2's --vcf-half-call"
+                )
+            self.half_calls += int(half.sum())
+        return gt_dosages(calls, self.half_call)

@@ -157,6 +157,7 @@ def validate_cohort(
         controls=[str(v) for v in coding.get("controls", ["0"])],
         kind=kind,
         step=step,
+        missing=[str(v) for v in coding.get("missing", [])],
     )
     if pipeline.get("covariates"):  # non-numeric values stop here; missing ones per the rule
         _, missing_covariates = load_covariates(
@@ -199,6 +200,7 @@ def validate_cohort(
         kind=kind,
         on_invalid=pipeline["on_invalid_client"],
         step=step,
+        listed=sheet.loc[sheet["sample_id"].isin(set(source.samples)), "client"].unique(),
     )
     excluded = pd.concat([excluded_values, unlabelled, mismatched, bad_clients], ignore_index=True)
     return cohort, excluded

@@ -157,6 +157,7 @@ class StudySite:
                     prefix,
                     field=options["vcf_genotype_field"],
                     bgen_ref_allele=options["bgen_ref_allele"],
+                    half_call=options.get("vcf_half_call", "haploid"),
                 )
             out.append(str(pgen))
         return out

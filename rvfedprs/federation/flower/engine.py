@@ -29,8 +29,7 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.checkpoints import prune_checkpoints
 from rvfedprs.federation.flower.job import write_job
 from rvfedprs.federation.flower.submit import collect, launch
-from rvfedprs.federation.flower.superlink import LocalSuperLink, start_local
-from rvfedprs.federation.flower.supernode import NODE_HEARTBEAT_SECONDS, NODE_POLL_SECONDS
+from rvfedprs.federation.flower.superlink import LocalSuperLink, local_options, start_local
 from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.rounds import RoundCallback
 from rvfedprs.strategies.base import Strategy
@@ -147,10 +146,7 @@ def flower_session(
         nodes=None if simulation else nodes,
         certificates=certificates,
         node_keys=node_keys,
-        ray_address=settings.get("ray_address"),
-        clientapp=settings.get("clientapp", "warm"),
-        node_poll_seconds=settings.get("node_poll_seconds", NODE_POLL_SECONDS),
-        node_heartbeat_seconds=settings.get("node_heartbeat_seconds", NODE_HEARTBEAT_SECONDS),
+        **local_options(settings),
     ) as link:
         yield link
 

@@ -41,8 +41,12 @@ from rvfedprs.federation.flower.processes import (
     console_script,
     flower_env,
 )
-from rvfedprs.federation.flower.superlink import LocalSuperLink, start_local, write_connection
-from rvfedprs.federation.flower.supernode import NODE_HEARTBEAT_SECONDS, NODE_POLL_SECONDS
+from rvfedprs.federation.flower.superlink import (
+    LocalSuperLink,
+    local_options,
+    start_local,
+    write_connection,
+)
 from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.rounds import restore_client_state
 
@@ -257,10 +261,7 @@ def launch(
             work,
             simulation=simulation,
             nodes=nodes,
-            ray_address=ray_address,
-            clientapp=settings.get("clientapp", "warm"),
-            node_poll_seconds=settings.get("node_poll_seconds", NODE_POLL_SECONDS),
-            node_heartbeat_seconds=settings.get("node_heartbeat_seconds", NODE_HEARTBEAT_SECONDS),
+            **{**local_options(settings), "ray_address": ray_address},
         ) as link:
             status = submit_and_wait(link.address, link.processes, link.processes.logs)
     if status["status"] != "completed":

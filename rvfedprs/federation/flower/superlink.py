@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.flower.processes import (
@@ -28,13 +29,17 @@ from rvfedprs.federation.flower.processes import (
     start_supernode,
     wait_port,
 )
+from rvfedprs.federation.flower.superlink_launcher import (
+    SERVERAPP_PATIENCE_SECONDS,
+    superlink_argv,
+)
 from rvfedprs.federation.flower.supernode import (
     NODE_HEARTBEAT_SECONDS,
     NODE_POLL_SECONDS,
     supernode_argv,
 )
 
-__all__ = ["LocalSuperLink", "start_local", "write_connection"]
+__all__ = ["LocalSuperLink", "local_options", "start_local", "write_connection"]
 
 
 def write_connection(
@@ -78,6 +83,19 @@ class LocalSuperLink:
         return self.processes.procs["superlink"]
 
 
+def local_options(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The :func:`start_local` options a configuration's ``flower`` section sets."""
+    return {
+        "ray_address": settings.get("ray_address"),
+        "clientapp": settings.get("clientapp", "warm"),
+        "node_poll_seconds": settings.get("node_poll_seconds", NODE_POLL_SECONDS),
+        "node_heartbeat_seconds": settings.get("node_heartbeat_seconds", NODE_HEARTBEAT_SECONDS),
+        "serverapp_patience_seconds": settings.get(
+            "serverapp_patience_seconds", SERVERAPP_PATIENCE_SECONDS
+        ),
+    }
+
+
 @contextmanager
 def start_local(
     work: str | Path,
@@ -90,6 +108,7 @@ def start_local(
     clientapp: str = "cold",
     node_poll_seconds: float | None = NODE_POLL_SECONDS,
     node_heartbeat_seconds: float | None = NODE_HEARTBEAT_SECONDS,
+    serverapp_patience_seconds: float | None = SERVERAPP_PATIENCE_SECONDS,
 ):
     """Start a SuperLink on a free loopback port (and one SuperNode per entry of ``nodes``).
 
@@ -128,6 +147,9 @@ def start_local(
     node_heartbeat_seconds : float or None
         The heartbeat interval each SuperNode declares: the SuperLink takes a node for lost
         after two without a heartbeat; None: Flower's own 30 s.
+    serverapp_patience_seconds : float or None
+        How long the SuperLink waits without a heartbeat from a run's ServerApp before it fails
+        the run (:mod:`~rvfedprs.federation.flower.superlink_launcher`); None: Flower's own 60 s.
 
     Yields
     ------
@@ -168,8 +190,7 @@ def start_local(
         )
         if node_keys:
             security.append("--enable-supernode-auth")
-        argv = [
-            console_script("flower-superlink"),
+        flower_args = [
             *security,
             "--host",
             "127.0.0.1",
@@ -180,8 +201,10 @@ def start_local(
             "--disable-runtime-dependency-installation",
         ]
         if simulation:
-            argv.append("--simulation")
-        superlink = procs.start("superlink", argv)
+            flower_args.append("--simulation")
+        superlink = procs.start(
+            "superlink", superlink_argv(serverapp_patience_seconds, flower_args)
+        )
         procs.vital["superlink"] = "the SuperLink"
         wait_port(port, superlink, "superlink", procs.logs, 120)
         ca = None if tls is None else tls["ca.crt"]
