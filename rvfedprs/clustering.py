@@ -21,6 +21,7 @@ from sklearn.cluster import AgglomerativeClustering
 from sklearn.metrics import silhouette_score
 
 from rvfedprs.bloom import BloomSpec, estimate_jaccard
+from rvfedprs.exceptions import ConfigError
 
 __all__ = ["ClientClusterer", "match_labels", "nearest_cluster", "canonical_labels"]
 
@@ -111,7 +112,10 @@ class ClientClusterer:
             if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
                 raise ValueError(f"n_clusters must be a positive integer or 'auto', got {m!r}")
             if m > k:
-                raise ValueError(f"n_clusters = {m} exceeds the number of clients {k}")
+                raise ConfigError(
+                    f"n_clusters = {m} exceeds the number of clients {k} "
+                    f"(fedce.n_clusters: at most {k}, or auto)"
+                )
             labels = np.zeros(k, dtype=np.int64) if m == 1 else self._agglomerate(d, int(m))
         self.labels_ = canonical_labels(labels)
         self.n_clusters_ = int(self.labels_.max()) + 1

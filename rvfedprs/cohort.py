@@ -669,7 +669,7 @@ def check_clients(
     min_samples: int = 20,
     min_per_class: int = 1,
     kind: str | Outcome = "binary",
-    on_invalid: str = "error",
+    on_invalid: str = "exclude",
     step: str = "validate_inputs",
     listed: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -686,9 +686,9 @@ def check_clients(
     kind : {"binary", "quantitative"} or Outcome
         The phenotype's kind: a quantitative trait has no classes; a client needs
         ``min_samples`` samples and a trait that is not constant.
-    on_invalid : {"error", "exclude"}
-        Raise naming such clients (``pipeline.on_invalid_client``'s default), or exclude (and
-        log) them.
+    on_invalid : {"exclude", "error"}
+        Exclude (and log) such clients, or raise naming them (``pipeline.on_invalid_client``'s
+        default).
     step : str
         Step name recorded in the exclusion table.
     listed : sequence of str

@@ -515,7 +515,9 @@ def test_fedglm_top_k_refuses_bad_values(federation_dir, tmp_path):
     with pytest.raises(ConfigError, match="features 'burden\\+top_k' needs a burden map"):
         get_strategy("fedglm", features="burden+top_k", top_k=3)
     with pytest.raises(ConfigError, match="features 'top_k' need top_k >= 1 variants, got top_k 0"):
-        get_strategy("fedglm", features="top_k")
+        get_strategy("fedglm", features="top_k", top_k=0)
+    assert get_strategy("fedglm").top_k == 30  # the defaults: 30 top-k variants
+    assert get_strategy("fedglm", features="dosages").top_k == 0
     with pytest.raises(ConfigError, match="top_k 4 is used only by features"):
         get_strategy("fedglm", features="dosages", top_k=4)
 

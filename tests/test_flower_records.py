@@ -320,6 +320,7 @@ def test_flower_section_defaults_and_checks():
         "ray_address": None,
         "node_keys": None,
         "node_poll_seconds": 0.25,
+        "serverapp_patience_seconds": 180,
         "node_heartbeat_seconds": 10,
         "reply_poll_seconds": 0.1,
     }

@@ -294,7 +294,7 @@ def test_load_phenotypes_quantitative_reads_floats_and_logs_missing(tmp_path):
 def test_load_phenotypes_quantitative_refuses_non_numbers_by_name(tmp_path, value):
     frame = pd.DataFrame({ID: ["A", "B"], "ldl": ["3.1", value]})
     with pytest.raises(
-        InputDataError, match=rf"'ldl'.*not finite numbers: '{value}' \(samples B\)"
+        InputDataError, match=rf"'ldl'.*not finite numbers: '{value}' \(samples B \(line 3\)\)"
     ):
         cohort.load_phenotypes(
             write_tsv(tmp_path / "p.tsv", frame), column="ldl", kind="quantitative"

@@ -22,6 +22,7 @@ from rvfedprs.imaging.task import IMAGING_STRATEGIES, strategy_for
 from rvfedprs.strategies import (
     DISTANCE_STRATEGIES,
     STRATEGY_NAMES,
+    glm_section,
     strategy_class,
     strategy_from_config,
 )
@@ -85,7 +86,9 @@ def test_the_glm_strategies_take_every_fedglm_option_their_constructor_accepts()
     for name in ("fedglm", "fedce_glm"):
         strategy = strategy_from_config(name, config)
         accepted = inspect.signature(type(strategy)).parameters
-        passed = {key: value for key, value in config["fedglm"].items() if key in accepted}
+        section = glm_section(config)  # top_k null resolved: 30 with the default top_k features
+        assert config["fedglm"]["top_k"] is None and section["top_k"] == 30
+        passed = {key: value for key, value in section.items() if key in accepted}
         assert {"l2", "tol", "max_features"} <= set(passed)
         assert {key: getattr(strategy, key) for key in passed} == passed
 

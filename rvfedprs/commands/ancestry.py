@@ -11,6 +11,14 @@ from __future__ import annotations
 
 import argparse
 
+from rvfedprs.option_types import COUNT, FRACTION, SEED, bounded
+
+MAF = bounded(float, 0, 0.5)
+R2 = bounded(float, 0, 1, low_open=True)
+WINDOW = bounded(int, 2)
+KB = bounded(float, 0, low_open=True)
+PCS = bounded(int, 0)
+
 HELP = "ancestry as pgsc_calc: reference PCA, OADP projection, assignment, PRS normalised on PCs"
 
 
@@ -25,20 +33,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--label-column", default=None, help="label column (default: SuperPop, Population...)")
     add("--reference-prs", default=None, help="prepare score output on the reference samples")
     add("--target-prs", default=None, help="prepare score output on the target samples")
-    add("--n-pcs", type=int, default=10, help="PCs computed and reported (K)")
-    add("--n-assignment-pcs", type=int, default=None, help="PCs for assignment (default: K)")
-    add("--n-normalisation-pcs", type=int, default=4, help="PCs for PRS normalisation")
-    add("--maf", type=float, default=0.05, help="minimum reference MAF of a PCA variant")
-    add("--max-missing", type=float, default=0.1, help="largest missing fraction of a variant")
+    add("--n-pcs", type=COUNT, default=10, help="PCs computed and reported (K)")
+    add("--n-assignment-pcs", type=COUNT, default=None, help="PCs for assignment (default: K)")
+    add("--n-normalisation-pcs", type=PCS, default=4, help="PCs for PRS normalisation")
+    add("--maf", type=MAF, default=0.05, help="minimum reference MAF of a PCA variant")
+    add("--max-missing", type=FRACTION, default=0.1, help="largest missing fraction of a variant")
     add("--ld-thin", choices=("auto", "plink2", "distance", "none"), default="auto",
         help="LD thinning: plink2 --indep-pairwise (auto when available) or distance")  # fmt: skip
-    add("--ld-r2", type=float, default=0.05, help="plink2 --indep-pairwise r²")
-    add("--ld-window", type=int, default=1000, help="plink2 --indep-pairwise window (variants)")
-    add("--ld-step", type=int, default=50, help="plink2 --indep-pairwise step (variants)")
-    add("--thin-kb", type=float, default=100.0, help="distance thinning window (kb)")
+    add("--ld-r2", type=R2, default=0.05, help="plink2 --indep-pairwise r²")
+    add("--ld-window", type=WINDOW, default=1000, help="plink2 --indep-pairwise window (variants)")
+    add("--ld-step", type=COUNT, default=50, help="plink2 --indep-pairwise step (variants)")
+    add("--thin-kb", type=KB, default=100.0, help="distance thinning window (kb)")
     add("--projection", choices=("oadp", "naive"), default="oadp", help="projection method")
-    add("--threshold", type=float, default=0.5, help="least probability to assign a population")
-    add("--seed", type=int, default=None, help="random seed (drawn and recorded if omitted)")
+    add("--threshold", type=FRACTION, default=0.5, help="least probability to assign a population")
+    add("--seed", type=SEED, default=None, help="random seed (drawn and recorded if omitted)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rvfedprs.option_types import SEED
+
 HELP = "compute a client×client distance matrix (emd, euclidean, ot, jaccard) and a heat map"
 
 
@@ -18,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", type=Path, help="YAML file (sections distance, imaging/train)")
     parser.add_argument("--data", type=Path, help="MedMNIST .npz or per-client inputs folder")
-    parser.add_argument("--seed", type=int, help="random seed (overrides distance.seed)")
+    parser.add_argument("--seed", type=SEED, help="random seed (overrides distance.seed)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
 
 

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rvfedprs.option_types import ROUNDS, SEED
+
 HELP = "compare federated strategies on a MedMNIST .npz (Dirichlet non-IID clients, small CNN)"
 
 #: the quick preset: a few rounds on a small subsample (tests, smoke runs)
@@ -17,11 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="YAML file with an 'imaging:' section")
     parser.add_argument("--data", type=Path, help="MedMNIST .npz (overrides imaging.data)")
     parser.add_argument("--quick", action="store_true", help="2 rounds on 300 images")
-    parser.add_argument("--seed", type=int, help="master seed (overrides imaging.seed)")
+    parser.add_argument("--seed", type=SEED, help="master seed (overrides imaging.seed)")
     parser.add_argument(
         "--strategies", nargs="+", metavar="NAME", help="strategies (overrides imaging.strategies)"
     )
-    parser.add_argument("--rounds", type=int, help="rounds (overrides imaging.rounds)")
+    parser.add_argument("--rounds", type=ROUNDS, help="rounds (overrides imaging.rounds)")
     parser.add_argument(
         "--engine",
         help="where the clients train: inprocess, flower-sim or flower-deploy (overrides "

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from rvfedprs.genotypes.convert import DEFAULT_CACHE
+from rvfedprs.option_types import COUNT, FRACTION
 
 HELP = "prepare per-client inputs from genotypes (PRS scoring, rare dosages)"
 
@@ -92,7 +93,7 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-overlap",
-        type=float,
+        type=FRACTION,
         default=0.75,
         help="fewest usable scoring-file rows, as a fraction",
     )
@@ -169,7 +170,7 @@ def _add_score_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"where the .pgen copies go, one per input, named by the input's path, size and "
         f"mtime and replaced when it changes (default: {DEFAULT_CACHE})",
     )
-    parser.add_argument("--chunk-size", type=int, default=4096, help="variants read at a time")
+    parser.add_argument("--chunk-size", type=COUNT, default=4096, help="variants read at a time")
 
 
 def _run_score(args: argparse.Namespace) -> int:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rvfedprs.option_types import COUNT
+
 HELP = "run the Snakemake preparation pipeline (validate, QC, PRS, rare dosages, report)"
 
 #: what ``prepare run`` builds: the per-client contract plus logs and the data report
@@ -27,7 +29,7 @@ PREPARE_TARGETS = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``rvfedprs prepare run``."""
     parser.add_argument("--config", metavar="FILE", help="YAML configuration (default: embedded)")
-    parser.add_argument("--cores", type=int, default=2, help="cores Snakemake may use")
+    parser.add_argument("--cores", type=COUNT, default=2, help="cores Snakemake may use")
     parser.add_argument(
         "--directory", metavar="DIR", help="working directory for results/ (default: current)"
     )

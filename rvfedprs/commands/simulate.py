@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from rvfedprs.option_types import SEED
+
 HELP = "simulate a federated cohort, binary or quantitative trait (genotypes, PGS, truth)"
 
 
@@ -28,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a scenario of the scenario map (rvfedprs/simulate/scenarios.yaml)",
     )
     parser.add_argument("--out", metavar="DIR", required=True, help="output folder")
-    parser.add_argument("--seed", type=int, help="random seed (overrides simulate.seed)")
+    parser.add_argument("--seed", type=SEED, help="random seed (overrides simulate.seed)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 

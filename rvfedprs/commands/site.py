@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rvfedprs.option_types import bounded
+
 HELP = "start this site's Flower SuperNode for a consortium study (its own files only)"
 
 
@@ -37,16 +39,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port",
-        type=int,
+        type=bounded(int, 1, 65535),
         default=9094,
         help="port of the node's local ClientApp API: one per node on a host (default 9094)",
     )
     parser.add_argument(
-        "--max-retries", type=int, help="reconnection attempts before giving up (default: no limit)"
+        "--max-retries",
+        type=bounded(int, 0),
+        help="reconnection attempts before giving up (default: no limit)",
     )
     parser.add_argument(
         "--max-wait-time",
-        type=float,
+        type=bounded(float, 0, low_open=True),
         help="seconds to keep trying to reconnect before giving up (default: no limit)",
     )
     parser.add_argument(

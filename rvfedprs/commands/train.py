@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rvfedprs.federation import ENGINES
+from rvfedprs.option_types import ROUNDS, SEED
 
 HELP = "train a strategy (FedCE or a baseline) on per-client inputs and write metrics.json"
 
@@ -20,9 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--engine", choices=ENGINES, help="execution engine")
     parser.add_argument(
-        "--seed", type=int, help="master random seed (default: train.seed or drawn)"
+        "--seed", type=SEED, help="master random seed (default: train.seed or drawn)"
     )
-    parser.add_argument("--rounds", type=int, help="communication rounds (default: train.rounds)")
+    parser.add_argument(
+        "--rounds", type=ROUNDS, help="communication rounds (default: train.rounds)"
+    )
     parser.add_argument("--data", type=Path, help="per-client inputs folder (default: train.data)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -181,6 +181,15 @@ def strategy_from_config(
     return strategy
 
 
+def glm_section(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``fedglm`` section, ``top_k`` resolved (:func:`rvfedprs.training.glm.resolved_top_k`)."""
+    from rvfedprs.training.glm import resolved_top_k
+
+    glm = dict(config_section(config, "fedglm"))
+    glm["top_k"] = resolved_top_k(glm["features"], glm.get("top_k"))
+    return glm
+
+
 def _glm_options(
     cls: type[Strategy], config: Mapping[str, Any], context: StrategyContext
 ) -> dict[str, Any]:
@@ -198,7 +207,7 @@ def _glm_options(
             f"the GLMs choose their rare features with fedglm.features; model.rare_input must "
             f"be dosages for them, got {rare_input!r}"
         )
-    glm = config_section(config, "fedglm")
+    glm = glm_section(config)
     accepted = inspect.signature(cls).parameters
     options = {key: value for key, value in glm.items() if key in accepted}
     if glm["features"] in BURDEN_FEATURES:
@@ -232,7 +241,7 @@ def _fedce_glm_from_config(config: Mapping[str, Any], context: StrategyContext) 
     options = fedce_options(config)
     del options["head_aggregation"]  # the model is linear: no head
     # fedglm.top_k (the GLM's top-k variants) is not fedce.top_k (the Bloom filter's)
-    top_k = config_section(config, "fedglm")["top_k"]
+    top_k = glm_section(config)["top_k"]
     return cls(**options, **_glm_options(cls, config, context), glm_top_k=top_k)
 
 

@@ -77,7 +77,7 @@ from rvfedprs.strategies.fedglm import (
 from rvfedprs.strategies.penalty_path import PenaltyPath
 from rvfedprs.strategies.secure import SumGroup, normalised_weights
 from rvfedprs.strategies.top_variants import SELECTIONS, FloorScreen, ScreenedGLM
-from rvfedprs.training.glm import TOP_K_FEATURES, glm_width
+from rvfedprs.training.glm import TOP_K_FEATURES, glm_width, resolved_top_k
 
 __all__ = ["FedCEGLM"]
 
@@ -98,9 +98,9 @@ class FedCEGLM(ScreenedGLM, FedCE):
         system: common + clusters × rare).
     burden : BurdenMap, optional
         Sent to each site once per run (:mod:`rvfedprs.strategies.burden_delivery`).
-    glm_top_k : int
+    glm_top_k : int, optional
         k of the top-k features (``fedglm.top_k``; ``fedce.top_k`` is the Bloom filter's), chosen
-        globally before clustering.
+        globally before clustering; None: 30 with top-k features, 0 otherwise.
     cluster_round : int
         The round whose filters are clustered (≥ 2: round 1 fits the global model first).
     selection : {"pooled", "clusters", "both"}
@@ -119,13 +119,13 @@ class FedCEGLM(ScreenedGLM, FedCE):
     def __init__(
         self,
         *,
-        features: str = "dosages",
+        features: str = "top_k",
         l2: float | list[float] = 1.0,
         penalize: str = "rare",
         tol: float = 1e-10,
         max_features: int = 2000,
         burden: Any = None,
-        glm_top_k: int = 0,
+        glm_top_k: int | None = None,
         cluster_round: int = 2,
         selection: str = "pooled",
         l2_cluster: float | list[float] | None = None,
@@ -135,6 +135,7 @@ class FedCEGLM(ScreenedGLM, FedCE):
         super().__init__(**fedce)
         if features == "floor":
             raise ValueError("features 'floor' has no rare part to fit per cluster")
+        glm_top_k = resolved_top_k(features, glm_top_k)
         check_glm_features(features, burden, glm_top_k)
         # refuses a negative, infinite or empty l2 (and a zero one under partial pooling)
         self.path = PenaltyPath(l2, cluster=l2_cluster)

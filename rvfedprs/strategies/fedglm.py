@@ -50,7 +50,13 @@ from rvfedprs.strategies.burden_delivery import BurdenDelivery
 from rvfedprs.strategies.newton import NewtonSearch
 from rvfedprs.strategies.penalty_path import PenaltyPath
 from rvfedprs.strategies.top_variants import FloorScreen, ScreenedGLM
-from rvfedprs.training.glm import BURDEN_FEATURES, GLM_FEATURES, TOP_K_FEATURES, glm_width
+from rvfedprs.training.glm import (
+    BURDEN_FEATURES,
+    GLM_FEATURES,
+    TOP_K_FEATURES,
+    glm_width,
+    resolved_top_k,
+)
 
 __all__ = [
     "PENALIZE",
@@ -180,9 +186,9 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         The region map (:mod:`rvfedprs.burden`) of the burden features (public: the
         federation's variant set and the region file); sent to each site once per run,
         later rounds naming it by fingerprint (:mod:`rvfedprs.strategies.burden_delivery`).
-    top_k : int
-        k of the top-k features (0 otherwise): the variants with the largest score statistic
-        U² / V under the floor on the pooled training data
+    top_k : int, optional
+        k of the top-k features (None: 30 with them, 0 otherwise): the variants with the
+        largest score statistic U² / V under the floor on the pooled training data
         (:mod:`rvfedprs.strategies.top_variants`). With ``features: floor``, the floor's rounds
         choose them (:attr:`top`) and the fit ends there.
     selection, l2_cluster
@@ -195,13 +201,13 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
     def __init__(
         self,
         *,
-        features: str = "dosages",
+        features: str = "top_k",
         l2: float | Sequence[float] = 1.0,
         penalize: str = "rare",
         tol: float = 1e-10,
         max_features: int = 2000,
         burden: Any = None,
-        top_k: int = 0,
+        top_k: int | None = None,
         selection: str = "pooled",
         l2_cluster: float | Sequence[float] | None = None,
     ) -> None:
@@ -219,6 +225,7 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         self.selection, self.l2_cluster = selection, l2_cluster
         if penalize not in PENALIZE:
             raise ValueError(f"penalize {penalize!r} unknown; choose from {list(PENALIZE)}")
+        top_k = resolved_top_k(features, top_k)
         check_glm_features(features, burden, top_k)
         self.path = PenaltyPath(l2)  # refuses a negative, infinite or empty l2
         if not tol > 0:

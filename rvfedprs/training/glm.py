@@ -43,6 +43,8 @@ __all__ = [
     "GLM_FEATURES",
     "BURDEN_FEATURES",
     "TOP_K_FEATURES",
+    "DEFAULT_TOP_K",
+    "resolved_top_k",
     "SCORE_TENSORS",
     "glm_design",
     "glm_width",
@@ -61,6 +63,17 @@ GLM_FEATURES: tuple[str, ...] = ("floor", *RARE_INPUTS)
 #: The features that need a burden map, and those that need the top-k variants.
 BURDEN_FEATURES: tuple[str, ...] = ("burden", "burden+top_k")
 TOP_K_FEATURES: tuple[str, ...] = ("top_k", "burden+top_k")
+
+#: k of the top-k features when ``fedglm.top_k`` is null (its default).
+DEFAULT_TOP_K = 30
+
+
+def resolved_top_k(features: str, top_k: int | None) -> int:
+    """``top_k``, or for None :data:`DEFAULT_TOP_K` with top-k features and 0 otherwise."""
+    if top_k is None:
+        return DEFAULT_TOP_K if features in TOP_K_FEATURES else 0
+    return top_k
+
 
 #: The tensors of a GLM round's message: the coefficients sent, the statistics returned.
 GLM_TENSORS: tuple[str, ...] = ("glm.coef", "glm.gradient", "glm.hessian")

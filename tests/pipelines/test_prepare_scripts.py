@@ -153,7 +153,8 @@ def test_single_class_client_is_excluded_or_an_error(tiny_cohort, tmp_path):
     phen.loc[sheet["client"] == "site1", "disease"] = "0"
     path = tmp_path / "phen.tsv"
     phen.to_csv(path, sep="\t", index=False)
-    cohort = validate(tiny_cohort, tmp_path, phenotypes=path)
+    excluding = settings(on_invalid_client="exclude")
+    cohort = validate(tiny_cohort, tmp_path, phenotypes=path, pipeline=excluding)
     assert "site1" not in set(cohort["client"])
     excluded = pd.read_csv(tmp_path / "excl.tsv", sep="\t")
     client_row = excluded[excluded["kind"] == "client"]
@@ -161,9 +162,7 @@ def test_single_class_client_is_excluded_or_an_error(tiny_cohort, tmp_path):
     assert "single phenotype class (30 controls" in client_row["reason"].iloc[0]
     assert (excluded["kind"] == "sample").sum() == 30
     with pytest.raises(InputDataError, match=r"client 'site1' has a single phenotype class"):
-        validate(
-            tiny_cohort, tmp_path, phenotypes=path, pipeline=settings(on_invalid_client="error")
-        )
+        validate(tiny_cohort, tmp_path, phenotypes=path)  # the default stops the run
 
 
 def test_build_mismatch_names_both_builds(tiny_cohort, tmp_path):
@@ -183,7 +182,11 @@ def test_all_clients_too_small_is_an_error(tiny_cohort, tmp_path):
     with pytest.raises(
         InputDataError, match="no client left.*30 samples, fewer than min_samples_per_client=31"
     ):
-        validate(tiny_cohort, tmp_path, pipeline=settings(min_samples_per_client=31))
+        validate(
+            tiny_cohort,
+            tmp_path,
+            pipeline=settings(min_samples_per_client=31, on_invalid_client="exclude"),
+        )
 
 
 # --- frequencies, QC, split -------------------------------------------------------------
