@@ -227,18 +227,23 @@ def client_auc_figure(metrics: Sequence[dict], out: str | Path) -> Path:
     clients = sorted({c for record in metrics for c in record[key]})
     width = 0.8 / max(len(metrics), 1)
     x = np.arange(len(clients))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(clients)), 3.6))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(clients)), 4.2))
     for i, record in enumerate(metrics):
         values = [_number(record[key].get(c)) for c in clients]
-        ax.bar(x + (i - (len(metrics) - 1) / 2) * width, values, width, label=record["strategy"])
+        se = record.get(f"{key}_se") or {}
+        errors = [Z95 * _number(se.get(c)) for c in clients]  # 95% intervals (DeLong for AUC)
+        ax.bar(x + (i - (len(metrics) - 1) / 2) * width, values, width, label=record["strategy"],
+               yerr=errors if any(np.isfinite(errors)) else None, capsize=1.5,
+               error_kw={"elinewidth": 0.6, "ecolor": "#333333"})  # fmt: skip
     if key == "client_auc":
         ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xticks(x, clients, rotation=45, ha="right")
     ax.set_ylabel(label)
     top = max([_number(v) for r in metrics for v in r[key].values()] + [0.0])
     ax.set_ylim(0.0, 1.0 if key == "client_auc" or not np.isfinite(top) else min(1.0, 1.3 * top))
-    ax.set_title(f"Per-client {label} by strategy")
-    ax.legend(ncol=min(len(metrics), 4), fontsize="small", loc="lower right")
+    ax.set_title(f"Per-client {label} by strategy (bars: 95% intervals)", pad=28)
+    ax.legend(ncol=min(len(metrics), 6), fontsize="small", loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), frameon=False)  # above the axes, off the bars  # fmt: skip
     fig.tight_layout()
     return save_figure(fig, out, dpi=120)
 
@@ -375,20 +380,35 @@ def _ci(row, metric: str) -> str:
     return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def floor_warnings(table: pd.DataFrame) -> list[str]:
-    """Strategies whose test AUC is below 0.5, or below the floor beyond its 95% interval."""
+def floor_warnings(table: pd.DataFrame, records: Sequence[dict] = ()) -> list[str]:
+    """Strategies whose test AUC is below 0.5 or below the floor, and sites below 0.5.
+
+    A pooled AUC below 0.5 or below the floor beyond its 95% interval; each site's below 0.5
+    from the ``records``' ``client_auc`` and ``client_auc_se``, as ``metrics.json`` warns.
+    """
     floor = table.loc[table["strategy"] == FLOOR, "auc"]
     floor_auc = float(floor.iloc[0]) if len(floor) else None
+    by_name = {record["strategy"]: record for record in records}
     out = []
     for row in table.itertuples(index=False):
         if row.strategy in (FLOOR, ORACLE):
             continue
-        se = (_number(row.auc_ci_high) - _number(row.auc_ci_low)) / (2 * Z95)
-        out += auc_warnings(row.strategy, _number(row.auc), se=se, floor_auc=floor_auc)
+        se = None
+        if hasattr(row, "auc_ci_high"):
+            se = (_number(row.auc_ci_high) - _number(row.auc_ci_low)) / (2 * Z95)
+        record = by_name.get(row.strategy, {})
+        out += auc_warnings(
+            row.strategy,
+            _number(row.auc),
+            se=se,
+            floor_auc=floor_auc,
+            client_auc=record.get("client_auc"),
+            client_se=record.get("client_auc_se"),
+        )
     return out
 
 
-def markdown_report(table: pd.DataFrame) -> str:
+def markdown_report(table: pd.DataFrame, records: Sequence[dict] = ()) -> str:
     """The comparison with intervals, floor and ceiling, and carrier AUC per true cluster."""
     header = (
         "| strategy | AUC [95% CI] | carrier AUC [95% CI] (n carriers) | share of the learnable "
@@ -423,7 +443,7 @@ def markdown_report(table: pd.DataFrame) -> str:
                              if int(r) == 0 else f"round {int(r)}")
             for name, r in chosen
         ]  # fmt: skip
-    found = floor_warnings(table)
+    found = floor_warnings(table, records)
     if found:
         lines += ["", "**Warnings** (a model that contains the PRS should rank neither below "
                   "chance nor below the floor):", ""] + [f"- {w}" for w in found]  # fmt: skip
@@ -498,17 +518,19 @@ def main(
         outcomes = strategy_outcomes([r["strategy"] for r in records], predictions, data,
                                  truth=truth, samples=samples, genotypes=genotypes)  # fmt: skip
         table = with_intervals(table, outcomes)
-        text = markdown_report(table)
+        text = markdown_report(table, records)
     else:
         text = markdown_table(table)
+        found = floor_warnings(table, records)
+        if found:
+            text += "\n**Warnings**:\n\n" + "".join(f"- {w}\n" for w in found)
     table.to_csv(out_csv, index=False)
     Path(out_md).write_text(text)
     client_auc_figure(records, out_png)
     for row in table.itertuples(index=False):
         logger.info("%s: auc=%.4f carrier_auc=%.4f", row.strategy, row.auc, row.carrier_auc)
-    if predictions:
-        for message in floor_warnings(table):
-            logger.warning(message)
+    for message in floor_warnings(table, records):
+        logger.warning(message)
     return table
 
 

@@ -9,7 +9,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["bounded", "SEED", "COUNT", "ROUNDS", "FRACTION"]
+__all__ = ["bounded", "SEED", "COUNT", "ROUNDS", "FRACTION", "DefaultsHelpFormatter"]
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's ``(default: X)`` after an option's help, unless that says its default.
+
+    Nothing is added either where there is no default to say (None, a flag's False).
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text.lower() or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
 
 
 def bounded(

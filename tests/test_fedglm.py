@@ -226,8 +226,15 @@ def test_fedglm_leaves_the_floor_unpenalised_by_default(federation_dir, tmp_path
 
 
 def test_fedglm_refuses_too_many_features(federation_dir, tmp_path):
-    with pytest.raises(ConfigError, match=r"more than max_features 10 .*fedglm.features: burden"):
+    with pytest.raises(ConfigError, match=r"more than max_features 10 .*fedglm.features: top_k"):
         _train(federation_dir, tmp_path, fedglm={"features": "dosages", "max_features": 10})
+    # the advice fits the features: with burden already set, not "use burden"
+    with pytest.raises(ConfigError, match=r"fewer, larger burden regions") as said:
+        _train(federation_dir, tmp_path / "b", fedglm={"features": "burden", "max_features": 3},
+               burden=BURDEN)  # fmt: skip
+    assert "features: burden," not in str(said.value)
+    with pytest.raises(ConfigError, match=r"lower fedglm.top_k \(now 30\)"):
+        _train(federation_dir, tmp_path / "k", fedglm={"max_features": 10})  # the defaults
 
 
 def test_fedglm_rejects_bad_options():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from rvfedprs.option_types import COUNT, FRACTION, SEED, bounded
+from rvfedprs.option_types import COUNT, FRACTION, SEED, DefaultsHelpFormatter, bounded
 
 MAF = bounded(float, 0, 0.5)
 R2 = bounded(float, 0, 1, low_open=True)
@@ -24,7 +24,7 @@ HELP = "ancestry as pgsc_calc: reference PCA, OADP projection, assignment, PRS n
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``ancestry`` options."""
-    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    parser.formatter_class = DefaultsHelpFormatter
     add = parser.add_argument
     add("--reference", required=True, help="reference panel: PLINK1 prefix/.bed or .pgen")
     add("--target", required=True, nargs="+", metavar="PATH", help="the site's genotypes")

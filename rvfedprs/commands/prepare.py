@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from rvfedprs.genotypes.convert import DEFAULT_CACHE
-from rvfedprs.option_types import COUNT, FRACTION
+from rvfedprs.option_types import COUNT, FRACTION, DefaultsHelpFormatter
 
 HELP = "prepare per-client inputs from genotypes (PRS scoring, rare dosages)"
 
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "score",
         help=SCORE_HELP,
         description=SCORE_HELP,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     _add_score_arguments(score)
     score.set_defaults(_prepare_run=_run_score)

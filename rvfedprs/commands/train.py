@@ -66,7 +66,19 @@ def run(args: argparse.Namespace) -> int:
         scores = (f"r2={record['r2']:.4f} incremental_r2={record['incremental_r2']:.4f} "
                   f"carrier_r2={record['carrier_r2']:.4f}")  # fmt: skip
     else:
-        scores = (f"auc={record['auc']:.4f} auprc={record['auprc']:.4f} "
-                  f"carrier_auc={record['carrier_auc']:.4f}")  # fmt: skip
+        scores = (f"auc={_with_interval(record, 'auc')} auprc={record['auprc']:.4f} "
+                  f"carrier_auc={_with_interval(record, 'carrier_auc')}")  # fmt: skip
+        if record.get("n_carriers") is not None:
+            scores += f" ({record['n_carriers']} carriers)"
     print(f"{record['strategy']}: {scores} -> {args.out / 'metrics.json'}")
     return 0
+
+
+def _with_interval(record: dict, key: str) -> str:
+    """``record[key]`` with its 95% DeLong interval where ``<key>_se`` is finite."""
+    import math
+
+    value, se = float(record[key]), float(record.get(f"{key}_se", float("nan")))
+    if not (math.isfinite(value) and math.isfinite(se)):
+        return f"{value:.4f}"
+    return f"{value:.4f} [{value - 1.96 * se:.3f}, {value + 1.96 * se:.3f}]"

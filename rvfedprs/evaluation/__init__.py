@@ -282,7 +282,7 @@ def binary_metrics(
     -------
     dict
         ``metric`` ("auc"), ``auc``, ``auc_se`` (DeLong), ``auprc``, ``carrier_auc`` (NaN
-        without ``carriers``), ``n_carriers``,
+        without ``carriers``), ``carrier_auc_se`` (DeLong), ``n_carriers``,
         ``client_auc`` {client: auc}, ``client_auc_mean``, ``client_auc_std`` (population sd),
         ``client_auc_se`` {client: DeLong standard error}, ``prs_only_auc`` (the standardised
         PRS as the score), with ``genetic`` ``oracle_auc``, with ``carriers``
@@ -304,6 +304,7 @@ def binary_metrics(
         "auc_se": _auc_se(y, p),
         "auprc": auprc(y, p),
         "carrier_auc": float("nan"),
+        "carrier_auc_se": float("nan"),
         "n_carriers": None,
         "client_auc": client_auc,
         "client_auc_mean": mean,
@@ -316,6 +317,7 @@ def binary_metrics(
         mask = np.concatenate([carriers[c] for c in clients])
         out["n_carriers"] = int(mask.sum())
         out["carrier_auc"] = roc_auc(y[mask], p[mask])
+        out["carrier_auc_se"] = _auc_se(y[mask], p[mask])  # few carriers: a wide interval
         out |= _reference_aucs(y[mask], prs[mask], None if g is None else g[mask], "carrier_")
     if sample_clusters is not None:
         labels = np.concatenate([np.asarray(sample_clusters[c], dtype=object) for c in clients])

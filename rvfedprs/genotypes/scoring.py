@@ -404,11 +404,28 @@ def write_plink2_scorefile(match_log: pd.DataFrame, path: str | Path) -> Path:
     One weight column per score (``accession``), so that ``plink2 --bfile X --score PATH 1 2
     3-N header cols=+scoresums`` gives each score's ``<name>_SUM`` equal to :func:`score`'s
     (the oracle in the tests and the benchmarks). Only additive rows are written (plink2
-    applies one model to a whole file).
+    applies one model to a whole file). plink2 matches rows by variant ID: where the used
+    variants' IDs are missing (``.`` in a VCF) or not unique, the rows are written with
+    ``chrom:pos:ref:alt`` IDs instead (said in a warning), which plink2 gives the genotypes
+    with ``--set-all-var-ids @:#:$r:$a``; summing the ``.`` rows into one would be wrong.
     """
     used = match_log[match_log["status"].isin(USABLE_STATUSES)]
     if "accession" not in used.columns:
         used = used.assign(accession="SCORE1")
+    ids = used.drop_duplicates("variant_key") if "variant_key" in used.columns else used
+    unnamed = ids["variant_id"].astype(str).isin([".", ""]) | ids["variant_id"].duplicated(
+        keep=False
+    )
+    if "variant_key" in used.columns and unnamed.any():
+        logger.warning(
+            "%d used variant(s) have no unique ID (e.g. %s at %s); %s is written with "
+            "chrom:pos:ref:alt IDs: give plink2 --set-all-var-ids @:#:$r:$a",
+            int(unnamed.sum()),
+            ids.loc[unnamed, "variant_id"].iloc[0],
+            ids.loc[unnamed, "variant_key"].iloc[0],
+            path,
+        )
+        used = used.assign(variant_id=used["variant_key"])
     wide = used.pivot_table(
         index=["variant_id", "counted_allele"],
         columns="accession",

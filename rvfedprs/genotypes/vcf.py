@@ -280,7 +280,7 @@ class VcfSource(GenotypeSource):
                             "multiallelic",
                         )
                     )
-                    logger.warning("%s: excluded multi-allelic record %s", self.path, desc)
+                    logger.debug("%s: excluded multi-allelic record %s", self.path, desc)
                     continue
                 dosage = self._dosage(record, line)
                 column = len(table[0])
@@ -307,6 +307,15 @@ class VcfSource(GenotypeSource):
         if table[0]:
             n = len(table[0])
             yield GenotypeChunk(make_variant_table(*table), buffer[:, :n].copy(), out_samples)
+        if self.excluded:  # one line per file, not one per record (1000 Genomes: hundreds)
+            first = self.excluded[0]
+            logger.warning(
+                "%s: excluded %d multi-allelic record(s), first %s:%s %s %s>%s (listed with "
+                "the other exclusions; split them with bcftools norm -m- to keep them)",
+                self.path,
+                len(self.excluded),
+                *first[:5],
+            )
         if self.half_calls:
             logger.info(
                 "%s: %d GT half-calls (0/., 1/.) read as %s (pipeline.vcf_half_call)",

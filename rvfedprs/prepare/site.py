@@ -65,6 +65,7 @@ SUMMARY_COLUMNS = (
     "n_test",
     "n_carriers",
     "n_rare_carried",
+    "rare_alleles_per_sample",
 )
 
 
@@ -381,6 +382,8 @@ def client_summary(
         "n_test": int((samples["split"] == "test").sum()),
         "n_carriers": int((dosages.getnnz(axis=1) > 0).sum()),
         "n_rare_carried": int((dosages.getnnz(axis=0) > 0).sum()),
+        # with thousands of rare columns nearly every sample carries one: the burden tells more
+        "rare_alleles_per_sample": float(dosages.sum() / max(dosages.shape[0], 1)),
     }
 
 

@@ -272,8 +272,9 @@ def write_data_report(
         f"{classes['common']} common, {classes['rare']} rare (rare-dosage columns), "
         f"{classes['excluded']} excluded.</p>",
         "<h2>Clients</h2>",
-        "<p class='note'>carriers = samples with at least one rare allele; rare carried = rare "
-        "variants with at least one carrier in the client"
+        "<p class='note'>carriers = samples with at least one rare allele (with thousands of "
+        "rare variants, nearly every sample); rare carried = rare variants with at least one "
+        "carrier in the client; rare alleles per sample = the mean rare-allele count"
         + ("" if binary else "; trait mean and sd over the client's samples (sample sd)")
         + ".</p>",
         _table_html(clients_table),
@@ -288,7 +289,9 @@ def write_data_report(
         "<h2>Exclusions</h2>",
         "<p class='note'>Every excluded sample, client and variant is listed with its reason "
         "in <code>results/logs/exclusions.tsv</code>.</p>",
-        _table_html(excluded_summary),
+        _table_html(excluded_summary)
+        if len(excluded_summary)
+        else "<p><strong>None</strong>: no sample, client or variant was excluded.</p>",
         "</body></html>",
     ]
     out_html.write_text("\n".join(parts))

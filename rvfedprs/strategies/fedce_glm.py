@@ -71,6 +71,7 @@ from rvfedprs.strategies.fedglm import (
     check_glm_features,
     check_top_k,
     glm_dimensions,
+    narrower_glm,
     penalty_vector,
     rare_dosage_coef,
 )
@@ -230,7 +231,8 @@ class FedCEGLM(ScreenedGLM, FedCE):
         if p_common + p_rare > self.max_features:
             raise ConfigError(
                 f"a FedCE-GLM on {self.features} has {p_common + p_rare} coefficients per "
-                f"cluster, more than max_features {self.max_features}; use features: burden"
+                f"cluster, more than max_features {self.max_features}; "
+                + narrower_glm(self.features, self.glm_top_k)
             )
         floor = linear_floor(self.template)
         self.common = np.zeros(p_common) if floor is None else floor
@@ -397,7 +399,8 @@ class FedCEGLM(ScreenedGLM, FedCE):
         if fitted > self.max_features:
             raise ConfigError(
                 f"FedCE-GLM's joint system has {fitted} coefficients ({len(labels)} clusters), "
-                f"more than max_features {self.max_features}"
+                f"more than max_features {self.max_features}; fewer clusters (fedce.n_clusters), "
+                + narrower_glm(self.features, self.glm_top_k)
             )
         gradient, hessian = np.zeros(size), np.zeros((size, size))
         for i, label in enumerate(labels):

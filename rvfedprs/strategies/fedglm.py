@@ -66,6 +66,7 @@ __all__ = [
     "glm_message",
     "penalty_vector",
     "check_glm_features",
+    "narrower_glm",
     "check_top_k",
     "rare_dosage_coef",
 ]
@@ -101,6 +102,22 @@ def glm_dimensions(template: Mapping[str, np.ndarray]) -> tuple[int, int]:
         int(np.shape(template["common.fc0.weight"])[1]) - 1,
         int(np.shape(template["rare.input.weight"])[1]),
     )
+
+
+def narrower_glm(features: str, top_k: int) -> str:
+    """What to change when a GLM on ``features`` has more coefficients than ``max_features``."""
+    raise_it = "or raise fedglm.max_features"
+    if features == "dosages":
+        return (
+            "collapse the rare variants with fedglm.features: top_k (the default, 30 variants), "
+            f"burden or burden+top_k, {raise_it}"
+        )
+    if features == "burden":
+        return f"use fewer, larger burden regions or fedglm.features: top_k, {raise_it}"
+    if features in TOP_K_FEATURES:
+        regions = " or fewer burden regions" if features == "burden+top_k" else ""
+        return f"lower fedglm.top_k (now {top_k}){regions}, {raise_it}"
+    return raise_it
 
 
 def check_glm_features(features: str, burden: Any, top_k: int) -> None:
@@ -299,9 +316,8 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
         if width > self.max_features:
             raise ConfigError(
                 f"a GLM on {self.features} has {width} coefficients, more than max_features "
-                f"{self.max_features} (each site would send a {width} x {width} Hessian); collapse "
-                "the rare variants with fedglm.features: burden, top_k or burden+top_k, or raise "
-                "fedglm.max_features"
+                f"{self.max_features} (each site would send a {width} x {width} Hessian); "
+                + narrower_glm(self.features, self.top_k)
             )
         floor = linear_floor(self.template)
         start = np.zeros(2 + n_covariates) if floor is None else floor
