@@ -11,6 +11,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -242,3 +243,35 @@ def test_the_node_polls_through_the_launcher_unless_flowers_own_is_asked(tmp_pat
     ) in capsys.readouterr().err
     assert main([*argv, "--node-poll-seconds", "0", "--dry-run"]) == 2
     assert "--node-poll-seconds must be > 0 seconds, got 0.0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("clientapp", ["warm", "cold"])
+def test_a_killed_site_command_leaves_no_node_behind(tmp_path, clientapp):
+    """``kill <pid>`` of ``rvfedprs site`` stops its SuperNode (and warm executor) too."""
+    from rvfedprs.federation.flower.processes import free_ports, pid_running, pids_with_env
+
+    config = _site(tmp_path / "k")
+    home = (tmp_path / "k" / "flower").resolve()
+    nowhere, port = free_ports(2)  # no SuperLink listens: the node keeps trying to connect
+    wrapper = subprocess.Popen(
+        [sys.executable, "-m", "rvfedprs", "site", "--config", str(config), "--superlink",
+         f"127.0.0.1:{nowhere}", "--insecure", "--port", str(port), "--clientapp", clientapp,
+         "--flwr-home", str(home)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not pids_with_env(f"FLWR_HOME={home}"):
+            time.sleep(0.25)
+        node = pids_with_env(f"FLWR_HOME={home}")
+        assert node, "the SuperNode started"
+        time.sleep(2)  # let it settle into its connection attempts
+        wrapper.send_signal(signal.SIGTERM)
+        wrapper.wait(timeout=60)  # it exits (with the node's status: 0 when it stopped cleanly)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(pid_running(p) for p in node):
+            time.sleep(0.25)
+        assert not [p for p in pids_with_env(f"FLWR_HOME={home}") if pid_running(p)]
+    finally:
+        if wrapper.poll() is None:
+            os.killpg(wrapper.pid, signal.SIGKILL)

@@ -86,9 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Start the SuperNode (or print its command with ``--dry-run``)."""
-    import subprocess
-
-    from rvfedprs.federation.flower.processes import flower_env
+    from rvfedprs.federation.flower.processes import flower_env, run_forwarding_signals
     from rvfedprs.study.node import SiteNode, site_node
 
     node: SiteNode = site_node(
@@ -109,4 +107,4 @@ def run(args: argparse.Namespace) -> int:
         print(node.shell_command())
         return 0
     node.flwr_home.mkdir(parents=True, exist_ok=True)
-    return subprocess.call(node.argv, env=flower_env(node.flwr_home))
+    return run_forwarding_signals(node.argv, env=flower_env(node.flwr_home))

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +46,7 @@ __all__ = [
     "pids_with_env",
     "pid_running",
     "executor_argv",
+    "run_forwarding_signals",
 ]
 
 log = logging.getLogger(__name__)
@@ -273,6 +274,47 @@ def pid_running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def run_forwarding_signals(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, grace: float = 15.0
+) -> int:
+    """Run ``argv`` in its own process group until it exits, passing on SIGTERM/SIGINT/SIGHUP.
+
+    ``rvfedprs site`` runs its SuperNode (and warm ClientApp executor) so: a ``kill <pid>`` of
+    the command, or Ctrl-C, reaches every process of the node, which then stops as Flower
+    stops on SIGTERM; after ``grace`` seconds the group is killed. Nothing is left behind
+    re-parented to PID 1.
+
+    Returns
+    -------
+    int
+        The child's exit status (128 + the signal for a child a signal ended).
+    """
+    child = subprocess.Popen(list(argv), env=None if env is None else dict(env),
+                             start_new_session=True)  # fmt: skip
+    received: list[int] = []
+
+    def forward(sig, _frame):
+        received.append(sig)
+        _signal_group(child.pid, sig)
+
+    caught = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, forward) for sig in caught}
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=None if not received else grace)
+                break
+            except subprocess.TimeoutExpired:  # it did not stop within the grace period
+                log.warning("the node did not stop %g s after signal %d; killing it", grace,
+                            received[0])  # fmt: skip
+                _signal_group(child.pid, signal.SIGKILL)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _signal_group(child.pid, signal.SIGKILL)  # what the node left of its group
+    return 128 - code if code < 0 else code
 
 
 def _signal_group(pgid: int, sig: int) -> None:
