@@ -264,6 +264,29 @@ def test_a_study_survives_a_site_lost_in_evaluation_and_names_it(study_inputs, t
 
 
 @pytest.mark.slow
+def test_a_listed_site_no_node_serves_is_named_not_dropped(study_inputs, tmp_path):
+    """The sheet lists it, no node answers for it at the start: left out by name, in study.json."""
+    sheet = study_inputs / "sites" / "samplesheet.tsv"
+    sites = sorted(read_samplesheet(sheet))
+    absent = sites[2]
+    kept = [s for s in sites if s != absent]
+    out = tmp_path / "study"
+    config, scores = _study(study_inputs, out, min_replies=3)
+    config["train"] = {**config["train"], "rounds": 1}
+    summary = run_study_config(
+        config, scoring_file=scores, samplesheet=sheet, wrap=lambda t: t.subset(kept)
+    )
+    why = "no node serving this site was connected at the start of the study"
+    written = json.loads((out / "study.json").read_text())
+    for got in (summary, written):
+        assert got["sites"] == kept and got["left_out"] == {absent: why}
+    with pytest.raises(FederationError, match=rf"setup: only 3 of 4 .*{absent}"):
+        config, scores = _study(study_inputs, tmp_path / "all")  # every site required
+        run_study_config(config, scoring_file=scores, samplesheet=sheet,
+                         wrap=lambda t: t.subset(kept))  # fmt: skip
+
+
+@pytest.mark.slow
 def test_a_site_silent_in_the_unmask_step_of_the_secure_counts_is_out_of_the_study(
     study_inputs, tmp_path
 ):

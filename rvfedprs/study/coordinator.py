@@ -493,6 +493,11 @@ def run_study(
     state = _open_state(out, job)
 
     reports, failures = transport.open(base)
+    failures = dict(failures)
+    for site in study.get("sites", []):  # listed in the sheet, served by no connected node
+        if site not in reports and site not in failures:
+            failures[site] = "no node serving this site was connected at the start of the study"
+            log.warning("site %s is listed but %s; it is left out", site, failures[site])
     total = int(job.get("expected_clients") or len(reports) + len(failures))
     min_replies = required_replies(job, total)
     _checked("setup", reports, failures, total, min_replies)

@@ -249,6 +249,7 @@ def run_study_config(
     job = study_job(config, out=out, scoring_file=scoring_file, seed=seed, n_sites=len(sites))
     job["resume"] = bool(resume)
     job["study"]["fingerprint"] = fingerprint
+    job["study"]["sites"] = sorted(sites)  # a listed site no node serves is named, not dropped
     key_file = config["fedce"]["bloom_key_file"]
     task = StudyTask()
     if engine == "inprocess":
