@@ -42,7 +42,7 @@ from _flower_processes import processes_using, wait_frozen  # noqa: E402
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
-from rvfedprs.exceptions import ConfigError  # noqa: E402
+from rvfedprs.exceptions import ConfigError, InputDataError  # noqa: E402
 from rvfedprs.federation.checkpoints import (  # noqa: E402
     checkpoint_path,
     latest_checkpoint,
@@ -456,3 +456,28 @@ def test_a_killed_flower_coordinator_is_attached_to_then_a_killed_run_resumes(
     assert summary["runs"]["fedavg"]["auc"] == pytest.approx(want["auc"], abs=1e-9)
     for name in TABLES:
         assert (out / name).read_text() == (reference / name).read_text(), name
+
+
+@pytest.mark.slow
+def test_a_resume_over_a_sites_changed_inputs_is_refused_naming_them(study_inputs, tmp_path):
+    import shutil
+
+    copy = tmp_path / "inputs"
+    shutil.copytree(study_inputs / "sites", copy / "sites")
+    sheet = copy / "sites" / "samplesheet.tsv"
+    sheet.write_text(sheet.read_text().replace(str(study_inputs / "sites"), str(copy / "sites")))
+    scores = study_inputs / "cohort" / "scores" / "PGS_sim.txt.gz"
+    out = tmp_path / "study"
+    config = _config(out)
+    config["train"] = {**config["train"], "rounds": 1, "compare": ["fedavg"]}
+    run_study_config(config, scoring_file=scores, samplesheet=sheet)
+    site = sorted(read_samplesheet(sheet))[1]
+    phenotypes = copy / "sites" / site / "phenotypes.tsv"
+    table = pd.read_csv(phenotypes, sep="\t", dtype=str)
+    column = [c for c in table.columns if set(table[c]) <= {"0", "1"}][0]
+    table[column] = table[column].map({"0": "1", "1": "0"})  # the labels swapped
+    table.to_csv(phenotypes, sep="\t", index=False)
+    with pytest.raises(InputDataError) as said:
+        run_study_config(config, scoring_file=scores, samplesheet=sheet, resume=True)
+    assert f"the inputs of site(s) {site}: {phenotypes.resolve()} (modified)" in str(said.value)
+    assert "without --resume" in str(said.value)

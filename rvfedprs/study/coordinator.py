@@ -50,6 +50,7 @@ import pandas as pd
 from rvfedprs.cohort import exclusions
 from rvfedprs.evaluation.metrics import cluster_ari
 from rvfedprs.evaluation.selection import selected_parameters, selection_record
+from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.metering import traffic_of
 from rvfedprs.federation.plan import Privacy, RunPlan, enabled_secagg
 from rvfedprs.federation.rounds import (
@@ -356,11 +357,24 @@ def _still_held(state: StudyState, sites: _Sites) -> None:
     The sites are asked (``check``) whether they still hold what ``features`` and ``counts``
     left with them for the recorded requests; the features need the counts' sample QC only when
     they are built again. A site that cannot tell holds nothing.
+
+    Raises
+    ------
+    InputDataError
+        When a site's input files changed since those stages ran, naming the site and files.
     """
     wanted = {s: state.stages[s]["request"] for s in ("counts", "features") if s in state.stages}
     if not wanted:
         return
     replies, _ = sites.transport.query({c: Request("check", wanted) for c in sites.ids}, sites.base)
+    changed = {c: r["changed_inputs"] for c, r in replies.items() if r.get("changed_inputs")}
+    if changed:
+        raise InputDataError(
+            "the inputs of site(s) "
+            + "; ".join(f"{c}: {', '.join(files)}" for c, files in sorted(changed.items()))
+            + " changed since the study state was saved; a resumed study runs on the data it "
+            "started on: restore them, or start the study again without --resume"
+        )
     for stage in ("features", "counts"):
         if stage not in state.stages:
             continue

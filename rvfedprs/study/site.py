@@ -21,6 +21,7 @@ individual value leaves the site.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -43,7 +44,7 @@ from rvfedprs.genomic.data import (
 from rvfedprs.genomic.task import GenomicSite, GenomicTask
 from rvfedprs.genotypes.chunk import GenotypeSource
 from rvfedprs.genotypes.convert import CONVERTIBLE_FORMATS, to_pgen
-from rvfedprs.genotypes.formats import genotype_format
+from rvfedprs.genotypes.formats import genotype_files, genotype_format
 from rvfedprs.genotypes.readers import open_with_options
 from rvfedprs.genotypes.sitecounts import SITE_COUNT_COLUMNS
 from rvfedprs.model import model_from_config, set_parameters
@@ -192,8 +193,9 @@ class StudySite:
 
     def _answered(self, step: str, request: str | None) -> None:
         """Remember that ``step`` answered the request of digest ``request`` (outputs written)."""
-        if request:
-            self._request_file(step).write_text(f"{request}\n")
+        if request:  # with the inputs' sizes and times, so that a resume sees them change
+            state = json.dumps(self.input_state(), sort_keys=True)
+            self._request_file(step).write_text(f"{request}\n{state}\n")
 
     def holds(self, step: str, request: str) -> bool:
         """Whether the site still holds what ``step`` (``counts``, ``features``) left with it.
@@ -208,9 +210,41 @@ class StudySite:
         if step not in ("counts", "features"):
             raise ValueError(f"a site holds the outputs of counts and features, not {step!r}")
         marker = self._request_file(step)
-        if not marker.is_file() or marker.read_text().strip() != request:
+        if not marker.is_file() or marker.read_text().split("\n", 1)[0].strip() != request:
             return False
         return all(path.is_file() for path in self._step_outputs(step))
+
+    def input_state(self) -> dict[str, list[int]]:
+        """Each input file of the site → ``[size, modification time in ns]``.
+
+        Genotypes with their companions, phenotypes, samples and truth; absent: ``[-1, -1]``.
+        """
+        paths = [f for g in self.inputs.genotypes for f in genotype_files(g)]
+        paths += [p for p in (self.inputs.phenotypes, self.inputs.samples, self.inputs.truth) if p]
+        state = {}
+        for name in dict.fromkeys(str(Path(p).resolve()) for p in paths):
+            path = Path(name)
+            state[name] = (
+                [path.stat().st_size, path.stat().st_mtime_ns] if path.is_file() else [-1, -1]
+            )
+        return state
+
+    def changed_inputs(self, step: str) -> list[str]:
+        """The input files changed (or gone, or new) since ``step`` answered; [] if it did not."""
+        marker = self._request_file(step)
+        lines = marker.read_text().split("\n", 1) if marker.is_file() else []
+        if len(lines) < 2 or not lines[1].strip():
+            return []
+        recorded, current = json.loads(lines[1]), self.input_state()
+        changed = []
+        for name in sorted(set(recorded) | set(current)):
+            before, now = recorded.get(name), current.get(name)
+            if before != now:
+                what = (
+                    "gone" if now in (None, [-1, -1]) else "new" if before is None else "modified"
+                )
+                changed.append(f"{name} ({what})")
+        return changed
 
     # --- step: counts ----------------------------------------------------------------------
     def counts(

@@ -177,8 +177,15 @@ class StudyTask(GenomicTask):
         )
 
     def step_check(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
-        """Step → whether the site holds its outputs for the request digest given (a resume)."""
-        return {step: site.holds(step, str(request)) for step, request in payload.items()}
+        """Step → whether the site holds its outputs for the request digest given (a resume).
+
+        ``changed_inputs`` lists the site's input files changed since those steps answered.
+        """
+        held: dict[str, Any] = {
+            step: site.holds(step, str(request)) for step, request in payload.items()
+        }
+        changed = sorted({f for step in payload for f in site.changed_inputs(step)})
+        return {**held, "changed_inputs": changed}
 
     def step_moments(self, site: StudySite, payload: Mapping[str, Any], state: dict) -> dict:
         """The genomic setup report of the prepared data (moments, counts it trains on)."""
