@@ -10,6 +10,7 @@ ways). The ServerApp on the in-process Grid (the real ClientApp) gives the in-pr
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -347,6 +348,34 @@ def test_a_client_dropping_out_mid_round_leaves_the_rest_aggregated_exactly(fed)
     _assert_close(secure.strategy.parameters, want, _bound(everyone, rest), "fedavg")
     rest_loss = np.average([results[c].metrics["loss"] for c in rest], weights=[n[c] for c in rest])
     assert entry["loss"] == pytest.approx(rest_loss, rel=1e-12)
+
+
+class WrongShape(GenomicTask):
+    """A genomic site whose trained model has one entry too many in its first tensor."""
+
+    victims: tuple[str, ...] = ()
+
+    def fit(self, instruction, site, settings, state, *, random_seed):  # noqa: D102
+        result = super().fit(instruction, site, settings, state, random_seed=random_seed)
+        if site.client_id not in self.victims:
+            return result
+        name = sorted(result.parameters)[0]
+        grown = np.append(np.ravel(result.parameters[name]), 0.0)
+        return dataclasses.replace(result, parameters={**result.parameters, name: grown})
+
+
+def test_a_wrong_shaped_update_is_refused_by_name_under_secure_aggregation(fed):
+    victim = fed.client_ids[2]
+    task = WrongShape()
+    task.victims = (victim,)
+    config = _config(fed)
+    secure = _run(fed, from_config("fedavg", config), config, task=task, min_replies=4)
+    entry = secure.history[0]
+    (why,) = entry["failed"].values()
+    assert list(entry["failed"]) == [victim]
+    assert "the update cannot join the secure sum: tensor" in why and "expected" in why
+    assert "broadcast" not in why
+    assert entry["secagg"] == {"model": [c for c in fed.client_ids if c != victim]}
 
 
 def test_too_many_dropouts_stop_the_round_with_a_clear_error(fed):

@@ -96,10 +96,29 @@ def held_fit_result(result: FitResult, instruction: FitInstruction, state: dict)
     When ``instruction.config`` asks for it (``secure_aggregation: {"hold": name}``), the
     update Δw_k = w_k − w_sent (float64, every tensor sent) is held under ``name`` in ``state``
     and the returned result carries no parameters; otherwise ``result`` is returned unchanged.
+
+    Raises
+    ------
+    InputDataError
+        When a tensor of the site's model is missing, has another shape than the one sent or
+        holds NaN/inf — the refusals the server makes of a reply in the clear, made here
+        because the server never sees the update.
     """
     spec = instruction.config.get(SECURE_FIT_KEY)
     if not spec:
         return result
+    for name, sent in instruction.parameters.items():
+        got = result.parameters.get(name)
+        what = (
+            "is missing" if got is None
+            else f"has shape {np.shape(got)}, expected {np.shape(sent)}"
+            if np.shape(got) != np.shape(sent)
+            else f"holds {int((~np.isfinite(got)).sum())} NaN/inf values"
+            if not np.all(np.isfinite(got))
+            else None
+        )  # fmt: skip
+        if what is not None:
+            raise InputDataError(f"the update cannot join the secure sum: tensor {name!r} {what}")
     delta = {
         name: np.asarray(result.parameters[name], np.float64) - np.asarray(sent, np.float64)
         for name, sent in instruction.parameters.items()
