@@ -34,3 +34,37 @@ def test_the_wait_ends_as_soon_as_a_process_the_run_needs_exits(tmp_path):
         f"see {procs.logs / 'ray.log'}"
     )
     assert 0.5 < waited < 30  # while it ran the wait went on; then it ended, not at 3600 s
+
+
+def test_the_wait_echoes_the_serverapps_lines_as_they_come(tmp_path, caplog):
+    """The ServerApp's round and stage lines reach the launcher's terminal while it waits."""
+    import json
+    import logging
+    import threading
+
+    from rvfedprs.federation.flower.job import SERVER_LOG_FILE
+
+    status, log = tmp_path / "status.json", tmp_path / SERVER_LOG_FILE
+    log.write_text("10:00:00 an earlier run's line\n")
+
+    def serverapp():
+        for line in ("fedavg round 1: training loss 0.4801", "fedavg round 2: training loss 0.47"):
+            time.sleep(0.4)
+            with open(log, "a") as handle:
+                handle.write(f"10:00:01 {line}\n")
+        with open(log, "a") as handle:
+            handle.write("10:00:02 half a li")  # not yet a line: kept for the next look
+        time.sleep(0.4)
+        status.write_text(json.dumps({"status": "completed", "run_id": "7"}))
+
+    writer = threading.Thread(target=serverapp)
+    with caplog.at_level(logging.INFO, logger="rvfedprs.federation.flower.submit"):
+        writer.start()
+        done = wait_status(status, None, tmp_path, 60.0, run_id="7")
+        writer.join()
+    assert done["status"] == "completed"
+    echoed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ServerApp: ")]
+    assert echoed == [
+        "ServerApp: 10:00:01 fedavg round 1: training loss 0.4801",
+        "ServerApp: 10:00:01 fedavg round 2: training loss 0.47",
+    ]

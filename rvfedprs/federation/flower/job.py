@@ -25,6 +25,7 @@ from rvfedprs.exceptions import ConfigError
 __all__ = [
     "APP_PYPROJECT",
     "STATUS_FILE",
+    "SERVER_LOG_FILE",
     "write_app",
     "write_job",
     "bind_site_nodes",
@@ -36,6 +37,8 @@ __all__ = [
 APP_PYPROJECT = resources.files("rvfedprs.federation.flower").joinpath("app.toml").read_text()
 
 STATUS_FILE = "status.json"
+#: Beside the status: the ServerApp's rvfedprs log lines, which the launcher echoes as they come.
+SERVER_LOG_FILE = "serverapp.log"
 
 
 def write_app(folder: str | Path) -> Path:

@@ -26,13 +26,14 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.federation.flower.job import read_job, write_status
+from rvfedprs.federation.flower.job import SERVER_LOG_FILE, read_job, write_status
 from rvfedprs.federation.flower.transport import REPLY_POLL_SECONDS, FlowerTransport
 from rvfedprs.federation.rounds import run_job
 from rvfedprs.tasks import get_task
@@ -52,9 +53,12 @@ def main(grid: Grid, context: Context) -> None:
         raise RuntimeError("run config 'job-file' is empty; start runs with rvfedprs train")
     job = read_job(job_file)
     run_id = str(context.run_id)
+    handler = _log_to_folder(job["out"])
     try:
         summary = run_server(grid, job, run_id=run_id)
     except BaseException as exc:
+        log.error("the run failed: %s: %s", type(exc).__name__, exc)
+        logging.getLogger("rvfedprs").removeHandler(handler)
         write_status(
             job["out"],
             "failed",
@@ -63,7 +67,22 @@ def main(grid: Grid, context: Context) -> None:
             traceback=traceback.format_exc(),
         )
         raise
+    logging.getLogger("rvfedprs").removeHandler(handler)
     write_status(job["out"], "completed", run_id=run_id, **summary)
+
+
+def _log_to_folder(out: str) -> logging.Handler:
+    """Send rvfedprs' INFO lines to ``OUT/flower/serverapp.log``, which the launcher echoes."""
+    folder = Path(out) / "flower"
+    folder.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(folder / SERVER_LOG_FILE, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger("rvfedprs")
+    root.addHandler(handler)
+    if root.getEffectiveLevel() > logging.INFO:
+        root.setLevel(logging.INFO)
+    return handler
 
 
 def run_server(grid: Grid, job: Mapping[str, Any], *, run_id: str | None = None) -> dict[str, Any]:
@@ -93,6 +112,10 @@ def run_server(grid: Grid, job: Mapping[str, Any], *, run_id: str | None = None)
     def on_round(index: int, entry: Mapping[str, Any]) -> None:
         progress = {"run": index, "round": entry["round"], "loss": entry["loss"]}
         write_status(job["out"], "running", run_id=run_id, **progress)
+        name = job["runs"][index]["strategy"] if index < len(job.get("runs", [])) else index
+        failed = entry.get("failed") or {}
+        log.info("%s round %s: training loss %.4f%s", name, entry["round"], entry["loss"],
+                 f"; left out {sorted(failed)}" if failed else "")  # fmt: skip
 
     try:
         return run_job(task, transport, job, on_round=on_round)

@@ -33,7 +33,12 @@ from typing import Any
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.checkpoints import checkpoint_path, load_checkpoint
 from rvfedprs.federation.flower.identity import registered_nodes
-from rvfedprs.federation.flower.job import STATUS_FILE, bind_site_nodes, write_app
+from rvfedprs.federation.flower.job import (
+    SERVER_LOG_FILE,
+    STATUS_FILE,
+    bind_site_nodes,
+    write_app,
+)
 from rvfedprs.federation.flower.processes import (
     FlowerProcesses,
     FlowerRunError,
@@ -52,7 +57,7 @@ from rvfedprs.federation.rounds import restore_client_state
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RUN_FILE", "submit", "wait_status", "launch", "attach", "collect"]
+__all__ = ["RUN_FILE", "ServerLogEcho", "submit", "wait_status", "launch", "attach", "collect"]
 
 #: Beside the job (``<job out>/flower/``): the run id of the latest submission.
 RUN_FILE = "run.json"
@@ -126,6 +131,33 @@ def _final_status(status_path: Path, run_id: str | None) -> dict | None:
     return status if status.get("status") in ("completed", "failed") else None
 
 
+class ServerLogEcho:
+    """Log the lines the ServerApp appends to its ``serverapp.log`` since the last look.
+
+    The launcher waits on the status file; this makes the ServerApp's progress (each round,
+    each study stage) reach the terminal of ``rvfedprs train`` / ``rvfedprs study`` while it
+    runs. Lines already there when the wait starts (an earlier run's) are skipped.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.position = self.path.stat().st_size if self.path.is_file() else 0
+
+    def step(self) -> int:
+        """Log every complete new line; return how many."""
+        if not self.path.is_file():
+            return 0
+        with open(self.path, "rb") as handle:
+            handle.seek(self.position)
+            chunk = handle.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.position += len(complete)
+        lines = complete.decode("utf-8", "replace").splitlines()
+        for line in lines:
+            log.info("ServerApp: %s", line)
+        return len(lines)
+
+
 def wait_status(
     status_path: Path,
     processes: FlowerProcesses | None,
@@ -151,9 +183,12 @@ def wait_status(
     waits = backoff() if waits is None else waits
     deadline = time.monotonic() + timeout
     next_poll = time.monotonic() + poll_run
+    echo = ServerLogEcho(status_path.parent / SERVER_LOG_FILE)
     while time.monotonic() < deadline:
+        echo.step()
         status = _final_status(status_path, run_id)
         if status is not None:
+            echo.step()
             return status
         if run_id and env is not None and time.monotonic() >= next_poll:
             # The ServerApp cannot write a status when the runtime around it dies (the
