@@ -36,13 +36,18 @@ COMMANDS = (
 
 
 def _available_commands(names: Sequence[str] = COMMANDS) -> dict[str, object]:
+    """Each command's module; one that is missing is a broken installation, said by name."""
     modules = {}
     for name in names:
         try:
             modules[name] = importlib.import_module(f"rvfedprs.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"rvfedprs.commands.{name}":
-                raise
+            if exc.name == f"rvfedprs.commands.{name}":
+                raise RuntimeError(
+                    f"the {name!r} command's module rvfedprs.commands.{name} is missing: the "
+                    "installation is incomplete (reinstall: bash scripts/install.sh)"
+                ) from exc
+            raise
     return modules
 
 

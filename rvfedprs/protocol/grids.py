@@ -72,7 +72,6 @@ __all__ = [
     "TOP_K_AXES",
     "TUNED_AS",
     "LOGISTIC",
-    "tunable_methods",
     "configurations",
     "configuration_overrides",
 ]
@@ -137,11 +136,6 @@ _LOGISTIC_ORDER = (6, 2, 0, 8, 4, 1, 7, 5, 3)
 
 #: Knobs drawn as multiples of another: the configuration holds multiple × the other's value.
 _MULTIPLES = {"train.cfl_eps2": "train.cfl_eps1"}
-
-
-def tunable_methods() -> tuple[str, ...]:
-    """Methods with a grid (strategies and the logistic regression)."""
-    return tuple(METHOD_AXES)
 
 
 def _stable_seed(random_seed: int, word: str) -> np.random.Generator:
