@@ -177,7 +177,7 @@ def trait_figures(
     Parameters
     ----------
     frame : DataFrame
-        :class:`~rvfedprs.evaluation.assess.AssessData`'s frame (``phenotype``, the scores,
+        :class:`~rvfedprs.evaluation.assess_inputs.AssessData`'s frame (``phenotype``, the scores,
         ``group`` when ``grouped``).
     scores : sequence of str
     grouped : bool

@@ -215,6 +215,8 @@ def _logistic_fit(
     """Maximum-likelihood ``logit P(y) = a + b·x`` by Newton's method.
 
     Without ``fit_slope`` ``b`` stays 1 (an offset model: calibration-in-the-large).
+    Not :func:`.prs_metrics.logistic_fit`: that solver has no offset (fixed-slope) model and
+    its ridge answers a finite fit where calibration reports NaN for a singular Hessian.
     """
     a, b = 0.0, 1.0
     for _ in range(max_iter):

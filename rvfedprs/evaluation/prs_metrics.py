@@ -19,24 +19,33 @@ same functions serve pooled data and a federation that adds up its sites' sums.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from rvfedprs.outcomes import BINARY
 from rvfedprs.training import ClientData
 
 __all__ = [
+    "Z95",
+    "logistic_fit",
     "logistic_loglik",
     "nagelkerke_r2",
     "observed_r2",
     "liability_factor",
     "incremental_r2",
+    "woolf_or",
+    "top_decile_table",
     "top_decile_or",
     "prs_metrics",
     "federation_prs_metrics",
 ]
+
+#: The standard normal's 97.5% quantile: the half-width of a 95% interval in standard errors.
+Z95 = 1.959963984540054
 
 
 def _design(covariates: np.ndarray | None, n: int, score: np.ndarray | None = None) -> np.ndarray:
@@ -48,25 +57,68 @@ def _design(covariates: np.ndarray | None, n: int, score: np.ndarray | None = No
     return np.hstack(parts)
 
 
+def logistic_fit(designs, *, max_iter: int = 100) -> tuple[np.ndarray, np.ndarray, float]:
+    """Maximum-likelihood logistic regression on summed per-block score vectors and Hessians.
+
+    The one logistic Newton solver of the evaluation statistics (:func:`logistic_loglik`,
+    :mod:`.assess_statistics`). It is not :func:`.metrics.calibration`'s ``_logistic_fit``
+    (which also fits an offset model with the slope fixed at 1 and answers NaN on a singular
+    Hessian), nor the training GLM's (:mod:`rvfedprs.training.glm` with
+    :class:`rvfedprs.strategies.newton.NewtonSearch`: penalised, one Newton point per
+    federated round): those solve other problems.
+
+    Parameters
+    ----------
+    designs : sequence of (X, y)
+        Each block's design matrix (with its intercept column), shape (n_b, p), and 0/1
+        phenotype, shape (n_b,); the fit is that of the blocks stacked.
+    max_iter : int
+        Newton iterations at most.
+
+    Returns
+    -------
+    (beta, covariance, loglik)
+        Newton–Raphson with step halving; a 1e-9 ridge keeps the Hessian invertible (under
+        separation the log-likelihood is then the supremum approached).
+    """
+    p = designs[0][0].shape[1]
+
+    def loglik(beta):
+        return -sum(BINARY.glm_sums(X, y, beta, hessian=False)[0] for X, y in designs)
+
+    def derivatives(beta):
+        """Score (gradient of the log-likelihood) and information, summed over the blocks."""
+        grad, hess = np.zeros(p), 1e-9 * np.eye(p)
+        for X, y in designs:
+            _, g, h = BINARY.glm_sums(X, y, beta)
+            grad -= g
+            hess += h
+        return grad, hess
+
+    beta = np.zeros(p)
+    current = loglik(beta)
+    for _ in range(max_iter):
+        grad, hess = derivatives(beta)
+        step = np.linalg.solve(hess, grad)
+        for _ in range(30):
+            trial = loglik(beta + step)
+            if trial >= current - 1e-12:
+                break
+            step /= 2
+        beta, current = beta + step, trial
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    _, hess = derivatives(beta)
+    return beta, np.linalg.inv(hess), current
+
+
 def logistic_loglik(X: np.ndarray, y: np.ndarray, *, max_iter: int = 100) -> float:
     """Maximised log-likelihood of a logistic regression of ``y`` on ``X`` (Newton–Raphson).
 
-    A tiny ridge (1e-9) keeps the Hessian invertible under separation; the log-likelihood is
-    then the supremum approached.
+    :func:`logistic_fit` on one block; a tiny ridge (1e-9) keeps the Hessian invertible under
+    separation, the log-likelihood is then the supremum approached.
     """
-    y = np.asarray(y, dtype=np.float64)
-    beta = np.zeros(X.shape[1])
-    for _ in range(max_iter):
-        eta = X @ beta
-        p = 1.0 / (1.0 + np.exp(-eta))
-        w = p * (1.0 - p)
-        hessian = (X * w[:, None]).T @ X + 1e-9 * np.eye(X.shape[1])
-        step = np.linalg.solve(hessian, X.T @ (y - p))
-        beta += step
-        if np.max(np.abs(step)) < 1e-10:
-            break
-    eta = X @ beta
-    return float(np.sum(y * eta - np.logaddexp(0.0, eta)))
+    return logistic_fit([(X, np.asarray(y, dtype=np.float64))], max_iter=max_iter)[2]
 
 
 def nagelkerke_r2(loglik: float, loglik_intercept: float, n: int) -> float:
@@ -134,6 +186,26 @@ def incremental_r2(
     }
 
 
+def woolf_or(a: float, b: float, c: float, d: float) -> tuple[float, float, float]:
+    """Odds ratio a·d / (b·c) with Woolf's 95% interval; ½ added to every cell if one is 0."""
+    if min(a, b, c, d) == 0:
+        a, b, c, d = a + 0.5, b + 0.5, c + 0.5, d + 0.5
+    log_or = math.log(a * d / (b * c))
+    se = math.sqrt(1 / a + 1 / b + 1 / c + 1 / d)
+    return math.exp(log_or), math.exp(log_or - Z95 * se), math.exp(log_or + Z95 * se)
+
+
+def top_decile_table(y: np.ndarray, score: np.ndarray) -> tuple[int, int, int, int]:
+    """Cases and controls in the top decile (score ≥ its 90th percentile) and below."""
+    top = score >= np.quantile(score, 0.9)
+    return (
+        int(((y == 1) & top).sum()),
+        int(((y == 0) & top).sum()),
+        int(((y == 1) & ~top).sum()),
+        int(((y == 0) & ~top).sum()),
+    )
+
+
 def top_decile_or(y: np.ndarray, score: np.ndarray) -> dict[str, float]:
     """Odds ratio of the top score decile against the rest, with Woolf's 95% interval."""
     y = np.asarray(y).astype(int)
@@ -141,18 +213,8 @@ def top_decile_or(y: np.ndarray, score: np.ndarray) -> dict[str, float]:
     if y.size < 10 or y.min() == y.max():
         nan = float("nan")
         return {"or_top_decile": nan, "or_top_decile_lo": nan, "or_top_decile_hi": nan}
-    top = s >= np.quantile(s, 0.9)
-    a, b = float(((y == 1) & top).sum()), float(((y == 0) & top).sum())
-    c, d = float(((y == 1) & ~top).sum()), float(((y == 0) & ~top).sum())
-    if min(a, b, c, d) == 0:
-        a, b, c, d = a + 0.5, b + 0.5, c + 0.5, d + 0.5
-    log_or = np.log(a * d / (b * c))
-    se = np.sqrt(1 / a + 1 / b + 1 / c + 1 / d)
-    return {
-        "or_top_decile": float(np.exp(log_or)),
-        "or_top_decile_lo": float(np.exp(log_or - 1.959964 * se)),
-        "or_top_decile_hi": float(np.exp(log_or + 1.959964 * se)),
-    }
+    odds, lo, hi = woolf_or(*top_decile_table(y, s))
+    return {"or_top_decile": odds, "or_top_decile_lo": lo, "or_top_decile_hi": hi}
 
 
 def prs_metrics(

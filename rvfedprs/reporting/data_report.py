@@ -9,7 +9,6 @@ reported by cases and controls; a quantitative one by the trait's mean and sd pe
 from __future__ import annotations
 
 import base64
-import html
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,17 +16,9 @@ import numpy as np
 import pandas as pd
 
 from rvfedprs.outcomes import Outcome, outcome
+from rvfedprs.reporting.html_page import html_page, png_img
 
 __all__ = ["write_data_report", "match_summary"]
-
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
-th { background: #f0f0f0; } td:first-child, th:first-child { text-align: left; }
-img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
-.note { color: #555; font-size: 0.9em; }
-"""
 
 
 def match_summary(match: pd.DataFrame) -> pd.DataFrame:
@@ -162,8 +153,7 @@ def _table_html(frame: pd.DataFrame) -> str:
 
 
 def _img(path: Path, alt: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+    return png_img(base64.b64encode(path.read_bytes()).decode(), alt)
 
 
 def write_data_report(
@@ -265,8 +255,6 @@ def write_data_report(
     )
     totals = clients_table.drop(columns="client").sum(numeric_only=True)
     parts = [
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>",
         f"<p>{len(clients_table)} clients, {int(totals.get('n_samples', 0))} samples "
         f"({phenotype_note}); {n_variants} variants read: "
         f"{classes['common']} common, {classes['rare']} rare (rare-dosage columns), "
@@ -292,7 +280,6 @@ def write_data_report(
         _table_html(excluded_summary)
         if len(excluded_summary)
         else "<p><strong>None</strong>: no sample, client or variant was excluded.</p>",
-        "</body></html>",
     ]
-    out_html.write_text("\n".join(parts))
+    out_html.write_text(html_page(title, parts))
     return out_html
