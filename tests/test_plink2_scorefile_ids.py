@@ -18,26 +18,19 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_scoring_default_path import N_SAMPLES, N_VARIANTS, prepare_score, write_weights  # noqa: E402
+from test_scoring_default_path import (  # noqa: E402
+    N_VARIANTS,
+    prepare_score,
+    write_vcf,
+    write_weights,
+)
 
 from rvfedprs.genotypes.scoring import write_plink2_scorefile  # noqa: E402
 
 
 @pytest.mark.skipif(shutil.which("plink2") is None, reason="plink2 not installed")
 def test_unnamed_variants_are_written_by_position_and_plink2_agrees(tmp_path, caplog):
-    rng = np.random.default_rng(3)
-    samples = "\t".join(f"s{i}" for i in range(N_SAMPLES))
-    lines = [
-        "##fileformat=VCFv4.2",
-        "##contig=<ID=1>",
-        '##FORMAT=<ID=GT,Number=1,Type=String,Description="Genotype">',
-        f"#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\t{samples}",
-    ]
-    for j in range(N_VARIANTS):
-        calls = [f"{a}/{b}" for a, b in rng.integers(0, 2, size=(N_SAMPLES, 2))]
-        lines.append(f"1\t{1000 + 10 * j}\t.\tA\tG\t.\tPASS\t.\tGT\t" + "\t".join(calls))
-    vcf = tmp_path / "unnamed.vcf"
-    vcf.write_text("\n".join(lines) + "\n")
+    vcf = write_vcf(tmp_path / "unnamed.vcf", named=False)
     ours = prepare_score(vcf, write_weights(tmp_path / "w.txt"), tmp_path / "p.tsv", "--direct")
     log = pd.read_csv(tmp_path / "p.match.tsv", sep="\t")
     scorefile = write_plink2_scorefile(log, tmp_path / "p2.txt")

@@ -26,8 +26,11 @@ needs_plink2 = pytest.mark.skipif(shutil.which("plink2") is None, reason="plink2
 N_SAMPLES, N_VARIANTS = 60, 50  # plink2 imputes from 50 samples or more
 
 
-def write_vcf(path: Path) -> Path:
-    """Hard calls (some missing, some haploid) of :data:`N_VARIANTS` SNPs on chromosome 1."""
+def write_vcf(path: Path, *, named: bool = True) -> Path:
+    """Hard calls (some missing, some haploid) of :data:`N_VARIANTS` SNPs on chromosome 1.
+
+    ``named=False``: every ID is ``.``, as many imputation servers write them.
+    """
     rng = np.random.default_rng(7)
     samples = "\t".join(f"s{i}" for i in range(N_SAMPLES))
     lines = [
@@ -39,7 +42,8 @@ def write_vcf(path: Path) -> Path:
     for j in range(N_VARIANTS):
         calls = [f"{a}/{b}" for a, b in rng.integers(0, 2, size=(N_SAMPLES, 2))]
         calls[j % N_SAMPLES] = "./." if j % 3 else "1"  # a missing call or a haploid one
-        lines.append(f"1\t{1000 + 10 * j}\trs{j}\tA\tG\t.\tPASS\t.\tGT\t" + "\t".join(calls))
+        name = f"rs{j}" if named else "."
+        lines.append(f"1\t{1000 + 10 * j}\t{name}\tA\tG\t.\tPASS\t.\tGT\t" + "\t".join(calls))
     path.write_text("\n".join(lines) + "\n")
     return path
 
