@@ -1,8 +1,9 @@
 """Under secure aggregation each site clips its own update to ±c before masking (issue 30, item 3).
 
-A site whose update is scaled ×1e6 no longer stops the run: its entries are clipped to the
-declared bound on the site, the sum stays within it, and the round's record names the site and
-how many entries it clipped — the server still never sees its vector. A sum that nevertheless
+A site whose update is scaled ×1e6 no longer stops the run: it scales its update down to the
+L2 norm bound (``secagg.update_norm_bound``, issue 42) and clips its entries to ±c on the site,
+the sum stays within both bounds, and the round's record names the site — the server still
+never sees its vector. A sum that nevertheless
 leaves the clipped range (a site that does not clip: a modified or outdated client) is refused
 with advice that names the sites that reported clipping and does not tell the operator to raise
 the bound blindly.
@@ -100,33 +101,37 @@ def _secure_run(fed, scale, rounds=2, n=None):
 
 
 def test_a_scaled_update_is_clipped_at_its_site_and_named_in_the_round_record(fed):
+    # an honest client on poisoned data: it clips its update to L2 norm <= B before masking
+    # (secagg.update_norm_bound), so the sum stays plausible and the run goes on; the round's
+    # record names the site (secagg_norm_clipped), not its values
     result, transport = _secure_run(fed, SCALE)
-    c = DEFAULTS.clipping_range
+    c, bound = DEFAULTS.clipping_range, DEFAULTS.update_norm_bound
     n = {cl: float(fed.train[cl].n_samples) for cl in fed.client_ids}
     omega = {cl: v / sum(n.values()) for cl, v in n.items()}
     assert len(result.history) == 2  # the run completed
     for entry, updates in zip(result.history, transport.updates, strict=True):
         assert "failed" not in entry and entry["secagg"] == {"model": sorted(updates)}
-        (named,) = entry["secagg_clipped"]  # the honest sites clip nothing
-        assert named == POISONED
-        poisoned = [omega[POISONED] * u for u in updates[POISONED].values()]
-        beyond = sum(int(np.count_nonzero(np.abs(u) > c)) for u in poisoned)
-        total = sum(u.size for u in poisoned)
-        assert beyond > 0
-        assert entry["secagg_clipped"][POISONED] == {
-            "values": beyond,
-            "of": total,
-            "fraction": pytest.approx(beyond / total),
-        }
-    # the model is w_sent + Σ_k clip(ω_k Δw_k, ±c) within the quantisation bound: the poisoned
-    # site moved each entry by at most c
+        assert entry["secagg_norm_clipped"] == [POISONED]  # the honest sites clip nothing
+        assert "secagg_implausible" not in entry
+    # the model is w_sent + Σ_k clip(ω_k · Δw_k·min(1, B/‖Δw_k‖), ±c) within the quantisation
+    # bound: the poisoned site moved the model by at most ω_k·B
     sent, updates = transport.sent[-1], transport.updates[-1]
-    bound = len(updates) * DEFAULTS.step
+    quantisation = len(updates) * DEFAULTS.step
+    names = sorted(sent)
+    scale = {
+        k: min(1.0, bound / np.linalg.norm(np.concatenate([u[m].ravel() for m in names])))
+        for k, u in updates.items()
+    }
+    assert scale[POISONED] < 1e-3 and all(scale[k] == 1.0 for k in updates if k != POISONED)
     for name, w in result.strategy.parameters.items():
-        want = sent[name] + sum(np.clip(omega[k] * u[name], -c, c) for k, u in updates.items())
+        want = sent[name] + sum(
+            np.clip(omega[k] * scale[k] * u[name], -c, c) for k, u in updates.items()
+        )
         ulp = np.spacing(np.abs(want).astype(np.float32))
-        assert np.all(np.abs(w - want) <= bound + ulp), name
-        assert np.abs(w - sent[name]).max() <= len(updates) * c + bound
+        assert np.all(np.abs(w - want) <= quantisation + ulp), name
+    moved = np.concatenate([(result.strategy.parameters[m] - sent[m]).ravel() for m in names])
+    honest = sum(omega[k] * bound for k in updates if k != POISONED)
+    assert np.linalg.norm(moved) <= omega[POISONED] * bound + honest + 1e-3
     assert max(float(np.abs(u).max()) for u in updates[POISONED].values()) > 1e3 * c
 
 

@@ -29,10 +29,13 @@ from rvfedprs.federation.checkpoints import load_checkpoint  # noqa: E402
 from rvfedprs.federation.inprocess import InProcessTransport  # noqa: E402
 from rvfedprs.federation.rounds import RunSpec, serve  # noqa: E402
 from rvfedprs.federation.secagg.protocol import (  # noqa: E402
+    STEP_KEYS,
     STEP_MASK,
+    ImplausibleSumError,
     SecAggParams,
     SecureAggregationError,
 )
+from rvfedprs.federation.task import Request  # noqa: E402
 from rvfedprs.genomic.data import load_federation  # noqa: E402
 from rvfedprs.genomic.engine import genomic_settings  # noqa: E402
 from rvfedprs.genomic.task import GenomicTask, sites_of, training_config  # noqa: E402
@@ -64,7 +67,7 @@ def fed(tmp_path_factory):
     return load_federation(paths["data"])
 
 
-def _config(fed, name="fedavg", secure=True, rounds=1, **sections):
+def _config(fed, name="fedavg", secure=True, rounds=1, seed=SEED, **sections):
     secagg = {"enabled": secure, **sections.pop("secagg", {})}
     return load_config(
         None,
@@ -73,7 +76,7 @@ def _config(fed, name="fedavg", secure=True, rounds=1, **sections):
                 "validation_fraction": 0,
                 "strategy": name,
                 "rounds": rounds,
-                "seed": SEED,
+                "seed": seed,
                 "data": str(fed.data_dir),
             },
             # the floor's own secure fit is tested in test_fedglm; here both runs start alike
@@ -124,7 +127,7 @@ def _run(
         fed, model_config=config["model"], training=training_config(config, fed)
     )
     job = {
-        "seed": SEED,
+        "seed": SEED if config["train"].get("seed") is None else config["train"]["seed"],
         "rounds": rounds or config["train"]["rounds"],
         "config": config,
         "min_replies": min_replies,
@@ -604,3 +607,149 @@ def test_a_resumed_secure_run_gives_the_uninterrupted_model(fed, tmp_path):
         want = whole.strategy.parameters_for(client)
         for key, value in resumed.strategy.parameters_for(client).items():
             np.testing.assert_array_equal(value, want[key], err_msg=key)
+
+
+# --- the norm bound: a site that does not clip (issue 42, item 1) ----------------------------
+@pytest.fixture(scope="module")
+def fed8(tmp_path_factory):
+    """Eight sites: enough for group testing over sums of >= 3 that reveal no honest update."""
+    paths = write_federation(
+        tmp_path_factory.mktemp("fed8"),
+        n_clients=8,
+        n_clusters=2,
+        samples_per_client=80,
+        private_per_cluster=12,
+        n_shared=8,
+        causal_private=4,
+        causal_shared=2,
+    )
+    return load_federation(paths["data"])
+
+
+class Unclipped(GenomicTask):
+    """A modified site: its fit result is scaled ×1e6 and it does not clip its update's norm.
+
+    It drops the norm bound from the key exchange's sessions (its entries are still clipped
+    to ±c, so the sum stays in range and only its norm gives it away).
+    """
+
+    victims: tuple[str, ...] = ()
+
+    def fit(self, instruction, site, settings, state, *, random_seed):  # noqa: D102
+        result = super().fit(instruction, site, settings, state, random_seed=random_seed)
+        if site.client_id not in self.victims:
+            return result
+        scaled = {k: v * 1e6 for k, v in result.parameters.items()}
+        return dataclasses.replace(result, parameters=scaled)
+
+    def handle(self, request, site, state):  # noqa: D102
+        if request.step == STEP_KEYS and site.client_id in self.victims:
+            sessions = {
+                sid: {**r, "norm_bound": None} for sid, r in request.payload["sessions"].items()
+            }
+            request = Request(request.step, {**request.payload, "sessions": sessions})
+        return super().handle(request, site, state)
+
+
+def _entries_flag_no_one(history):
+    for entry in history:
+        assert "failed" not in entry, entry
+        assert "secagg_implausible" not in entry and "secagg_norm_clipped" not in entry, entry
+
+
+def test_a_site_that_does_not_clip_is_found_by_group_testing_named_and_left_out(fed8):
+    victim = fed8.client_ids[5]
+    rest = [c for c in fed8.client_ids if c != victim]
+    task = Unclipped()
+    task.victims = (victim,)
+    config = _config(fed8, rounds=2)
+    secure = _run(fed8, from_config("fedavg", config), config, task=task, min_replies=5)
+    first, second = secure.history
+    bound = PARAMS.update_norm_bound
+    assert first["failed"] == {
+        victim: f"secure aggregation: its update exceeds the norm bound "
+        f"secagg.update_norm_bound = {bound:g} (found by group testing over sums of >= 3 "
+        "members of 'model'); left out from round 1 on"
+    }
+    assert first["secagg"] == {"model": rest}
+    found = first["secagg_implausible"]
+    assert found["model"]["norm"] > found["model"]["allowed"] and found["group_tests"] >= 2
+    assert (
+        list(second["failed"]) == [victim]
+        and "left out from round 1 on" in second["failed"][victim]
+    )
+    assert second["secagg"] == {"model": rest} and "secagg_implausible" not in second
+    asked = [r.client_id for r in secure.transport.fitted]
+    assert asked.count(victim) == 1  # asked to fit in round 1 only
+    # the sites dropped their held updates (the victim's last sum was the group's own)
+    for client, state in secure.transport.step_state.items():
+        if client != victim:
+            assert state["secagg"]["held"] == {}, client
+    # oracle: the site lost at the fit from round 1 on; round 1 within both quantisation bounds
+    absent = FitFailing()
+    absent.victims = (victim,)
+    one = _config(fed8)
+    reference = _run(fed8, from_config("fedavg", one), one, task=absent, min_replies=5)
+    found_once = _run(fed8, from_config("fedavg", one), one, task=task, min_replies=5)
+    n = {c: float(fed8.train[c].n_samples) for c in fed8.client_ids}
+    everyone = {c: v / sum(n.values()) for c, v in n.items()}
+    without = {c: n[c] / sum(n[m] for m in rest) for c in rest}
+    quantisation = _bound(everyone, rest) + _bound(without, rest)
+    _assert_close(
+        found_once.strategy.parameters, reference.strategy.parameters, quantisation, "round 1"
+    )
+    assert found_once.history[0]["loss"] == pytest.approx(reference.history[0]["loss"], rel=1e-12)
+    two = _config(fed8, rounds=2)
+    reference = _run(fed8, from_config("fedavg", two), two, task=absent, min_replies=5)
+    for key, value in secure.strategy.parameters.items():
+        np.testing.assert_allclose(
+            value, reference.strategy.parameters[key], rtol=0, atol=1e-5, err_msg=key
+        )
+
+
+def test_a_site_that_does_not_clip_in_a_group_too_small_to_search_stops_the_run(fed, tmp_path):
+    task = Unclipped()
+    task.victims = (fed.client_ids[2],)  # 6 members: every search would reveal an honest one
+    config = _config(fed)
+    with pytest.raises(
+        ImplausibleSumError,
+        match=r"run 0 round 1: 'model': the secure sum of 6 members .* exceeds what their norm "
+        r"bounds allow \(a member did not clip its update\), and no sum over 3 or more of them "
+        r"can narrow down the 6 suspects .* without revealing an honest member's update .*; the "
+        r"round is not applied",
+    ):
+        _run(fed, from_config("fedavg", config), config, task=task, out=tmp_path)
+    assert not (tmp_path / "checkpoints" / "round_001.pt").exists()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 7])
+@pytest.mark.parametrize("name", ["fedavg", "fedce"])
+def test_no_honest_site_is_flagged_by_the_norm_check(fed, name, seed):
+    config = _config(fed, name, rounds=2, seed=seed)
+    _entries_flag_no_one(_run(fed, from_config(name, config), config).history)
+
+
+def test_no_honest_site_is_flagged_on_eight_sites(fed8):
+    config = _config(fed8, "fedce", rounds=2)
+    _entries_flag_no_one(_run(fed8, from_config("fedce", config), config).history)
+
+
+def test_the_norm_bound_leaves_an_honest_model_unchanged(fed):
+    config = _config(fed, "fedce")
+    unbounded = _config(fed, "fedce", secagg={"update_norm_bound": 1e12})
+    bounded = _run(fed, from_config("fedce", config), config)
+    loose = _run(fed, from_config("fedce", unbounded), unbounded)
+    for client in fed.client_ids:  # same quantisation seeds, nothing clipped: bit for bit
+        want = loose.strategy.parameters_for(client)
+        for key, value in bounded.strategy.parameters_for(client).items():
+            np.testing.assert_array_equal(value, want[key], err_msg=key)
+
+
+def test_a_norm_bound_most_honest_sites_exceed_is_refused_with_advice(fed):
+    config = _config(fed, secagg={"update_norm_bound": 1e-4})
+    with pytest.raises(
+        SecureAggregationError,
+        match=r"6 of 6 members scaled their vectors down to the norm bound "
+        r"secagg.update_norm_bound = 0.0001 .*Raise secagg.update_norm_bound",
+    ):
+        _run(fed, from_config("fedavg", config), config)

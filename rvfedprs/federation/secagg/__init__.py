@@ -26,7 +26,8 @@ exchanges, each site answering for all of its groups in one message):
 
 Modules: :mod:`~.protocol` (parameters, step names, quantisation and masks),
 :mod:`~.site` (a site's answers; what it holds), :mod:`~.server` (:func:`~.server.secure_sum`),
-:mod:`~.training` (a securely aggregated training round).
+:mod:`~.training` (a securely aggregated training round), :mod:`~.group_testing` (finding a
+member that did not clip from subset sums).
 
 **Generic use: summing any vector securely.** A task step computes the site's vector, holds it
 in the site's step state instead of replying with it, and the server sums it::
@@ -68,9 +69,10 @@ honest-but-curious server, colluding with fewer than t clients, learns nothing a
 individual vector beyond the group sum and its clip count (Bonawitz et al. 2017, §6,
 semi-honest setting). Not covered: a server that lies to different clients about who dropped
 out (the consistency round of the malicious-server variant is not run); a client that sends a
-wrong vector within the bound (poisoning: clipping bounds one client's influence to c per
-entry and names a client whose update exceeded it, but a client that does not clip is caught
-only when the sum leaves its range, and then not by name); and the strength of Flower's mask
+wrong vector within the bounds (poisoning: in a training round each client scales its update
+to L2 norm ≤ ``secagg.update_norm_bound`` and clips its entries to ±c; a client that does not
+clip is found by group testing when its sum's norm exceeds the bound, :mod:`~.group_testing`,
+or stops the run when it cannot be isolated); and the strength of Flower's mask
 generator (numpy's MT19937 seeded with 32 bits folded from each key). ``docs/DEPLOYMENT.md``
 ("Secure aggregation") states this for a deployment.
 """

@@ -34,16 +34,19 @@ from rvfedprs.strategies.secure import SMALL_CLUSTERS
 __all__ = [
     "SecAggParams",
     "SecureAggregationError",
+    "ImplausibleSumError",
     "STEP_KEYS",
     "STEP_SHARE",
     "STEP_MASK",
     "STEP_UNMASK",
+    "STEP_RELEASE",
     "STEPS",
     "SECURE_FIT_KEY",
     "b64",
     "unb64",
     "digest",
     "clip_to_range",
+    "clip_to_norm",
     "quantize_seeded",
     "dequantize_sum",
     "mask_stream",
@@ -55,7 +58,9 @@ STEP_KEYS = "secagg.keys"
 STEP_SHARE = "secagg.share"
 STEP_MASK = "secagg.mask"
 STEP_UNMASK = "secagg.unmask"
-STEPS: tuple[str, ...] = (STEP_KEYS, STEP_SHARE, STEP_MASK, STEP_UNMASK)
+#: After sums that kept the members' vectors (``keep_held``): the sites drop them.
+STEP_RELEASE = "secagg.release"
+STEPS: tuple[str, ...] = (STEP_KEYS, STEP_SHARE, STEP_MASK, STEP_UNMASK, STEP_RELEASE)
 
 #: ``FitInstruction.config`` key asking a site to hold its update (``{"hold": <name>}``).
 SECURE_FIT_KEY = "secure_aggregation"
@@ -69,6 +74,15 @@ class SecureAggregationError(RvfedprsError, RuntimeError):
     """A secure sum cannot be completed: too few members left, tampered shares, a sum out of range.
 
     The message names the session, the clients and why.
+    """
+
+
+class ImplausibleSumError(SecureAggregationError):
+    """A sum's norm exceeds its members' norm bounds and the culprit cannot be isolated.
+
+    Raised instead of applying the round: isolating it would take a sum that reveals an honest
+    member's update (or a sum of fewer than ``min_clients``), or more than one member exceeds
+    the bound. The message names the group, its members and the norms.
     """
 
 
@@ -91,6 +105,9 @@ class SecAggParams:
         Sums run modulo M = 2^modulus_bits (n·R < M is required).
     small_clusters : {"merge", "refuse"}
         A clustering strategy's cluster of fewer than ``min_clients`` clients.
+    update_norm_bound : float
+        B: in a training round each site clips its update's L2 norm to B before weighting,
+        quantising and masking it, so a sum of honest members has norm ≤ B·Σω_k.
     """
 
     min_clients: int = _DEFAULTS["min_clients"]
@@ -99,6 +116,7 @@ class SecAggParams:
     quantization_bits: int = _DEFAULTS["quantization_bits"]
     modulus_bits: int = _DEFAULTS["modulus_bits"]
     small_clusters: str = _DEFAULTS["small_clusters"]
+    update_norm_bound: float = _DEFAULTS["update_norm_bound"]
 
     def __post_init__(self) -> None:
         if self.min_clients < 3:
@@ -117,6 +135,10 @@ class SecAggParams:
                 f"secagg.modulus_bits must lie in [quantization_bits + 2, 62], "
                 f"got {self.modulus_bits} with quantization_bits {self.quantization_bits}"
             )
+        if not (self.update_norm_bound > 0 and math.isfinite(self.update_norm_bound)):
+            raise ConfigError(
+                f"secagg.update_norm_bound must be > 0 and finite, got {self.update_norm_bound}"
+            )
         if self.small_clusters not in SMALL_CLUSTERS:
             raise ConfigError(
                 f"secagg.small_clusters {self.small_clusters!r} unknown; "
@@ -133,6 +155,7 @@ class SecAggParams:
             quantization_bits=int(section["quantization_bits"]),
             modulus_bits=int(section["modulus_bits"]),
             small_clusters=str(section["small_clusters"]),
+            update_norm_bound=float(section["update_norm_bound"]),
         )
 
     @property
@@ -226,6 +249,31 @@ def clip_to_range(values: np.ndarray, params: SecAggParams) -> tuple[np.ndarray,
     c = params.clipping_range
     n_clipped = int(np.count_nonzero(np.abs(values) > c))
     return np.clip(values, -c, c), n_clipped
+
+
+def clip_to_norm(values: np.ndarray, bound: float) -> tuple[np.ndarray, bool]:
+    """``values`` scaled down to L2 norm ≤ ``bound``, and whether they had to be.
+
+    A site bounds its own update before weighting it (ω_k), so that a sum of honest members
+    has norm ≤ bound·Σω_k: what the server checks after unmasking.
+
+    Parameters
+    ----------
+    values : array of float64, shape (L,)
+        Finite.
+    bound : float
+        B > 0.
+
+    Returns
+    -------
+    clipped : array of float64, shape (L,)
+    was_clipped : bool
+        True when ‖values‖ > B.
+    """
+    norm = float(np.linalg.norm(values))
+    if norm <= bound:
+        return values, False
+    return values * (bound / norm), True
 
 
 def quantize_seeded(values: np.ndarray, params: SecAggParams, seed: int) -> np.ndarray:

@@ -28,6 +28,13 @@ the sum is bounded by c per entry. An unmasked float sum outside [0, n·R] can o
 member that did not clip (a modified or outdated client) or from an altered masked vector or
 share: it is refused, naming the members that reported clipping and what this round measured
 of the honest members' magnitude.
+
+With a norm bound B (``norm_bound``: a training round's ``secagg.update_norm_bound``) every
+member also scales its vector to L2 norm ≤ B before weighting it, so an honest sum has norm
+≤ B·Σω_k over its included members (plus the quantisation error). A sum beyond that is not
+refused here but reported (:attr:`SumOutcome.implausible`): the caller decides (a training
+round finds the member by group testing, :mod:`~.group_testing`, with ``keep_held`` so that
+the members still hold their vectors, then :func:`release_held`).
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.secagg.protocol import (
     STEP_KEYS,
     STEP_MASK,
+    STEP_RELEASE,
     STEP_SHARE,
     STEP_UNMASK,
     SecAggParams,
@@ -67,7 +75,7 @@ from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Transport
 from rvfedprs.strategies.secure import GroupSum, SumGroup
 
-__all__ = ["SumOutcome", "secure_sum"]
+__all__ = ["SumOutcome", "secure_sum", "release_held"]
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +99,19 @@ class SumOutcome:
     clipped : dict of str to dict
         Client → ``{"values": n, "of": L, "fraction": n / L}``: the entries it clipped to ±c
         over the float vectors it sent to the sums (clients that clipped none are absent).
+    norm_clipped : tuple of str
+        Included clients that scaled a vector down to the norm bound (with ``norm_bound``).
+    implausible : dict of str to dict
+        Group → ``{"norm": ‖Σ ω_k v_k‖, "allowed": B·Σω_k + quantisation error}`` for each
+        group whose sum exceeds what its members' norm bounds allow (with ``norm_bound``).
     """
 
     sums: dict[str, GroupSum]
     dropped: dict[str, str] = field(default_factory=dict)
     faults: dict[str, str] = field(default_factory=dict)
     clipped: dict[str, dict[str, float]] = field(default_factory=dict)
+    norm_clipped: tuple[str, ...] = ()
+    implausible: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,6 +129,7 @@ class _Session:
     masked: dict[str, np.ndarray] = field(default_factory=dict)
     masked_with: dict[str, list[str]] = field(default_factory=dict)
     clipped: dict[str, int] = field(default_factory=dict)
+    norm_clipped: set[str] = field(default_factory=set)
     included: list[str] = field(default_factory=list)
 
     @property
@@ -132,6 +148,8 @@ def secure_sum(
     random_seed: int,
     label: str = "secure sum",
     seen_keys: set[str] | None = None,
+    norm_bound: float | None = None,
+    keep_held: bool = False,
 ) -> SumOutcome:
     """Σ_{k ∈ group} ω_k v_k for each group, without the server seeing any v_k.
 
@@ -160,6 +178,13 @@ def secure_sum(
     seen_keys : set of str, optional
         Public keys of earlier sums of the run; a client presenting one again is dropped. The
         keys of this sum are added.
+    norm_bound : float, optional
+        B: each member scales its float vector to L2 norm ≤ B before weighting it, and a
+        group whose unmasked sum exceeds B·Σω_k (plus the quantisation error) is reported in
+        :attr:`SumOutcome.implausible`. None: no norm bound (integer sums never have one).
+    keep_held : bool
+        Ask the members to keep their held vectors after the sum (further sums of them may
+        follow); :func:`release_held` drops them.
 
     Returns
     -------
@@ -175,18 +200,52 @@ def secure_sum(
         valid shares, or its sum lies outside the range clipped vectors can reach (a member
         that did not clip, or a tampered vector).
     """
-    protocol = _Protocol(transport, settings, params, label, seen_keys)
+    protocol = _Protocol(transport, settings, params, label, seen_keys, norm_bound, keep_held)
     protocol.open(groups, held, shapes)
     protocol.exchange_keys(held, shapes)
     protocol.share_keys()
     protocol.collect_masked(random_seed)
     sums = protocol.unmask(shapes)
     dropped, faults = dict(sorted(protocol.dropped.items())), dict(sorted(protocol.faults.items()))
-    return SumOutcome(sums, dropped, faults, protocol.clipping())
+    norm_clipped = sorted({c for s in protocol.sessions for c in s.norm_clipped & set(s.included)})
+    return SumOutcome(
+        sums,
+        dropped,
+        faults,
+        protocol.clipping(),
+        tuple(norm_clipped),
+        dict(sorted(protocol.implausible.items())),
+    )
+
+
+def release_held(
+    transport: Transport, settings: Mapping[str, Any], clients, held: str
+) -> dict[str, str]:
+    """Ask ``clients`` to drop the vector they hold under ``held`` (after ``keep_held`` sums).
+
+    Returns
+    -------
+    dict of str to str
+        Client → why it did not confirm (it keeps only its own vector; nothing else follows).
+    """
+    requests = {c: Request(STEP_RELEASE, {"held": [held]}) for c in sorted(clients)}
+    if not requests:
+        return {}
+    _, failures = transport.query(requests, settings)
+    for client, why in sorted(failures.items()):
+        log.warning("secure aggregation: client %r did not drop its held %r: %s", client, held, why)
+    return dict(failures)
 
 
 class _Protocol:
-    def __init__(self, transport, settings, params, label, seen_keys) -> None:
+    def __init__(
+        self, transport, settings, params, label, seen_keys, norm_bound=None, keep_held=False
+    ) -> None:
+        if norm_bound is not None and not norm_bound > 0:
+            raise ConfigError(f"{label}: a secure sum's norm bound must be > 0, got {norm_bound}")
+        self.norm_bound = None if norm_bound is None else float(norm_bound)
+        self.keep_held = bool(keep_held)
+        self.implausible: dict[str, dict[str, float]] = {}
         self.transport = transport
         self.settings = settings
         self.params = params
@@ -298,6 +357,7 @@ class _Protocol:
                     "tensors": list(s.group.tensors),
                     "shapes": {t: [int(d) for d in shapes[t]] for t in s.group.tensors},
                     "weighted": s.weighted,
+                    "norm_bound": self.norm_bound if s.weighted else None,
                 }
         replies = self.query(STEP_KEYS, requests)
         presented: dict[str, list[str]] = {}
@@ -372,6 +432,10 @@ class _Protocol:
                 reply = sessions[s.sid]
                 others = set(s.shared) - {client}
                 problem = _bad_masked(reply, (s.length,), dtype, self.params.modulus, others)
+                if problem is None and self.norm_bound is not None and s.weighted:
+                    flag = reply.get("norm_clipped")
+                    if not (isinstance(flag, (int, np.integer)) and flag in (0, 1)):
+                        problem = f"no 0/1 flag of a norm-clipped vector (norm_clipped: {flag!r})"
                 if problem:
                     self.malformed(client, STEP_MASK, s, problem)
                     continue
@@ -381,6 +445,12 @@ class _Protocol:
                 s.masked[client] = np.asarray(reply["masked"]).astype(np.int64)
                 s.masked_with[client] = sorted(reply["masked_with"])
                 s.clipped[client] = int(reply["clipped"])
+                if self.norm_bound is not None and s.weighted and reply["norm_clipped"]:
+                    s.norm_clipped.add(client)
+                    log.warning(
+                        "%s: client %r scaled its vector for %r down to the norm bound %g",
+                        self.label, client, s.name, self.norm_bound,
+                    )  # fmt: skip
                 if s.clipped[client]:
                     log.warning(
                         "%s: client %r clipped %d of %d entries of its vector for %r to "
@@ -406,6 +476,16 @@ class _Protocol:
         """
         clipping = _clipping_of(s)
         n = len(s.included)
+        norm_clipped = sorted(s.norm_clipped & set(s.included))
+        if 2 * len(norm_clipped) > n:
+            raise SecureAggregationError(
+                f"{self.label}: secure aggregation of {s.name!r}: {len(norm_clipped)} of {n} "
+                f"members scaled their vectors down to the norm bound "
+                f"secagg.update_norm_bound = {self.norm_bound:g} ({norm_clipped}): more than "
+                "half, so honest updates exceed the bound; the sum is refused rather than "
+                "aggregated biased. Raise secagg.update_norm_bound above the honest sites' "
+                "largest update norm"
+            )
         if 2 * len(clipping) <= n:
             return
         c = self.params.clipping_range
@@ -423,7 +503,11 @@ class _Protocol:
         for s in self.sessions:
             dead = sorted(set(s.shared) - set(s.included))
             for c in s.included:
-                requests.setdefault(c, {})[s.sid] = {"alive": list(s.included), "dead": dead}
+                requests.setdefault(c, {})[s.sid] = {
+                    "alive": list(s.included),
+                    "dead": dead,
+                    "keep": self.keep_held,
+                }
         replies, failures = self.transport.query(
             {c: Request(STEP_UNMASK, {"sessions": r}) for c, r in requests.items()}, self.settings
         )
@@ -510,6 +594,18 @@ class _Protocol:
             f"updates lie within ±{c:g})."
         )
 
+    def _check_norm(self, s: _Session, values: np.ndarray, weight: float, bound: float) -> None:
+        """Report the group when ‖Σ ω_k v_k‖ exceeds B·Σω_k plus the quantisation error."""
+        norm = float(np.linalg.norm(values))
+        allowed = self.norm_bound * weight + bound * np.sqrt(values.size)
+        if norm > allowed:
+            log.warning(
+                "%s: the secure sum of %r has norm %.6g, more than its %d members' norm bounds "
+                "allow (%.6g): a member did not clip its update",
+                self.label, s.name, norm, len(s.included), allowed,
+            )  # fmt: skip
+            self.implausible[s.name] = {"norm": norm, "allowed": float(allowed)}
+
     def _secret(self, s: _Session, shares, kind: str, owner: str) -> bytes:
         valid = shares.get((kind, owner), [])
         if len(valid) < s.threshold:
@@ -529,6 +625,8 @@ class _Protocol:
             values = dequantize_sum(total, n, self.params)
             weight = float(sum(s.group.weights[c] for c in s.included))
             bound = n * self.params.step + 8 * n * self.params.clipping_range * _EPS
+            if self.norm_bound is not None:
+                self._check_norm(s, values, weight, bound)
         else:
             values, weight, bound = total, float(n), 0.0
         out, start = {}, 0

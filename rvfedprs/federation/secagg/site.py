@@ -9,7 +9,13 @@ last step, for the members the server names — key shares leave the site.
 A float vector is clipped to the declared bound, [−c, c] per entry (``secagg.clipping_range``),
 before it is quantised and masked, so no sum of honest members can overflow; the mask reply
 says how many entries were clipped (``clipped``, a count), which names a site whose update was
-out of bounds — a poisoned one, say — even though its vector stays hidden.
+out of bounds — a poisoned one, say — even though its vector stays hidden. When the session
+names a norm bound B (a training round: ``secagg.update_norm_bound``), the vector is first
+scaled down to L2 norm ≤ B, before its weight is applied (``norm_clipped``: 1 if it had to be).
+
+A session may ask the site to keep its held vector after the unmask step (``keep``: the
+server may need further sums of it, e.g. to find a member that did not clip); the site drops it
+at :data:`~.protocol.STEP_RELEASE` (or when it holds the name again).
 
 The site refuses (:class:`~rvfedprs.exceptions.InputDataError`, which the engines record as its
 failure) a session id it has seen before, a step out of order, a group smaller than its minimum
@@ -52,10 +58,12 @@ from rvfedprs.federation.secagg.protocol import (
     SECURE_FIT_KEY,
     STEP_KEYS,
     STEP_MASK,
+    STEP_RELEASE,
     STEP_SHARE,
     STEP_UNMASK,
     SecAggParams,
     b64,
+    clip_to_norm,
     clip_to_range,
     digest,
     mask_stream,
@@ -135,8 +143,10 @@ def answer(step: str, payload: Mapping[str, Any], state: dict) -> dict[str, Any]
     InputDataError
         Naming the session and the fault (see the module docstring).
     """
-    handler = {STEP_KEYS: _keys, STEP_SHARE: _share, STEP_MASK: _mask, STEP_UNMASK: _unmask}[step]
     root = _root(state)
+    if step == STEP_RELEASE:
+        return _release(root, payload)
+    handler = {STEP_KEYS: _keys, STEP_SHARE: _share, STEP_MASK: _mask, STEP_UNMASK: _unmask}[step]
     sessions = payload.get("sessions")
     if not isinstance(sessions, Mapping) or not sessions:
         raise InputDataError(f"secure aggregation step {step!r}: the request names no session")
@@ -178,6 +188,9 @@ def _keys(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         raise _fail(sid, f"this site holds no vector {name!r} to sum")
     shapes = {str(k): tuple(int(d) for d in v) for k, v in request["shapes"].items()}
     weighted = request.get("weighted", True)
+    norm_bound = request.get("norm_bound")
+    if norm_bound is not None and not (weighted and float(norm_bound) > 0):
+        raise _fail(sid, f"a norm bound ({norm_bound!r}) needs a weighted sum and must be > 0")
     for tensor in tensors:
         if tensor not in vector:
             raise _fail(sid, f"the held vector {name!r} has no tensor {tensor!r}")
@@ -204,6 +217,7 @@ def _keys(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         "held": name,
         "tensors": tensors,
         "weighted": bool(weighted),
+        "norm_bound": None if norm_bound is None else float(norm_bound),
         "sk1": private_key_to_bytes(sk1),
         "pk1": public_key_to_bytes(pk1),
         "sk2": private_key_to_bytes(sk2),
@@ -285,9 +299,13 @@ def _mask(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         )
     vector = root["held"][session["held"]]
     flat = np.concatenate([np.ravel(vector[t]) for t in session["tensors"]])
-    clipped = 0
+    clipped = norm_clipped = 0
     if session["weighted"]:
-        scaled = flat.astype(np.float64) * float(request["weight"])
+        flat = flat.astype(np.float64)
+        if session["norm_bound"] is not None:
+            flat, was_clipped = clip_to_norm(flat, session["norm_bound"])
+            norm_clipped = int(was_clipped)
+        scaled = flat * float(request["weight"])
         bounded, clipped = clip_to_range(scaled, params)
         values = quantize_seeded(bounded, params, int(request["seed"]))
     else:
@@ -309,6 +327,7 @@ def _mask(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         "masked_with": accepted,
         "rejected": rejected,
         "clipped": clipped,
+        "norm_clipped": norm_clipped,
     }
 
 
@@ -333,7 +352,18 @@ def _unmask(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
     del root["sessions"][sid]  # this site's secrets of the session are gone
     users = root["users"].get(session["held"], set())
     users.discard(sid)
-    if not users:
+    if not users and not request.get("keep", False):
         root["held"].pop(session["held"], None)
         root["users"].pop(session["held"], None)
     return reply
+
+
+# --- after sums that kept the vectors: drop them ---------------------------------------------
+def _release(root: dict, payload: Mapping[str, Any]) -> dict[str, Any]:
+    names = payload.get("held")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InputDataError(f"secure aggregation step {STEP_RELEASE!r}: no held names to drop")
+    for name in names:
+        root["held"].pop(name, None)
+        root["users"].pop(name, None)
+    return {"released": sorted(names)}

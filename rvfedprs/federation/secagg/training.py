@@ -10,9 +10,18 @@ when the job's configuration enables ``secagg``:
    which the server never sees — each site clips its own instead);
 2. the strategy names the sums it needs (:meth:`~rvfedprs.strategies.base.Strategy.secure_groups`;
    FedCE clusters here, from the filters, and merges or refuses small clusters);
-3. :func:`~rvfedprs.federation.secagg.server.secure_sum` computes them; clients that drop out
-   or misbehave on the way are moved from the replies to the round's failures;
-4. :func:`~rvfedprs.federation.rounds.finish_round` gives the sums to
+3. :func:`~rvfedprs.federation.secagg.server.secure_sum` computes them, every site first
+   scaling its update to L2 norm ≤ ``secagg.update_norm_bound`` (B); clients that drop out or
+   misbehave on the way are moved from the replies to the round's failures;
+4. a sum whose norm exceeds B·Σω_k of its members holds an update that was not clipped (a
+   modified or poisoned client): the round is not applied as it stands. Group testing
+   (:mod:`~.group_testing`) finds that member from further secure sums over subsets of the
+   members (who still hold their updates), without revealing an honest one; the member is
+   named in the round's failures and left out from then on, and every group it was in is
+   summed again without it — the round a dropout of it would have given. When it cannot be
+   isolated, :class:`~.protocol.ImplausibleSumError` stops the run;
+5. the sites drop their held updates (:func:`~.server.release_held`), and
+   :func:`~rvfedprs.federation.rounds.finish_round` gives the sums to
    :meth:`~rvfedprs.strategies.base.Strategy.aggregate_sums`.
 """
 
@@ -23,16 +32,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from rvfedprs.federation.screening import UpdateScreen
+from rvfedprs.federation.secagg.group_testing import isolate_culprit
 from rvfedprs.federation.secagg.protocol import (
     SECURE_FIT_KEY,
+    ImplausibleSumError,
     SecAggParams,
     SecureAggregationError,
 )
-from rvfedprs.federation.secagg.server import secure_sum
+from rvfedprs.federation.secagg.server import SumOutcome, release_held, secure_sum
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Replies, Transport
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
-from rvfedprs.strategies.secure import GroupSum, check_secure_aggregation
+from rvfedprs.strategies.secure import GroupSum, SumGroup, check_secure_aggregation
 
 __all__ = ["SecureAggregation", "HELD_UPDATE"]
 
@@ -57,6 +68,8 @@ class SecureAggregation:
         self.random_seed = int(random_seed)
         #: Every public key presented in this job (a client presenting one again is dropped).
         self.seen_keys: set[str] = set()
+        #: Client → why it is left out of every later round (its update exceeded the bound).
+        self.left_out: dict[str, str] = {}
 
     @classmethod
     def from_job(cls, job: Mapping[str, Any]) -> SecureAggregation | None:
@@ -93,12 +106,19 @@ class SecureAggregation:
             None when no client replied to the fit.
         notes : dict
             For the round's history: ``secagg`` (group → included clients) and, if any,
-            ``secagg_faults`` (client → a fault that did not cost its update) and
+            ``secagg_faults`` (client → a fault that did not cost its update),
             ``secagg_clipped`` (client → the entries of its weighted update it clipped to
-            ±``clipping_range`` before masking: ``values``, ``of``, ``fraction``).
+            ±``clipping_range`` before masking: ``values``, ``of``, ``fraction``),
+            ``secagg_norm_clipped`` (the clients that scaled their update down to
+            ``update_norm_bound``) and ``secagg_implausible`` (group → the norm of its sum
+            and what its members' bounds allow, with ``group_tests``: the subset sums taken
+            to find the member that did not clip).
 
         Raises
         ------
+        ImplausibleSumError
+            When a sum exceeds its members' norm bounds and group testing cannot isolate the
+            member responsible without revealing an honest update (the round is not applied).
         SecureAggregationError
             When fewer than ``min_clients`` clients replied to the fit, or a sum fails (naming
             whom the sum lost and why, and the sites the round lost before it).
@@ -108,11 +128,13 @@ class SecureAggregation:
         marked = {
             c: FitInstruction(i.parameters, {**i.config, SECURE_FIT_KEY: {"hold": HELD_UPDATE}})
             for c, i in instructions.items()
+            if c not in self.left_out
         }
         fitted: Replies = transport.fit(server_round, marked, seeds, settings, client_state)
         declared = UpdateScreen(settings.get("declared_samples") or {}, factor=None)
         results, refused = declared.screen(server_round, fitted[0], marked)
         failures = {**fitted[1], **refused}
+        failures.update({c: why for c, why in self.left_out.items() if c in instructions})
         if not results:
             return results, failures, None, {}
         if len(results) < self.params.min_clients:
@@ -131,33 +153,130 @@ class SecureAggregation:
             name: tuple(value.shape)
             for name, value in instructions[sorted(results)[0]].parameters.items()
         }
-        run = settings.get("run_index", 0)
-        try:
-            outcome = secure_sum(
+        run = int(settings.get("run_index", 0) or 0)
+        round_seed = derive_seed(self.random_seed, "secagg", run, server_round)
+        label = f"run {run} round {server_round}"
+
+        def summed(sum_groups: dict[str, SumGroup], seed: int, what: str) -> SumOutcome:
+            return secure_sum(
                 transport,
                 settings,
-                groups,
+                sum_groups,
                 held=HELD_UPDATE,
                 shapes=shapes,
                 params=self.params,
-                random_seed=derive_seed(self.random_seed, "secagg", int(run or 0), server_round),
-                label=f"run {run or 0} round {server_round}",
+                random_seed=seed,
+                label=what,
                 seen_keys=self.seen_keys,
+                norm_bound=self.params.update_norm_bound,
+                keep_held=True,  # group testing may need further sums of the updates
             )
-        except SecureAggregationError as exc:
-            if not failures:
-                raise
-            # the sum names whom it lost; the round lost these before it (at the fit)
-            lost = dict(sorted(failures.items()))
-            raise SecureAggregationError(f"{exc}; lost before the secure sum: {lost}") from None
-        for client, why in outcome.dropped.items():
-            results.pop(client, None)
-            failures[client] = f"secure aggregation: {why}"
+
+        holding: set[str] = set()
+        try:
+            try:
+                outcome = summed(groups, round_seed, label)
+            except SecureAggregationError as exc:
+                if not failures:
+                    raise
+                # the sum names whom it lost; the round lost these before it (at the fit)
+                lost = dict(sorted(failures.items()))
+                raise SecureAggregationError(f"{exc}; lost before the secure sum: {lost}") from None
+            holding = {c for s in outcome.sums.values() for c in s.included} - set(outcome.faults)
+            for client, why in outcome.dropped.items():
+                results.pop(client, None)
+                failures[client] = f"secure aggregation: {why}"
+            sums = dict(outcome.sums)
+            group_tests = 0
+            if outcome.implausible:
+                culprits, sums, group_tests = self._without_culprits(
+                    groups, sums, outcome.implausible, summed, round_seed, label, server_round
+                )
+                for client, why in culprits.items():
+                    results.pop(client, None)
+                    failures[client] = why
+                    self.left_out[client] = f"{why} (in round {server_round})"
+        finally:
+            release_held(transport, settings, holding, HELD_UPDATE)
         notes: dict[str, Any] = {
-            "secagg": {name: list(s.included) for name, s in sorted(outcome.sums.items())}
+            "secagg": {name: list(s.included) for name, s in sorted(sums.items())}
         }
         if outcome.faults:
             notes["secagg_faults"] = dict(outcome.faults)
         if outcome.clipped:
             notes["secagg_clipped"] = dict(outcome.clipped)
-        return results, failures, outcome.sums, notes
+        if outcome.norm_clipped:
+            notes["secagg_norm_clipped"] = list(outcome.norm_clipped)
+        if outcome.implausible:
+            notes["secagg_implausible"] = {**outcome.implausible, "group_tests": group_tests}
+        return results, failures, sums, notes
+
+    def _without_culprits(
+        self, groups, sums, implausible, summed, round_seed: int, label: str, server_round: int
+    ) -> tuple[dict[str, str], dict[str, GroupSum], int]:
+        """Find the member of each implausible sum that did not clip; sum every group without.
+
+        Returns
+        -------
+        culprits : dict of str to str
+            Client → why it is left out (the round's ``failed`` entry).
+        sums : dict of str to GroupSum
+            Every group's sum without the culprits (the others unchanged).
+        n_sums : int
+            The group-testing sums taken (the sums without the culprits included).
+        """
+        bound, t = self.params.update_norm_bound, self.params.min_clients
+        culprits: dict[str, str] = {}
+        sums, n_sums = dict(sums), 0
+        for name in sorted(implausible):
+            group, members = groups[name], sums[name].included
+            if set(members) & set(culprits):  # found in another group: its sum without it
+                continue
+
+            def is_implausible(subset, name=name, group=group):
+                nonlocal n_sums
+                n_sums += 1
+                what = f"{label} group test {n_sums}"
+                seed = derive_seed(round_seed, "group-test", n_sums)
+                test = summed({name: SumGroup(subset, group.tensors, group.weights)}, seed, what)
+                if test.dropped or test.sums[name].included != tuple(sorted(subset)):
+                    raise SecureAggregationError(
+                        f"{what}: group testing of {name!r} lost members {test.dropped}; the "
+                        "round is not applied"
+                    )
+                return name in test.implausible, test.sums[name]
+
+            culprit, rest, _ = isolate_culprit(
+                members, is_implausible, min_clients=t, seed=round_seed, what=f"{label}: {name!r}"
+            )
+            sums[name] = rest
+            culprits[culprit] = (
+                f"secure aggregation: its update exceeds the norm bound secagg.update_norm_bound "
+                f"= {bound:g} (found by group testing over sums of >= {t} members of "
+                f"{name!r}); left out from round {server_round} on"
+            )
+        # every other group that holds a culprit's update: summed again without it
+        redo = {
+            name: SumGroup(
+                tuple(set(s.included) - set(culprits)), groups[name].tensors, groups[name].weights
+            )  # fmt: skip
+            for name, s in sorted(sums.items())
+            if set(s.included) & set(culprits)
+        }
+        too_small = {n: g.members for n, g in redo.items() if len(g.members) < t}
+        if too_small:
+            raise ImplausibleSumError(
+                f"{label}: without {sorted(culprits)} the groups {too_small} have fewer than "
+                f"secagg.min_clients = {t} members; the round is not applied"
+            )
+        if redo:
+            n_sums += 1
+            again = summed(redo, derive_seed(round_seed, "without-culprits"), f"{label} again")
+            if again.dropped or again.implausible:
+                raise ImplausibleSumError(
+                    f"{label}: the sums without {sorted(culprits)} lost members "
+                    f"{again.dropped or 'none'} or still exceed their norm bounds "
+                    f"({again.implausible or 'no'}); the round is not applied"
+                )
+            sums.update(again.sums)
+        return culprits, sums, n_sums
