@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_scoring_default_path import plink2_sums, prepare_score  # noqa: E402
+from test_scoring_default_path import plink2_sums, prepare_score, write_scorefile  # noqa: E402
 
 from rvfedprs.genotypes import open_genotypes  # noqa: E402
 
@@ -58,11 +58,7 @@ def write_weights(path: Path) -> Path:
     for j, w in enumerate(rng.normal(size=N_AUTOSOMAL + N_CHRX)):
         chrom, pos = ("1", 1000 + 10 * j) if j < N_AUTOSOMAL else ("X", 5_000_000 + 100 * j)
         rows.append(f"{chrom}\t{pos}\tG\tA\t{w:.4f}")
-    head = (
-        "#genome_build=GRCh37\nchr_name\tchr_position\teffect_allele\tother_allele\teffect_weight"
-    )
-    path.write_text(head + "\n" + "\n".join(rows) + "\n")
-    return path
+    return write_scorefile(path, rows)
 
 
 @pytest.fixture

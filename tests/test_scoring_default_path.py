@@ -48,6 +48,15 @@ def write_vcf(path: Path, *, named: bool = True) -> Path:
     return path
 
 
+def write_scorefile(path: Path, rows: list[str]) -> Path:
+    """A GRCh37 PGS Catalog scoring file of ``rows`` (chrom, position, alleles, weight)."""
+    head = (
+        "#genome_build=GRCh37\nchr_name\tchr_position\teffect_allele\tother_allele\teffect_weight"
+    )
+    path.write_text(head + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
 def write_weights(path: Path) -> Path:
     """A scoring file over every variant, effect allele G or A."""
     rng = np.random.default_rng(8)
@@ -55,11 +64,7 @@ def write_weights(path: Path) -> Path:
         f"1\t{1000 + 10 * j}\t{'G' if j % 4 else 'A'}\t{'A' if j % 4 else 'G'}\t{w:.4f}"
         for j, w in enumerate(rng.normal(size=N_VARIANTS))
     ]
-    head = (
-        "#genome_build=GRCh37\nchr_name\tchr_position\teffect_allele\tother_allele\teffect_weight"
-    )
-    path.write_text(head + "\n" + "\n".join(rows) + "\n")
-    return path
+    return write_scorefile(path, rows)
 
 
 @pytest.fixture
