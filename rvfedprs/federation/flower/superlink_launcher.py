@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from rvfedprs.federation.flower.processes import console_script
+from rvfedprs.federation.flower.supernode import set_flower_constant
 
 __all__ = [
     "SERVERAPP_PATIENCE_SECONDS",
@@ -77,28 +78,18 @@ def patch_serverapp_patience(seconds: float) -> float:
         When a module of :data:`PATIENCE_MODULES` is missing or has no ``HEARTBEAT_PATIENCE``
         in the installed Flower.
     """
-    import importlib
-
     from flwr.common.constant import HEARTBEAT_DEFAULT_INTERVAL
 
-    check_patience(seconds)
-    modules = []
-    for name in PATIENCE_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            raise RuntimeError(f"cannot import {name} ({exc}); set "
-                               "flower.serverapp_patience_seconds to null") from exc  # fmt: skip
-        if not isinstance(getattr(module, PATIENCE_NAME, None), (int, float)):
-            raise RuntimeError(
-                f"{name} has no {PATIENCE_NAME} in this Flower; set "
-                "flower.serverapp_patience_seconds to null or update "
-                "rvfedprs.federation.flower.superlink_launcher"
-            )
-        modules.append(module)
-    for module in modules:
-        setattr(module, PATIENCE_NAME, seconds / HEARTBEAT_DEFAULT_INTERVAL)
-    return float(seconds)
+    seconds = check_patience(seconds)
+    set_flower_constant(
+        PATIENCE_MODULES,
+        PATIENCE_NAME,
+        seconds / HEARTBEAT_DEFAULT_INTERVAL,  # Flower multiplies it by the interval
+        what="the SuperLink's patience for ServerApp heartbeats",
+        instead="set flower.serverapp_patience_seconds to null or update "
+        "rvfedprs.federation.flower.superlink_launcher",
+    )
+    return seconds
 
 
 def superlink_argv(patience: float | None, flower_args: Sequence[str]) -> list[str]:

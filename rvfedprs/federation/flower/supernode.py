@@ -43,6 +43,7 @@ __all__ = [
     "CappedSleep",
     "patch_node_poll",
     "patch_node_heartbeat",
+    "set_flower_constant",
     "flower_entry_point",
     "heartbeat_range",
     "check_heartbeat",
@@ -177,25 +178,48 @@ def patch_node_heartbeat(seconds: float) -> float:
         When a module of :data:`HEARTBEAT_MODULES` is missing or has no
         ``HEARTBEAT_DEFAULT_INTERVAL`` in the installed Flower, said with its version.
     """
+    seconds = check_heartbeat(seconds)
+    set_flower_constant(
+        HEARTBEAT_MODULES,
+        HEARTBEAT_NAME,
+        seconds,
+        what="the SuperNode's heartbeat interval",
+        instead="set flower.node_heartbeat_seconds to null (rvfedprs site "
+        "--node-heartbeat-seconds 30) for Flower's own, or update "
+        "rvfedprs.federation.flower.supernode",
+    )
+    return seconds
+
+
+def set_flower_constant(
+    modules: Sequence[str], name: str, value: float, *, what: str, instead: str
+) -> None:
+    """Set the module constant ``name`` to ``value`` in each of ``modules`` of Flower.
+
+    Every module is checked first (importable, holding a number under ``name``), so that a
+    Flower release that moved the constant changes nothing and says so.
+
+    Raises
+    ------
+    RuntimeError
+        Naming the installed Flower, the module, ``what`` cannot be changed and ``instead``.
+    """
     import importlib
 
-    seconds = check_heartbeat(seconds)
-    for name in HEARTBEAT_MODULES:
+    found = []
+    for module_name in modules:
         try:
-            module = importlib.import_module(name)
+            module = importlib.import_module(module_name)
         except ImportError as exc:
-            raise RuntimeError(f"{_flower()}: cannot import {name} ({exc}); the SuperNode's "
-                               "heartbeat interval cannot be changed") from exc  # fmt: skip
-        if not isinstance(getattr(module, HEARTBEAT_NAME, None), (int, float)):
+            raise RuntimeError(f"{_flower()}: cannot import {module_name} ({exc}), so {what} "
+                               f"cannot be changed; {instead}") from exc  # fmt: skip
+        if not isinstance(getattr(module, name, None), (int, float)):
             raise RuntimeError(
-                f"{_flower()}: {name} has no {HEARTBEAT_NAME}, so the SuperNode's heartbeat "
-                "interval cannot be changed; set flower.node_heartbeat_seconds to null "
-                "(rvfedprs site --node-heartbeat-seconds 30) for Flower's own, or update "
-                "rvfedprs.federation.flower.supernode"
+                f"{_flower()}: {module_name} has no {name}, so {what} cannot be changed; {instead}"
             )
-    for name in HEARTBEAT_MODULES:
-        setattr(importlib.import_module(name), HEARTBEAT_NAME, seconds)
-    return seconds
+        found.append(module)
+    for module in found:
+        setattr(module, name, value)
 
 
 def supernode_argv(
