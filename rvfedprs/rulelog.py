@@ -122,7 +122,8 @@ def report_exclusions(logs: str | Path, stream: TextIO | None = None) -> pd.Data
     for (step, kind), group in rows.groupby(["step", "kind"], sort=False):
         reasons = group["reason"].map(_reason_kind).value_counts()
         named = ", ".join(f"{r} ({n})" for r, n in reasons.head(_REASONS_SHOWN).items())
-        more = f", {len(reasons) - _REASONS_SHOWN} other reasons" if len(reasons) > 3 else ""
+        others = len(reasons) - _REASONS_SHOWN
+        more = f", {others} other reasons" if others > 0 else ""
         print(f"  {step}: {len(group)} {kind}(s): {named}{more}", file=stream)
         clients = group["client"][group["client"] != ""].value_counts().sort_index()
         if len(clients):

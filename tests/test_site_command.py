@@ -275,3 +275,20 @@ def test_a_killed_site_command_leaves_no_node_behind(tmp_path, clientapp):
     finally:
         if wrapper.poll() is None:
             os.killpg(wrapper.pid, signal.SIGKILL)
+
+
+def test_a_node_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
+    """The forwarded SIGTERM is given ``grace`` seconds; then the node's group is killed."""
+    stubborn = tmp_path / "stubborn.py"
+    stubborn.write_text("import signal, time\nsignal.signal(signal.SIGTERM, lambda *a: None)\n"
+                        "print('ready', flush=True)\ntime.sleep(120)\n")  # fmt: skip
+    code = (
+        "import sys; from rvfedprs.federation.flower.processes import run_forwarding_signals; "
+        f"sys.exit(run_forwarding_signals([sys.executable, {str(stubborn)!r}], grace=2))"
+    )
+    wrapper = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert wrapper.stdout.readline().strip() == "ready"
+    started = time.monotonic()
+    wrapper.send_signal(signal.SIGTERM)
+    assert wrapper.wait(timeout=60) == 128 + signal.SIGKILL
+    assert 2 <= time.monotonic() - started < 30

@@ -293,23 +293,24 @@ def run_forwarding_signals(
     """
     child = subprocess.Popen(list(argv), env=None if env is None else dict(env),
                              start_new_session=True)  # fmt: skip
-    received: list[int] = []
+    received: list[tuple[int, float]] = []  # (signal, when)
 
     def forward(sig, _frame):
-        received.append(sig)
+        received.append((sig, time.monotonic()))
         _signal_group(child.pid, sig)
 
     caught = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
     previous = {sig: signal.signal(sig, forward) for sig in caught}
     try:
-        while True:
+        while True:  # short waits: a blocking wait() would outlast the grace period
             try:
-                code = child.wait(timeout=None if not received else grace)
+                code = child.wait(timeout=0.5)
                 break
-            except subprocess.TimeoutExpired:  # it did not stop within the grace period
-                log.warning("the node did not stop %g s after signal %d; killing it", grace,
-                            received[0])  # fmt: skip
-                _signal_group(child.pid, signal.SIGKILL)
+            except subprocess.TimeoutExpired:
+                if received and time.monotonic() - received[0][1] > grace:
+                    log.warning("the node did not stop %g s after signal %d; killing it",
+                                grace, received[0][0])  # fmt: skip
+                    _signal_group(child.pid, signal.SIGKILL)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
