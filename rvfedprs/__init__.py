@@ -12,7 +12,19 @@ The names a researcher needs, importable from here (each imported on first use, 
 - :func:`train` — the run a configuration describes (on its ``train.data`` folder, or on a
   federation from arrays: ``data=``), written to a folder (``metrics.json``, checkpoints,
   provenance);
-- :func:`evaluate_checkpoint` — a saved run's metrics recomputed from one of its checkpoints.
+- :func:`evaluate_checkpoint` — a saved run's metrics recomputed from one of its checkpoints;
+- :func:`load_federation` — a prepared federation folder as a :class:`Federation` of
+  per-site :class:`ClientData` splits;
+- :func:`associate` — the federated rare-variant association a configuration describes.
+
+The names a researcher extends, each with its one registration:
+
+- :class:`Strategy` (and :class:`GlobalModelStrategy`, the one-global-model base) with
+  :func:`register_strategy` — the name is then valid in every configuration;
+- :class:`Task` with :func:`register_task` — what the engines run;
+- the outcome kinds :class:`Binary` and :class:`Quantitative` (base :class:`Outcome`) with
+  :func:`register_outcome`;
+- :func:`register_distance` — a client distance or similarity method (a decorator).
 
 Module docstrings cite the design decisions as "design §N": docs/ARCHITECTURE.md, section 10.
 """
@@ -24,7 +36,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-#: Public name → the module that defines it.
+#: Public name → the module that defines it (``"module:attribute"`` where the names differ).
 _HOME = {
     "open_genotypes": "rvfedprs.genotypes",
     "simulate_cohort": "rvfedprs.simulate",
@@ -33,6 +45,21 @@ _HOME = {
     "load_config": "rvfedprs.config",
     "train": "rvfedprs.run",
     "evaluate_checkpoint": "rvfedprs.run",
+    "load_federation": "rvfedprs.genomic.data",
+    "associate": "rvfedprs.association.runner",
+    # what a researcher extends
+    "Federation": "rvfedprs.genomic.data",
+    "ClientData": "rvfedprs.training.data",
+    "Strategy": "rvfedprs.strategies",
+    "GlobalModelStrategy": "rvfedprs.strategies",
+    "register_strategy": "rvfedprs.strategies",
+    "Task": "rvfedprs.federation.task",
+    "register_task": "rvfedprs.tasks",
+    "Outcome": "rvfedprs.outcomes",
+    "Binary": "rvfedprs.outcomes",
+    "Quantitative": "rvfedprs.outcomes",
+    "register_outcome": "rvfedprs.outcomes",
+    "register_distance": "rvfedprs.similarity:register",
 }
 
 __all__ = ["__version__", *_HOME]
@@ -41,7 +68,8 @@ __all__ = ["__version__", *_HOME]
 def __getattr__(name: str) -> Any:
     if name not in _HOME:
         raise AttributeError(f"module 'rvfedprs' has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOME[name]), name)
+    module, _, attribute = _HOME[name].partition(":")
+    return getattr(importlib.import_module(module), attribute or name)
 
 
 def __dir__() -> list[str]:

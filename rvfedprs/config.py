@@ -4,11 +4,17 @@ A configuration is one mapping of sections (``simulate``, ``pipeline``, ``train`
 section has its own schema in ``rvfedprs/schemas/{section}.schema.json``; the top-level schema
 is composed from them, so adding a section means adding one schema file. Defaults live in the
 schemas only (``"default"`` keywords) and are filled in during validation.
+
+A property whose values are the names of a registry (the strategies) says so with
+``"x-choices": "module:function"`` instead of listing them: validation asks that function for
+the names (:func:`config_schema`), so that registering a strategy is the only step that makes
+its name valid.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 from collections.abc import Mapping
 from functools import cache
@@ -22,6 +28,7 @@ from jsonschema import Draft202012Validator, validators
 from rvfedprs.exceptions import ConfigError
 
 __all__ = [
+    "config_schema",
     "load_config",
     "validate_config",
     "section_names",
@@ -65,6 +72,52 @@ def _top_level_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": properties,
     }
+
+
+def _registry_names(target: str) -> tuple[str, ...]:
+    """The names the registry function ``target`` (``"module:function"``) returns."""
+    module_name, function = target.split(":")
+    return tuple(getattr(importlib.import_module(module_name), function)())
+
+
+def _choice_targets(node: Any) -> set[str]:
+    """Every ``x-choices`` target in a schema."""
+    if isinstance(node, dict):
+        found = {node["x-choices"]} if "x-choices" in node else set()
+        return found.union(*(_choice_targets(value) for value in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_choice_targets(value) for value in node))
+    return set()
+
+
+@cache
+def _schema_targets() -> tuple[str, ...]:
+    return tuple(sorted(_choice_targets(_top_level_schema())))
+
+
+@cache
+def _schema_with(choices: tuple[tuple[str, tuple[str, ...]], ...]) -> dict[str, Any]:
+    names = dict(choices)
+
+    def fill(node: Any) -> Any:
+        if isinstance(node, dict):
+            filled = {key: fill(value) for key, value in node.items()}
+            if "x-choices" in node:
+                filled["enum"] = list(names[node["x-choices"]])
+            return filled
+        if isinstance(node, list):
+            return [fill(value) for value in node]
+        return node
+
+    return fill(_top_level_schema())
+
+
+def config_schema() -> dict[str, Any]:
+    """The whole configuration's JSON schema, each ``x-choices`` given its registry's names.
+
+    Do not modify the result: it is shared (and rebuilt when a registry gains a name).
+    """
+    return _schema_with(tuple((t, _registry_names(t)) for t in _schema_targets()))
 
 
 @cache
@@ -139,7 +192,7 @@ def validate_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         Naming every offending key with its value and the allowed keys or values.
     """
     filled = copy.deepcopy(dict(config or {}))
-    validator = _DefaultFillingValidator(_top_level_schema())
+    validator = _DefaultFillingValidator(config_schema())
     errors = sorted(validator.iter_errors(filled), key=lambda e: list(e.absolute_path))
     if errors:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(map(_describe, errors)))

@@ -1,5 +1,9 @@
 """The public Python API, and every ``python`` snippet of README.md run as a reader runs it.
 
+Every public name is shown in use in the README's snippets or the docs' (``docs/**/*.md``; the
+README keeps to the names a user calls, ``docs/api_examples.md`` shows those a researcher
+extends).
+
 A reader runs the snippets in order from the repository root, each in a fresh interpreter,
 beside ``../shared/data`` and with the workflow's per-site inputs in ``results/`` (written by
 ``snakemake --cores 2``). The test rebuilds that place in a temporary folder: ``repo/`` as the
@@ -38,6 +42,11 @@ def python_snippets(markdown: str) -> list[tuple[int, str]]:
 
 
 SNIPPETS = python_snippets(README.read_text())
+DOC_SNIPPETS = [
+    code
+    for page in sorted((REPO / "docs").glob("**/*.md"))
+    for _, code in python_snippets(page.read_text())
+]
 
 
 def _needs_absent_data(code: str) -> str | None:
@@ -75,12 +84,25 @@ def outcomes(tmp_path_factory) -> dict[int, subprocess.CompletedProcess | str]:
     return found
 
 
-def test_the_readme_has_python_snippets_for_every_public_name():
+def _used(name: str, code: str) -> bool:
+    """``name`` called (``name(``), or a class subclassed or tested (``(..., name)``)."""
+    return re.search(rf"\b{name}\(|\b{name}\)", code) is not None
+
+
+def test_the_readme_and_docs_have_python_snippets_for_every_public_name():
     assert len(SNIPPETS) >= 4
-    code = "\n".join(snippet for _, snippet in SNIPPETS)
+    readme = "\n".join(snippet for _, snippet in SNIPPETS)
+    code = "\n".join([readme, *DOC_SNIPPETS])
     public = [name for name in rvfedprs.__all__ if name != "__version__"]
     assert {"open_genotypes", "simulate_cohort", "load_config", "train"} <= set(public)
-    assert [name for name in public if f"{name}(" not in code] == []
+    assert [name for name in public if not _used(name, code)] == []
+    # the README itself shows what a user calls first
+    assert [n for n in ("simulate_cohort", "load_config", "train") if not _used(n, readme)] == []
+
+
+def test_a_public_name_counts_only_when_used():
+    assert _used("train", "train(config)") and _used("Strategy", "issubclass(A, Strategy)")
+    assert not _used("train", "# train the model") and not _used("Task", "MyTask(x)")
 
 
 def test_snippet_extraction_finds_python_blocks_only():
@@ -93,10 +115,19 @@ import sys
 
 import rvfedprs
 
-heavy = sorted({"torch", "pandas", "sklearn", "flwr"} & set(sys.modules))
+heavy = sorted({"torch", "pandas", "sklearn", "flwr", "numpy"} & set(sys.modules))
 assert heavy == [], heavy
 public = [name for name in rvfedprs.__all__ if name != "__version__"]
 assert [name for name in public if not callable(getattr(rvfedprs, name))] == []
+assert sorted(set(public) - set(dir(rvfedprs))) == []
+# what a researcher extends is exported as the class the library itself uses
+from rvfedprs.federation.task import Task
+from rvfedprs.strategies.base import Strategy
+from rvfedprs.strategies.fedavg import FedAvg
+
+assert rvfedprs.Strategy is Strategy and rvfedprs.Task is Task
+assert issubclass(FedAvg, rvfedprs.GlobalModelStrategy)
+assert rvfedprs.register_strategy.__module__ == "rvfedprs.strategies"
 try:
     rvfedprs.no_such_name
 except AttributeError as error:

@@ -14,10 +14,36 @@ from rvfedprs.outcomes.base import Outcome
 from rvfedprs.outcomes.binary import Binary
 from rvfedprs.outcomes.quantitative import Quantitative
 
-__all__ = ["Outcome", "Binary", "Quantitative", "OUTCOMES", "BINARY", "QUANTITATIVE", "outcome"]
+__all__ = [
+    "Outcome",
+    "Binary",
+    "Quantitative",
+    "OUTCOMES",
+    "BINARY",
+    "QUANTITATIVE",
+    "outcome",
+    "register_outcome",
+]
 
 #: Every outcome kind by name.
 OUTCOMES: dict[str, type[Outcome]] = {"binary": Binary, "quantitative": Quantitative}
+
+
+def register_outcome(cls: type[Outcome]) -> type[Outcome]:
+    """Register the outcome class ``cls`` under its :attr:`~Outcome.kind` (usable as a decorator).
+
+    Raises
+    ------
+    ConfigError
+        For a class that is not an :class:`Outcome`, or a kind already registered.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Outcome)):
+        raise ConfigError(f"{cls!r} is not an Outcome subclass")
+    if cls.kind in OUTCOMES:
+        raise ConfigError(f"outcome kind {cls.kind!r} is already registered ({OUTCOMES[cls.kind]})")
+    OUTCOMES[cls.kind] = cls
+    return cls
+
 
 BINARY = Binary()
 QUANTITATIVE = Quantitative()

@@ -5,6 +5,10 @@ engine that runs it. The registry maps each name to its class (imported on first
 classes pull in torch and scikit-learn). ``get_strategy("fedce", n_clusters=3)`` builds one
 from keyword options; :func:`strategy_from_config` builds one from a validated configuration,
 the class reading its own sections (``Strategy.from_config``).
+
+Adding a strategy is one class and one :func:`register_strategy` call: the configuration's
+strategy names (``train.strategy``, ``train.compare``, ``paper_evaluation.strategies``) are read
+from this registry (:func:`strategy_names`), not listed in the schemas.
 """
 
 from __future__ import annotations
@@ -38,13 +42,17 @@ __all__ = [
     "Strategy",
     "StrategyContext",
     "get_strategy",
+    "register_strategy",
     "strategy_class",
     "strategy_from_config",
+    "strategy_names",
+    "unregister_strategy",
 ]
 
-#: Registry name → ``"module:Class"``; each class builds itself from the configuration
+#: Registry name → ``"module:Class"`` (or the class itself, once registered by
+#: :func:`register_strategy` with a class); each class builds itself from the configuration
 #: (``from_config``), except the GLMs, whose options are read in :data:`_CONFIG_READERS`.
-_REGISTRY: dict[str, str] = {
+_REGISTRY: dict[str, str | type[Strategy]] = {
     "fedce": "rvfedprs.strategies.fedce:FedCE",
     "fedavg": "rvfedprs.strategies.fedavg:FedAvg",
     "fedprox": "rvfedprs.strategies.fedprox:FedProx",
@@ -73,7 +81,7 @@ _REGISTRY: dict[str, str] = {
     "fedassoc": "rvfedprs.strategies.fedassoc:FedAssociation",
 }
 
-#: Names accepted by :func:`get_strategy` (and by the ``train.strategy`` schema enum).
+#: The built-in strategies' names (:func:`strategy_names` adds those registered since).
 STRATEGY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 
 #: Strategies that need a client×client distance matrix (``strategies.distance``).
@@ -92,6 +100,50 @@ FEDCE_VARIANTS: tuple[str, ...] = (
 # federation (anything else is the path of a TSV matrix) — the similarity registry's names.
 
 
+def strategy_names() -> tuple[str, ...]:
+    """Every registered strategy name, the built-in ones first (what the configuration accepts)."""
+    return tuple(_REGISTRY)
+
+
+def register_strategy(name: str, target: str | type[Strategy]) -> None:
+    """Register the strategy class ``target`` under ``name``.
+
+    ``target`` is the class, or ``"module:Class"`` to import it on first use. The name is then
+    accepted wherever a configuration names a strategy, and built by :func:`get_strategy` and
+    :func:`strategy_from_config` (through the class's ``from_config``).
+
+    Raises
+    ------
+    ConfigError
+        For a name already registered, or a target that is neither a :class:`Strategy`
+        subclass nor a ``"module:Class"`` string.
+    """
+    if name in _REGISTRY:
+        raise ConfigError(f"strategy {name!r} is already registered ({_REGISTRY[name]!r})")
+    if isinstance(target, str):
+        if target.count(":") != 1:
+            raise ConfigError(f"strategy target {target!r} must look like 'module:Class'")
+    elif not (isinstance(target, type) and issubclass(target, Strategy)):
+        raise ConfigError(f"strategy {name!r}: {target!r} is not a Strategy subclass")
+    _REGISTRY[name] = target
+
+
+def unregister_strategy(name: str) -> None:
+    """Remove a strategy added by :func:`register_strategy` (a built-in one stays).
+
+    Raises
+    ------
+    ConfigError
+        For a built-in or unknown name.
+    """
+    if name in STRATEGY_NAMES or name not in _REGISTRY:
+        raise ConfigError(
+            f"strategy {name!r} is not a registered addition; added: "
+            f"{sorted(set(_REGISTRY) - set(STRATEGY_NAMES))}"
+        )
+    del _REGISTRY[name]
+
+
 def strategy_class(name: str) -> type[Strategy]:
     """The class registered under ``name``.
 
@@ -102,7 +154,10 @@ def strategy_class(name: str) -> type[Strategy]:
     """
     if name not in _REGISTRY:
         raise ConfigError(f"strategy {name!r} unknown; choose from {sorted(_REGISTRY)}")
-    module_name, class_name = _REGISTRY[name].split(":")
+    target = _REGISTRY[name]
+    if not isinstance(target, str):
+        return target
+    module_name, class_name = target.split(":")
     return getattr(importlib.import_module(module_name), class_name)
 
 
