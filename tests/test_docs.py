@@ -364,6 +364,11 @@ def test_out_of_docs_links_become_repository_paths(tmp_path):
     assert "[`simulations/`](https://forge/o/r/tree/main/simulations)" in linked
 
 
+def test_sphinx_roles_are_dropped_from_rendered_docstrings():
+    html = "(:func:<code>~rvfedprs.config.load_config</code>, :class:<code>a.B</code>)"
+    assert repo_links._drop_roles(html) == "(<code>load_config</code>, <code>a.B</code>)"
+
+
 def test_ci_builds_the_site_strictly_after_the_tests():
     lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
     tests = next(i for i, line in enumerate(lines) if "python -m pytest" in line)
@@ -377,3 +382,18 @@ def test_ci_builds_the_site_strictly_after_the_tests():
         "Reference",
         "Explanation",
     ]
+
+
+def _github_slug(heading: str) -> str:
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_benchmarks_opens_with_one_summary_table_whose_links_resolve():
+    text = (REPO / "BENCHMARKS.md").read_text()
+    headings = re.findall(r"^#{2,3} (.+)$", text, re.MULTILINE)
+    assert headings[0] == "Summary"
+    summary = text.split("\n## Summary\n", 1)[1].split("\n## ", 1)[0]
+    assert summary.count("\n|---|") == 1
+    slugs = {_github_slug(h) for h in headings}
+    anchors = re.findall(r"\]\(#([^)]+)\)", summary)
+    assert len(anchors) >= 10 and [a for a in anchors if a not in slugs] == []

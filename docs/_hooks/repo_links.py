@@ -1,10 +1,14 @@
-"""mkdocs hook: links from a page to repository files outside ``docs/``.
+"""mkdocs hooks: links from a page to repository files outside ``docs/``; Sphinx roles.
 
 The pages are also read on the forge and in a checkout, where ``../simulations/`` or
 ``../BENCHMARKS.md`` resolve; the built site holds only ``docs/``. A relative link to a file or
 folder of the repository outside ``docs/`` becomes a link to it on ``repo_url`` when
 ``mkdocs.yml`` sets one, and otherwise plain text naming the path. A link whose target does not
 exist is left alone, so that ``mkdocs build --strict`` still fails on it.
+
+The docstrings cite names as Sphinx does (``:func:`~rvfedprs.config.load_config```), which
+mkdocstrings renders as the role's text followed by the code; the role is dropped from the
+rendered page, and a ``~`` keeps only the last component, as Sphinx shows it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import re
 from pathlib import Path
 
 _LINK = re.compile(r"(?<!!)\[(?P<text>[^\]\n]*)\]\((?P<target>[^)\s]+)\)")
+_ROLE = re.compile(
+    r":(?:py:)?(?:func|class|meth|mod|data|attr|exc|obj|const):<code>(~?)([^<]*)</code>"
+)
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 
 
@@ -60,3 +67,16 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001 (mkdocs hoo
     repo = Path(config["config_file_path"]).resolve().parent
     page_dir = (docs / page.file.src_path).parent
     return _rewrite(markdown, page_dir, docs, repo, config.get("repo_url"))
+
+
+def _drop_roles(html: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(2).rsplit(".", 1)[-1] if match.group(1) else match.group(2)
+        return f"<code>{name}</code>"
+
+    return _ROLE.sub(replace, html)
+
+
+def on_page_content(html, page, config, files):  # noqa: ARG001 (mkdocs hook signature)
+    """The rendered page without the Sphinx roles of its docstrings (mkdocs event)."""
+    return _drop_roles(html)
