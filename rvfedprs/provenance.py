@@ -1,4 +1,7 @@
-"""Provenance records written beside every result: version, parameters, seed, input checksums."""
+"""What a run leaves beside its result: ``metrics.json`` and its provenance.
+
+Provenance: version, parameters, seed, input checksums.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["draw_seed", "file_sha256", "jsonable", "package_versions", "write_provenance"]
+__all__ = [
+    "draw_seed",
+    "file_sha256",
+    "jsonable",
+    "package_versions",
+    "write_metrics",
+    "write_provenance",
+]
 
 _TRACKED_PACKAGES = (
     "rvfedprs",
@@ -80,6 +90,19 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def write_metrics(out: str | Path, metrics: Mapping[str, Any]) -> Path:
+    """Write ``out/metrics.json`` (NaN as null).
+
+    The one writer of every run's metrics file: a training run's (through
+    :func:`rvfedprs.run.finish_run`), the imaging benchmark's, a tuned study's chosen trial.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "metrics.json"
+    path.write_text(json.dumps(jsonable(metrics), indent=2) + "\n")
+    return path
 
 
 def write_provenance(

@@ -11,7 +11,6 @@ module (``tests/test_layers_run.py``): the task is found by name in :mod:`rvfedp
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -28,7 +27,7 @@ from rvfedprs.federation import ENGINES
 from rvfedprs.federation.result import RunResult
 from rvfedprs.federation.rounds import RoundCallback
 from rvfedprs.plan import run
-from rvfedprs.provenance import jsonable, write_provenance
+from rvfedprs.provenance import jsonable, write_metrics, write_provenance
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.strategies.penalty_path import PenaltyPath
 from rvfedprs.tasks import get_task
@@ -170,15 +169,6 @@ def metric_warnings(name: str, metrics: Mapping[str, Any]) -> list[str]:
     for message in found:
         log.warning(message)
     return found
-
-
-def write_metrics(out: str | Path, metrics: Mapping[str, Any]) -> Path:
-    """Write ``out/metrics.json`` (NaN as null)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "metrics.json"
-    path.write_text(json.dumps(jsonable(metrics), indent=2) + "\n")
-    return path
 
 
 def finish_run(

@@ -1,15 +1,18 @@
-"""Shared by the Flower engine tests: process checks, the deployment's test certificates and
-its site nodes."""
+"""Shared by the Flower engine tests: process checks, the deployment's test certificates, its
+site nodes, and a node killed where the test hook froze it."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from rvfedprs.federation.flower.processes import pid_running, pids_with_env
-from rvfedprs.federation.freeze import reached_file
+from rvfedprs.federation.freeze import freeze_file, reached_file
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,6 +35,32 @@ def wait_frozen(asked: Path, going: Callable[[], bool], timeout: float) -> bool:
     while not reached.exists() and going() and time.monotonic() < deadline:
         time.sleep(0.1)
     return reached.exists()
+
+
+def in_thread(target, done: dict, *args, **kwargs) -> threading.Thread:
+    """Run ``target`` in a daemon thread; ``done["result"]`` or ``done["error"]`` when it ends."""
+
+    def call() -> None:
+        try:
+            done["result"] = target(*args, **kwargs)
+        except BaseException as exc:  # re-raised or checked in the test's thread
+            done["error"] = exc
+
+    runner = threading.Thread(target=call, daemon=True)
+    runner.start()
+    return runner
+
+
+def kill_frozen(freeze: Path, site: str, step: str, pids: dict, runner, kills: dict) -> None:
+    """Wait until ``site`` is frozen at ``step``, kill its SuperNode, then let the frozen
+    ClientApp go (its answer has nowhere to go: its node is dead); ``kills[site]``: whether it
+    was reached."""
+    asked = freeze_file(freeze, site, step)
+    reached = wait_frozen(asked, runner.is_alive, timeout=600)
+    if reached:
+        os.kill(pids[f"supernode-{site}"], signal.SIGKILL)
+    kills[site] = reached
+    asked.unlink(missing_ok=True)
 
 
 def make_certificates(certs: Path, sites: Iterable[str]) -> None:

@@ -50,11 +50,8 @@ study's ``sites``; the one site left trains and is evaluated.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import sys
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -66,7 +63,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _federation_fixtures import write_federation  # noqa: E402
-from _flower_processes import alive, processes_using, site_nodes, wait_frozen  # noqa: E402
+from _flower_processes import (  # noqa: E402
+    alive,
+    in_thread,
+    kill_frozen,
+    processes_using,
+    site_nodes,
+)
 from test_snakemake import SMALL_COHORT  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
@@ -147,29 +150,6 @@ def _config(data: Path, rounds: int) -> dict:
     )
 
 
-def _in_thread(target, done: dict, *args, **kwargs) -> threading.Thread:
-    def call() -> None:
-        try:
-            done["result"] = target(*args, **kwargs)
-        except BaseException as exc:  # re-raised or checked in the test's thread
-            done["error"] = exc
-
-    runner = threading.Thread(target=call, daemon=True)
-    runner.start()
-    return runner
-
-
-def _kill_frozen(freeze: Path, site: str, step: str, pids: dict, runner, kills: dict) -> None:
-    """Wait until ``site`` is frozen at ``step``, kill its SuperNode, then let the frozen
-    ClientApp go (its answer has nowhere to go: its node is dead)."""
-    asked = freeze_file(freeze, site, step)
-    reached = wait_frozen(asked, runner.is_alive, timeout=600)
-    if reached:
-        os.kill(pids[f"supernode-{site}"], signal.SIGKILL)
-    kills[site] = reached
-    asked.unlink(missing_ok=True)
-
-
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     root = tmp_path_factory.mktemp("fault")
@@ -202,9 +182,9 @@ def deployment(tmp_path_factory):
             out["pids"] = list(pids.values())
             first: dict = {}
             started = time.monotonic()
-            runner = _in_thread(train, first, _config(data, ROUNDS), out["run"], superlink=link)
+            runner = in_thread(train, first, _config(data, ROUNDS), out["run"], superlink=link)
             for site, step in FROZEN.items():
-                _kill_frozen(freeze, site, step, pids, runner, kills)
+                kill_frozen(freeze, site, step, pids, runner, kills)
             out["others_alive"] = [
                 alive(pids[f"supernode-{c}"]) for c in federation.client_ids if c not in kills
             ]
@@ -221,8 +201,8 @@ def deployment(tmp_path_factory):
                 superlink=link,
                 expected_nodes=SITES - len(KILLED),
             )
-            runner = _in_thread(run_plan, second, plan)
-            _kill_frozen(freeze, site, step, pids, runner, kills)
+            runner = in_thread(run_plan, second, plan)
+            kill_frozen(freeze, site, step, pids, runner, kills)
             runner.join(timeout=600)
             out["second_seconds"] = time.monotonic() - started
             out["killed_alive"] = [alive(pids[f"supernode-{c}"]) for c in kills]
@@ -459,13 +439,13 @@ def _killed_study(
             pids = link.processes.pids()
             got["pids"] = list(pids.values())
             started = time.monotonic()
-            runner = _in_thread(
+            runner = in_thread(
                 run_study_config, done, _study_config(out, counts, min_replies),
                 scoring_file=scores,
                 samplesheet=sheet, superlink=link,
             )  # fmt: skip
             for site, step in frozen.items():
-                _kill_frozen(freeze, site, step, pids, runner, kills)
+                kill_frozen(freeze, site, step, pids, runner, kills)
             runner.join(timeout=1500)
             got["seconds"] = time.monotonic() - started
             got["alive"] = {s: alive(pids[f"supernode-{s}"]) for s in sites}

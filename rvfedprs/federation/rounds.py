@@ -57,6 +57,7 @@ from rvfedprs.strategies.base import FitResult, Strategy
 from rvfedprs.strategies.secure import GroupSum
 
 __all__ = [
+    "FITTED_WARM_START",
     "FederationError",
     "required_replies",
     "require_replies",
@@ -76,6 +77,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: A run setting :func:`serve` takes instead of fitting the warm start (see :func:`warm_start`).
+FITTED_WARM_START = "warm_start"
 
 #: ``evaluate_round(strategy, server_round) -> mapping`` merged into the round's history entry.
 RoundCallback = Callable[[Strategy, int], Mapping[str, Any]]
@@ -286,6 +290,13 @@ def declare_samples(
     if declared and all(v is not None for v in declared.values()):
         out["declared_samples"] = declared
     return out
+
+
+def _initial(task: Task, strategy: Strategy, settings: Mapping[str, Any], seed: int):
+    """What ``strategy`` starts from, when called: w^0 of the seed, or the task's template."""
+    if strategy.random_start:
+        return lambda: task.initial_parameters(settings, initial_seed(seed))
+    return lambda: task.parameter_template(settings)
 
 
 def begin_run(
@@ -559,6 +570,7 @@ def warm_start(
     *,
     secure: SecureAggregation | None = None,
     screen: UpdateScreen | None = None,
+    fitted: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the task's warm-start fit (:meth:`~Task.warm_start`) and return the settings with it.
 
@@ -566,7 +578,14 @@ def warm_start(
     same rounds as training — the same transport, ``min_replies`` and, when on, secure
     aggregation — until the strategy is :attr:`~Strategy.finished` or its round budget is
     spent; no checkpoint is written. Tasks without one get ``settings`` back unchanged.
+
+    ``fitted`` (``sites``, ``settings``: a checkpoint's ``warm_start``, what an earlier run's
+    warm start added to its settings) is taken as it is, not fitted again, when its sites are
+    this transport's: a tuned study's trials share one floor.
     """
+    if fitted is not None and sorted(fitted["sites"]) == sorted(transport.client_ids):
+        log.info("warm start: as fitted before on the same %d sites", len(transport.client_ids))
+        return {**settings, **fitted["settings"]}
     strategy, budget = task.warm_start(settings, job) or (None, 0)
     if strategy is None:
         return dict(settings)
@@ -636,7 +655,9 @@ def serve(
         (its ``secagg`` section turns secure aggregation on) and what the task's
         :meth:`~Task.checkpoint_extra` reads.
     settings : mapping
-        From :func:`negotiate` (or given directly).
+        From :func:`negotiate` (or given directly). With :data:`FITTED_WARM_START` (a
+        checkpoint's ``warm_start``) the warm start is taken from it on the same sites, not
+        fitted (:func:`warm_start`); it is not sent to the sites.
     client_state : dict, optional
         Filled with the sites' persistent state of the first run (created when None); every
         run's own is in its result.
@@ -667,7 +688,12 @@ def serve(
         for run in runs:
             secure.check(run.strategy)
     screen = update_screen(job, settings)
-    settings = warm_start(task, transport, job, settings, secure=secure, screen=screen)
+    cold = dict(settings)
+    before = cold.pop(FITTED_WARM_START, None)
+    settings = warm_start(task, transport, job, cold, secure=secure, screen=screen, fitted=before)
+    # what the warm start added, in every checkpoint (job["warm_start"] of a later run)
+    warmed = {k: v for k, v in settings.items() if k not in cold or cold[k] is not v}
+    fitted = {"sites": list(transport.client_ids), "settings": warmed} if warmed else None
     results = []
     for index, run in enumerate(runs):
         link = transport.pooled(task) if run.strategy.pooled else transport
@@ -685,6 +711,7 @@ def serve(
             checkpoint_extra={
                 **task.checkpoint_extra(settings, job),
                 "strategy_name": run.strategy.name,
+                **({"warm_start": fitted} if fitted else {}),
             },
             keep_checkpoints=run.keep_checkpoints,
             selection=selection,
@@ -692,7 +719,7 @@ def serve(
         start, history = begin_run(
             run.strategy,
             setup,
-            lambda: task.initial_parameters(settings, initial_seed(seed)),
+            _initial(task, run.strategy, settings, seed),
             resume=bool(job.get("resume", False)),
             client_state=state,
         )

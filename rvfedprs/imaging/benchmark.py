@@ -226,7 +226,7 @@ def write_benchmark(
 
     from rvfedprs.imaging.loader import load_medmnist
     from rvfedprs.imaging.partition import read_class_counts
-    from rvfedprs.provenance import draw_seed, jsonable, write_provenance
+    from rvfedprs.provenance import draw_seed, jsonable, write_metrics, write_provenance
 
     config = dict(config)
     section = config["imaging"]
@@ -285,7 +285,7 @@ def write_benchmark(
         "class_counts_file": None if class_counts_file is None else str(class_counts_file),
         **result,
     }
-    (out / "metrics.json").write_text(json.dumps(jsonable(metrics), indent=1) + "\n")
+    write_metrics(out, metrics)
     write_provenance(
         out,
         command="imaging",

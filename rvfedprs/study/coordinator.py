@@ -51,9 +51,11 @@ from rvfedprs.cohort import exclusions
 from rvfedprs.evaluation.metrics import cluster_ari
 from rvfedprs.evaluation.selection import selected_parameters, selection_record
 from rvfedprs.exceptions import InputDataError
+from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint
 from rvfedprs.federation.metering import traffic_of
 from rvfedprs.federation.plan import Privacy, RunPlan, enabled_secagg
 from rvfedprs.federation.rounds import (
+    FITTED_WARM_START,
     FederationError,
     declare_samples,
     require_replies,
@@ -78,6 +80,14 @@ from rvfedprs.strategies.base import Strategy
 from rvfedprs.study.counts import check_secure_counts, sum_counts
 from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
 from rvfedprs.study.state import StudyState, digest
+from rvfedprs.study.tuning import (
+    TRIALS_DIR,
+    choose_trial,
+    copy_chosen,
+    study_configurations,
+    trial_config,
+    trial_score,
+)
 
 __all__ = ["run_study", "federated_evaluation", "RoundEvaluation", "counts_table"]
 
@@ -587,8 +597,7 @@ def run_study(
     }
     for index, spec in enumerate(job["runs"]):
         name = spec["strategy"]
-        strategy = task.build_strategy(spec, job)
-        if strategy.pooled:
+        if task.build_strategy(spec, job).pooled:
             summary["runs"][name] = "not run: it pools every site's data"
             log.warning("strategy %s pools every site's data: not run in a study", name)
             continue
@@ -597,20 +606,16 @@ def run_study(
             summary["runs"][name] = recorded["summary"]
             log.info("run %s: finished before, as recorded in %s", name, state.path)
             continue
-        resumed = bool(recorded.get("started"))
-        if not resumed:
-            _clear_checkpoints(Path(spec["out"]))
-            state.start_run(name)
-        summary["runs"][name] = _train(
-            task,
-            sites,
-            job,
-            spec,
-            strategy,
-            summaries,
-            resume=resumed,
-            on_round=None if on_round is None else lambda _, e, i=index: on_round(i, e),
-        )
+        progress = None if on_round is None else lambda _, e, i=index: on_round(i, e)
+        configurations = study_configurations(name, config)
+        if configurations == [{}]:  # as configured: the run is the strategy's
+            summary["runs"][name] = _recorded_run(
+                task, sites, job, spec, name, state, summaries, progress
+            )
+        else:
+            summary["runs"][name] = _tuned_run(
+                task, sites, job, spec, configurations, state, summaries, progress
+            )
         state.finish_run(name, summary["runs"][name])
     # a site lost at a run's moments exchange is out of the study from there on
     summary["sites"], summary["left_out"] = sites.ids, dict(sites.left_out)
@@ -643,6 +648,91 @@ def _moments(
         sites.keep(kept, changed, "moments")
         _checked("moments", dict.fromkeys(kept), changed, sites.total, sites.min_replies)
     return {c: moments[c] for c in sites.ids}
+
+
+def _recorded_run(
+    task: Task,
+    sites: _Sites,
+    job: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    name: str,
+    state: StudyState,
+    summaries: Mapping[str, Mapping[str, Any]],
+    on_round: Callable[[int, dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    """One run, recorded in the study's state as ``name``.
+
+    Started (its checkpoints cleared) unless the state says it started before; then it goes on
+    from its latest checkpoint.
+    """
+    resumed = bool(state.runs.get(name, {}).get("started"))
+    if not resumed:
+        _clear_checkpoints(Path(spec["out"]))
+        state.start_run(name)
+    strategy = task.build_strategy(spec, job)
+    return _train(task, sites, job, spec, strategy, summaries, resume=resumed, on_round=on_round)
+
+
+def _tuned_run(
+    task: Task,
+    sites: _Sites,
+    job: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    configurations: list[dict[str, Any]],
+    state: StudyState,
+    summaries: Mapping[str, Mapping[str, Any]],
+    on_round: Callable[[int, dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    """A strategy's B trials; the best on validation is the strategy's.
+
+    Each trial is recorded in the state, so a resume skips finished ones and continues a
+    started one; the chosen trial is copied to the strategy's folder. Returns its summary,
+    with ``tuning``.
+    """
+    name, out = spec["strategy"], Path(job["study"]["out"])
+    folder = out / TRIALS_DIR / name
+    trials: list[dict[str, Any]] = []
+    for index, configuration in enumerate(configurations):
+        trial = f"{name}/trial_{index + 1}"
+        trial_spec = {**spec, "out": str(folder / f"trial_{index + 1}")}
+        trial_job = {**job, "config": trial_config(job["config"], configuration)}
+        if trials:  # the floor, fitted once: the last trial's, on the same sites and model
+            trial_job["warm_start"] = _warm_start(trials[-1], trial_job["config"])
+        recorded = state.runs.get(trial, {})
+        if "summary" in recorded:
+            result = recorded["summary"]
+            log.info("trial %s: finished before, as recorded in %s", trial, state.path)
+        else:
+            log.info("trial %s: %s", trial, configuration)
+            result = _recorded_run(
+                task, sites, trial_job, trial_spec, trial, state, summaries, on_round
+            )
+            state.finish_run(trial, result)
+        trials.append({"configuration": configuration, "summary": result, "out": trial_spec,
+                       "config": trial_job["config"]})  # fmt: skip
+    chosen = choose_trial(name, trials, folder / "tuning.tsv")
+    tuning = {
+        "budget": len(configurations),
+        "chosen_trial": chosen + 1,
+        "configuration": configurations[chosen],
+        "validation_scores": [trial_score(t["summary"]) for t in trials],
+        "table": str(folder / "tuning.tsv"),
+    }
+    copy_chosen(Path(trials[chosen]["out"]["out"]), Path(spec["out"]), tuning)
+    return {**trials[chosen]["summary"], "tuning": tuning}
+
+
+def _warm_start(trial: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The warm start (the floor) a trial's checkpoints recorded, when ``config`` fits the same.
+
+    None when the trial recorded none, or trained another model (the floor's width and
+    top-k screen are the model section's); :func:`~rvfedprs.federation.rounds.warm_start`
+    takes it only on the same sites.
+    """
+    path = latest_checkpoint(trial["out"]["out"])
+    if path is None or trial["config"]["model"] != config["model"]:
+        return None
+    return load_checkpoint(path).get("warm_start")
 
 
 def _train(
@@ -685,6 +775,8 @@ def _train(
         evaluate_round=evaluation,
         min_replies=job.get("min_replies"),
     )
+    if job.get("warm_start"):  # a tuned study's floor, fitted by an earlier trial
+        settings = {**settings, FITTED_WARM_START: job["warm_start"]}
     result = run(plan, transport=sites.transport, settings=settings, on_round=on_round)
     # the models of the round (or the floor) chosen on the sites' validation samples
     chosen = selected_parameters(result.selected)
@@ -709,9 +801,19 @@ def _train(
     lost = {e["round"]: e["evaluation_failed"] for e in result.history if "evaluation_failed" in e}
     if "evaluation_failed" in metrics:
         lost["final"] = metrics["evaluation_failed"]
-    return {
+    out = {
         record["metric"]: record[record["metric"]],
         "evaluated_sites": metrics["evaluated_sites"],
         "failures": {e["round"]: e["failed"] for e in result.history if "failed" in e},
         "evaluation_failures": lost,
     }
+    if result.selected is not None:  # what a tuned study compares (rvfedprs.study.tuning)
+        selection = record["selection"]
+        unvalidated = {s for e in result.history for s in e.get("validation_failed", {})}
+        out["validation"] = {
+            "metric": selection["metric"],
+            "score": selection[f"validation_{selection['metric']}"],
+            "selected_round": selection["selected_round"],
+            "sites": [s for s in sites.ids if s not in unvalidated],
+        }
+    return out

@@ -42,6 +42,7 @@ from rvfedprs.study.samplesheet import SiteInputs, read_samplesheet, read_site_i
 from rvfedprs.study.site import StudySite
 from rvfedprs.study.state import StudyState, config_fingerprint
 from rvfedprs.study.task import StudyTask, site_locator
+from rvfedprs.study.tuning import study_configurations
 
 __all__ = ["run_study_config", "write_site_config", "study_job", "study_min_replies"]
 
@@ -217,6 +218,8 @@ def run_study_config(
     config = dict(config)
     study = config["study"]
     engine = study["engine"]
+    for name in config["train"]["compare"]:  # a tuned study's grids, before anything runs
+        study_configurations(name, config)
     if attach is not None:
         return _attach(engine, Path(out or study["out"]).resolve(), attach, config)
     node_keys = (config.get("flower") or {}).get("node_keys")

@@ -68,7 +68,8 @@ from rvfedprs.genomic.task import local_training_config
 from rvfedprs.genomic.view import next_round_view
 from rvfedprs.model import set_parameters
 from rvfedprs.plan import Privacy, RunPlan, enabled_secagg, run
-from rvfedprs.run import client_clusters, dp_epsilon, jsonable, write_metrics
+from rvfedprs.provenance import jsonable, write_metrics
+from rvfedprs.run import client_clusters, dp_epsilon
 from rvfedprs.strategies import strategy_from_config
 from rvfedprs.training import local_update, select_influential
 from rvfedprs.training.dp import dp_schedule, dp_settings

@@ -14,7 +14,8 @@ from rvfedprs.evaluation import evaluate_models, load_truth
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.genomic.data import load_federation
 from rvfedprs.genomic.task import training_config
-from rvfedprs.run import client_clusters, write_metrics, write_predictions
+from rvfedprs.provenance import write_metrics
+from rvfedprs.run import client_clusters, write_predictions
 from rvfedprs.strategies import strategy_from_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
