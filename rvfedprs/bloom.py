@@ -52,7 +52,6 @@ __all__ = [
     "n_bytes",
     "estimate_cardinality",
     "estimate_jaccard",
-    "exact_jaccard",
     "contains",
     "read_bloom_key",
     "DEFAULT_CAPACITY",
@@ -241,13 +240,6 @@ def estimate_jaccard(a: np.ndarray, b: np.ndarray, spec: BloomSpec) -> float:
         return 0.0
     n_inter = _cardinality(a, spec) + _cardinality(b, spec) - n_union
     return float(min(max(n_inter / n_union, 0.0), 1.0))
-
-
-def exact_jaccard(a: Iterable[str], b: Iterable[str]) -> float:
-    """Exact Jaccard similarity of two sets (0 when both are empty); the oracle for tests."""
-    sa, sb = set(a), set(b)
-    union = len(sa | sb)
-    return len(sa & sb) / union if union else 0.0
 
 
 def _and_bits_jaccard(a: np.ndarray, b: np.ndarray, spec: BloomSpec) -> float:

@@ -13,11 +13,17 @@ from rvfedprs.bloom import (
     encode,
     estimate_cardinality,
     estimate_jaccard,
-    exact_jaccard,
     n_bits,
     n_hashes,
 )
 from rvfedprs.exceptions import InputDataError
+
+
+def exact_jaccard(a, b) -> float:
+    """The oracle: exact Jaccard similarity of two sets (0 when both are empty)."""
+    sa, sb = set(a), set(b)
+    union = len(sa | sb)
+    return len(sa & sb) / union if union else 0.0
 
 
 def _keys(prefix, n, rng=None):

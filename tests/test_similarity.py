@@ -1,10 +1,17 @@
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from rvfedprs import similarity
-from rvfedprs.bloom import BloomSpec, encode, exact_jaccard
-from rvfedprs.exceptions import InputDataError
-from rvfedprs.similarity.jaccard import jaccard_matrix
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from test_bloom import exact_jaccard  # noqa: E402
+
+from rvfedprs import similarity  # noqa: E402
+from rvfedprs.bloom import BloomSpec, encode  # noqa: E402
+from rvfedprs.exceptions import InputDataError  # noqa: E402
+from rvfedprs.similarity.jaccard import jaccard_matrix  # noqa: E402
 
 
 def _client_sets(seed=0, k=6, pool=3000):

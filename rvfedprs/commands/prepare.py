@@ -1,4 +1,4 @@
-"""``rvfedprs prepare``: per-client inputs from genotypes (sub-commands ``score``, later ``run``).
+"""``rvfedprs prepare``: per-client inputs from genotypes (sub-commands ``score`` and ``run``).
 
 ``rvfedprs prepare score --genotypes PATH --scorefile FILE [FILE ...] --out FILE.tsv`` writes the
 PRS SUM per sample (``sample_id, SUM, n_matched``; with several scores ``<name>_SUM,
@@ -11,25 +11,21 @@ one-line error (exit 2) before anything is written. A VCF/BCF is read through a 
 made once by plink2 and kept in a cache (``--pgen-cache``; :mod:`rvfedprs.genotypes.convert`)
 when plink2 is installed, else directly with a note on stderr; ``--direct`` reads it directly.
 
-Further sub-commands live in their own modules ``rvfedprs/commands/prepare_<name>.py`` (each
-with ``HELP``, ``add_arguments(parser)``, ``run(args)``) listed in :data:`EXTRA_SUBCOMMANDS`;
-a module that does not exist yet is skipped.
+``rvfedprs prepare run`` runs the Snakemake preparation workflow
+(:mod:`rvfedprs.commands.prepare_run`).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 
+from rvfedprs.commands import prepare_run
 from rvfedprs.genotypes.convert import DEFAULT_CACHE
 from rvfedprs.option_types import COUNT, FRACTION, DefaultsHelpFormatter
 
 HELP = "prepare per-client inputs from genotypes (PRS scoring, rare dosages)"
-
-#: sub-command name -> module providing HELP, add_arguments, run (optional; skipped if absent)
-EXTRA_SUBCOMMANDS = {"run": "rvfedprs.commands.prepare_run"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,16 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _add_score_arguments(score)
     score.set_defaults(_prepare_run=_run_score)
-    for name, module_name in EXTRA_SUBCOMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        extra = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        module.add_arguments(extra)
-        extra.set_defaults(_prepare_run=module.run)
+    workflow = sub.add_parser("run", help=prepare_run.HELP, description=prepare_run.HELP)
+    prepare_run.add_arguments(workflow)
+    workflow.set_defaults(_prepare_run=prepare_run.run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
-"""Genotype quality control: variant and sample call rates, Hardy–Weinberg exact test.
+"""Genotype quality control: genotype counts, sample call rates, Hardy–Weinberg exact test.
 
-Every function returns a table with one row per variant (or sample) and an ``excluded``/``reason``
-pair, so that nothing is dropped without a record.
+The per-variant tests run on the sites' counts (:mod:`rvfedprs.genotypes.sitecounts`, through
+:func:`hwe_exact_many`); :func:`sample_call_rates` returns one row per sample with an
+``excluded``/``reason`` pair, so that no sample is dropped without a record.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pandas as pd
 
 from rvfedprs.genotypes.chunk import DEFAULT_CHUNK_SIZE, GenotypeSource, sample_index
 
-__all__ = ["genotype_counts", "hwe_exact", "hwe_exact_many", "sample_call_rates", "variant_qc"]
+__all__ = ["genotype_counts", "hwe_exact", "hwe_exact_many", "sample_call_rates"]
 
 
 def hwe_exact(n_het: int, n_hom_1: int, n_hom_2: int) -> float:
@@ -108,44 +109,6 @@ def genotype_counts(
             table[name] = counts[:, i]
         parts.append(table)
     return pd.concat(parts, ignore_index=True)
-
-
-def variant_qc(
-    source: GenotypeSource,
-    *,
-    samples: Sequence[str] | None = None,
-    min_call_rate: float = 0.95,
-    hwe_p_min: float = 1e-6,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> pd.DataFrame:
-    """Call rate and HWE p-value per variant, with exclusions and their reasons.
-
-    Parameters
-    ----------
-    min_call_rate : float
-        Variants called in fewer than this fraction of samples are excluded (plink ``--geno``
-        with ``1 - min_call_rate``).
-    hwe_p_min : float
-        Variants with an HWE exact-test p-value below this are excluded (plink ``--hwe``);
-        0 disables the test.
-
-    Returns
-    -------
-    DataFrame
-        :func:`genotype_counts` plus ``call_rate``, ``hwe_p``, ``excluded`` (bool) and
-        ``reason`` (``"call_rate"``, ``"hwe"`` or both joined by ``;``; empty when kept).
-    """
-    table = genotype_counts(source, samples=samples, chunk_size=chunk_size)
-    n = table[["n_hom_ref", "n_het", "n_hom_alt", "n_missing"]].sum(axis=1).to_numpy()
-    table["call_rate"] = np.where(n > 0, 1.0 - table["n_missing"] / np.maximum(n, 1), 0.0)
-    table["hwe_p"] = hwe_exact_many(table["n_het"], table["n_hom_ref"], table["n_hom_alt"])
-    low_call = table["call_rate"].to_numpy() < min_call_rate
-    bad_hwe = table["hwe_p"].to_numpy() < hwe_p_min
-    reasons = np.where(low_call, "call_rate", "").astype(object)
-    reasons = np.where(bad_hwe, np.where(low_call, "call_rate;hwe", "hwe"), reasons)
-    table["excluded"] = low_call | bad_hwe
-    table["reason"] = reasons
-    return table
 
 
 def sample_call_rates(
