@@ -1,5 +1,7 @@
 """`rvfedprs mia` end to end: every client audited with shadow federations, the channels of one
-more round (own updates exact, secure sums only their union), then `rvfedprs report`."""
+more round (own updates exact, secure sums only their union), then `rvfedprs report`; with the
+default (offline) attacks on a few targets; a run without a checkpoint is refused by name.
+(`rvfedprs train` itself: tests/test_train_cli.py.)"""
 
 from __future__ import annotations
 
@@ -81,3 +83,28 @@ def test_report_reads_the_audit(audited, tmp_path):
     channels = pd.read_csv(tmp_path / "channels.csv")
     assert set(channels["seen_by"]) == {"own updates", "secure sums"}
     assert "Headline not computable" in (tmp_path / "table2_performance.md").read_text()
+
+
+def test_the_default_attacks_audit_the_targets_of_a_run_rebuilt_from_its_checkpoint(
+    audited, tmp_path, capsys
+):
+    _, config, _, run = audited
+    settings = yaml.safe_load(config.read_text())
+    settings["mia"] = {"targets": 1, "n_reference": 2, "reference_epochs": 1}
+    mia_config = tmp_path / "mia.yaml"
+    mia_config.write_text(yaml.safe_dump(settings))
+    assert main(["mia", "--config", str(mia_config), "--run", str(run), "--out",
+                 str(tmp_path / "out")]) == 0  # fmt: skip
+    record = json.loads((tmp_path / "out" / "mia.json").read_text())
+    assert record["strategy"] == "fedce" and record["seed"] == 0
+    rows = record["rows"]
+    assert {r["attack"] for r in rows} == {"loss", "lira_offline"}
+    assert {r["subset"] for r in rows} >= {"general"}
+    for r in rows:
+        assert 0.0 <= r["advantage"] <= 1.0 and 0.0 <= r["auc"] <= 1.0
+    # no checkpoint → a clear error naming the folder
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["mia", "--config", str(mia_config), "--run", str(empty), "--out",
+                 str(tmp_path / "x")]) == 2  # fmt: skip
+    assert f"no checkpoint in {empty / 'checkpoints'}" in capsys.readouterr().err

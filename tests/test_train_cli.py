@@ -1,3 +1,6 @@
+"""`rvfedprs train` and `rvfedprs evaluate` from the command line: metrics, checkpoints,
+provenance, overrides, and bad input exiting 2 by name (`rvfedprs mia`: test_mia_command.py)."""
+
 import json
 
 import pytest
@@ -151,30 +154,3 @@ def test_bad_input_exits_2_with_a_clear_message(setup, capsys, tmp_path):
     assert "missing" in capsys.readouterr().err
     assert main(["evaluate", "--checkpoint", str(tmp_path / "x.pt"), "--out", str(tmp_path)]) == 2
     assert "checkpoint not found" in capsys.readouterr().err
-
-
-def test_mia_command_audits_the_trained_run(setup, tmp_path, capsys):
-    """`rvfedprs mia` rebuilds the run from its checkpoint and attacks the target clients."""
-    root, config, _ = setup
-    run = root / "mia_run"
-    assert main(["train", "--config", str(config), "--strategy", "fedavg", "--out", str(run),
-                 "--seed", "3", "--rounds", "1"]) == 0  # fmt: skip
-    mia_config = tmp_path / "mia.yaml"
-    settings = yaml.safe_load(config.read_text())
-    settings["mia"] = {"targets": 1, "n_reference": 2, "reference_epochs": 1}
-    mia_config.write_text(yaml.safe_dump(settings))
-    assert main(["mia", "--config", str(mia_config), "--run", str(run), "--out",
-                 str(tmp_path / "out")]) == 0  # fmt: skip
-    record = json.loads((tmp_path / "out" / "mia.json").read_text())
-    assert record["strategy"] == "fedavg" and record["seed"] == 3
-    rows = record["rows"]
-    assert {r["attack"] for r in rows} == {"loss", "lira_offline"}
-    assert {r["subset"] for r in rows} >= {"general"}
-    for r in rows:
-        assert 0.0 <= r["advantage"] <= 1.0 and 0.0 <= r["auc"] <= 1.0
-    # no checkpoint → a clear error naming the folder
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    assert main(["mia", "--config", str(mia_config), "--run", str(empty), "--out",
-                 str(tmp_path / "x")]) == 2  # fmt: skip
-    assert f"no checkpoint in {empty / 'checkpoints'}" in capsys.readouterr().err
