@@ -123,11 +123,17 @@ class Strategy(ABC):
     forms_clusters : bool
         True for strategies that group clients (FedCE, clustered FL, cluster FedAvg): only their
         assignment is scored against the true ancestry clusters (ARI).
+    random_start : bool
+        False for a strategy that reads only the shapes of the parameters it is initialised
+        with (FedAssoc serves a linear model of its own fit): the engine then hands it the
+        task's :meth:`~rvfedprs.federation.task.Task.parameter_template` (no network drawn)
+        instead of a seeded initialisation.
     """
 
     name: ClassVar[str] = ""
     pooled: ClassVar[bool] = False
     forms_clusters: ClassVar[bool] = False
+    random_start: ClassVar[bool] = True
     #: Why this strategy cannot run with secure aggregation, or None when it can (it then
     #: implements :meth:`secure_groups` and :meth:`aggregate_sums`).
     secagg_refusal: ClassVar[str | None] = (

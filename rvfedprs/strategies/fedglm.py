@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from rvfedprs.architecture import linear_floor, linear_parameters
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.model import linear_floor, linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import FitResult, GlobalModelStrategy
 from rvfedprs.strategies.burden_delivery import BurdenDelivery
