@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-from scipy.stats import beta as beta_distribution
 
 from rvfedprs.exceptions import ConfigError, InputDataError
 
@@ -381,7 +380,12 @@ def burden_map(
             if unannotated == "exclude":
                 reason[(reason == "") & missing_mask] = "unannotated"
         reason[(reason == "") & (mask == 0.0)] = f"{mask_column} false"
-    w = beta_distribution.pdf(maf, *beta) if weights == "beta" else np.ones(len(variants))
+    if weights == "beta":
+        from scipy.stats import beta as beta_distribution
+
+        w = beta_distribution.pdf(maf, *beta)
+    else:
+        w = np.ones(len(variants))
     chrom = variants["chrom"].astype(str).str.removeprefix("chr").to_numpy()
     pos = variants["pos"].to_numpy(np.int64)
     rows, cols = [], []

@@ -290,6 +290,41 @@ def test_the_command_writes_the_table_and_plots_and_refuses_bad_input(cohort, tm
     assert bad.returncode == 2 and "nope.tsv does not exist" in bad.stderr
 
 
+#: Runs the CLI, then prints which of these modules the process had loaded.
+_LOADED_PROBE = """
+import runpy, sys
+sys.argv = ["rvfedprs", *sys.argv[1:]]
+try:
+    runpy.run_module("rvfedprs", run_name="__main__")
+except SystemExit as stop:
+    code = stop.code
+print(sorted(m for m in ("torch", "opacus", "matplotlib.pyplot") if m in sys.modules))
+sys.exit(code)
+"""
+
+
+def test_the_command_loads_neither_torch_nor_pyplot(cohort, tmp_path):
+    """An association trains no network: torch (and opacus, pyplot) never enter its process.
+
+    Gene tests, groups and plots included; importing torch alone cost more than the rest of a
+    map-size run (BENCHMARKS.md).
+    """
+    import yaml
+
+    config = tmp_path / "associate.yaml"
+    config.write_text(yaml.safe_dump({
+        "train": {"data": str(cohort["data"]), "seed": 3}, "burden": BURDEN,
+        "associate": {"maf_cutoffs": CUTOFFS, "groups": str(cohort["groups"])},
+    }))  # fmt: skip
+    out = tmp_path / "out"
+    command = [sys.executable, "-c", _LOADED_PROBE, "associate", "--config", str(config),
+               "--out", str(out)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (out / "qq.png").is_file() and (out / "manhattan.png").is_file()
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
 @pytest.mark.slow
 def test_flower_simulation_gives_the_in_process_table(cohort, clear_run, tmp_path):
     flower = associate(_config(cohort, train={"engine": "flower-sim"}), tmp_path / "sim")

@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import integrate, optimize, stats
+from scipy import special
 
 __all__ = [
     "chi2_mixture_sf",
@@ -67,6 +67,8 @@ def imhof_sf(q: float, eigenvalues: Sequence[float]) -> float:
         rho = math.exp(0.25 * float(np.sum(np.log1p((lam * u) ** 2))))
         return math.sin(theta) / (u * rho)
 
+    from scipy import integrate
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", integrate.IntegrationWarning)
         value, _ = integrate.quad(integrand, 0.0, np.inf, limit=2000, epsabs=1e-14, epsrel=1e-10)
@@ -89,6 +91,8 @@ def saddlepoint_sf(q: float, eigenvalues: Sequence[float]) -> float:
     lo, hi = 0.0, upper * (1.0 - 1e-15)
     while derivative(hi) < 0:  # K' rises to +∞ at 1 / (2 λ_max)
         hi = upper - (upper - hi) / 1e3
+    from scipy import optimize
+
     t = optimize.brentq(derivative, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500)
     k = -0.5 * float(np.sum(np.log1p(-2.0 * lam * t)))
     k2 = 2.0 * float(np.sum(lam**2 / (1.0 - 2.0 * lam * t) ** 2))
@@ -96,7 +100,7 @@ def saddlepoint_sf(q: float, eigenvalues: Sequence[float]) -> float:
     v = t * math.sqrt(k2)
     if w == 0.0 or v <= 0.0:
         return liu_sf(q, lam)
-    return float(stats.norm.sf(w + math.log(v / w) / w))
+    return float(special.ndtr(-(w + math.log(v / w) / w)))  # the normal's upper tail
 
 
 def liu_sf(q: float, eigenvalues: Sequence[float]) -> float:
@@ -116,7 +120,11 @@ def liu_sf(q: float, eigenvalues: Sequence[float]) -> float:
     mu_x = dof + delta
     sigma_x = math.sqrt(2.0) * math.sqrt(dof + 2.0 * delta)
     scaled = (q - mu_q) / sigma_q * sigma_x + mu_x
-    return float(stats.ncx2.sf(scaled, dof, delta) if delta > 0 else stats.chi2.sf(scaled, dof))
+    if delta > 0:
+        from scipy.stats import ncx2
+
+        return float(ncx2.sf(scaled, dof, delta))
+    return float(special.chdtrc(dof, scaled))
 
 
 def chi2_mixture_sf(q: float, eigenvalues: Sequence[float]) -> tuple[float, str]:
@@ -133,7 +141,7 @@ def chi2_mixture_sf(q: float, eigenvalues: Sequence[float]) -> tuple[float, str]
     if lam.size == 0:
         return 1.0, "chi2"
     if lam.size == 1 or np.ptp(lam) <= 1e-12 * float(np.max(lam)):
-        return float(stats.chi2.sf(q / float(np.mean(lam)), lam.size)), "chi2"
+        return float(special.chdtrc(lam.size, q / float(np.mean(lam)))), "chi2"
     if q > float(np.sum(lam)):
         try:
             p = saddlepoint_sf(q, lam)

@@ -11,7 +11,9 @@ server. From them :func:`associate` writes into ``out``:
 - ``manhattan.png`` — single-variant and unit (ACAT-O) p-values along the genome, with the
   Bonferroni line of each;
 - ``summary.json`` — the floor, the groups, counts of what was tested and what was not, λ_GC;
-- ``provenance.json``.
+- ``provenance.json``;
+- on a Flower engine, ``run/`` — the run's ``flower/`` files and checkpoints (an in-process run,
+  seconds long, writes none: writing one would be most of its cost, torch's import included).
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ def associate(config: Mapping[str, Any], out: str | Path) -> AssociationResult:
     }  # fmt: skip
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    plan = get_task("genomic").plan(run_config, out / "run")
+    in_process = config["train"]["engine"] == "inprocess"
+    plan = get_task("genomic").plan(run_config, None if in_process else out / "run")
     plan = replace(plan, evaluate_round=_no_evaluation)
     result = run(plan)
     strategy = result.strategy

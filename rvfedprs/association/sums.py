@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -94,6 +95,18 @@ class UnitLayout:
         """Σ_g p_g², the length of the flattened blocks."""
         return int(self.offsets[-1])
 
+    @cached_property
+    def block_entries(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row, column) of the variant pair each entry of the flattened blocks holds.
+
+        Unit g's entries ``offsets[g]:offsets[g + 1]`` are (cols[a], cols[b]) for a, b in
+        row-major order: one gather from a p × p matrix fills every block at once.
+        """
+        empty = np.zeros(0, np.int64)
+        rows = [np.repeat(cols, cols.size) for cols in self.members]
+        columns = [np.tile(cols, cols.size) for cols in self.members]
+        return (np.concatenate([empty, *rows]), np.concatenate([empty, *columns]))
+
     def block(self, flat: np.ndarray, unit: int) -> np.ndarray:
         """Unit ``unit``'s p_g × p_g block of a flattened blocks vector."""
         size = self.members[unit].size
@@ -159,14 +172,10 @@ def association_sums(
     score, information, cross = floor_scores(floor_design, a, y, coef, kind)
     out["assoc.score"][row], out["assoc.information"][row] = score, information
     out["assoc.cross"][row] = cross
-    if layout.n_units:
+    if layout.block_size:
         gram = sp.csr_matrix(a.T @ sp.csr_matrix(a.multiply(weight[:, None])))  # sparse AᵀWA
-        blocks = out["assoc.blocks"][row]
-        for unit, cols in enumerate(layout.members):
-            if cols.size:
-                blocks[layout.offsets[unit] : layout.offsets[unit + 1]] = (
-                    gram[cols][:, cols].toarray().reshape(-1)
-                )
+        rows, columns = layout.block_entries
+        out["assoc.blocks"][row] = np.asarray(gram[rows, columns], np.float64).reshape(-1)
     out["assoc.mac"][row] = np.asarray(a.sum(axis=0)).reshape(-1)
     out["assoc.carriers"][row] = np.asarray((a > 0).sum(axis=0)).reshape(-1)
     out["assoc.samples"][row] = float(a.shape[0])

@@ -6,7 +6,8 @@ whatever else a client stores between rounds) and what the task adds (model shap
 configuration). Values are kept as they are (arrays, numbers, strings, nested mappings and
 lists); an object with ``state_dict()`` and a ``from_state_dict`` classmethod (e.g.
 :class:`~rvfedprs.training.dp.DPState`) is saved as its state and rebuilt on resume. Files load
-with ``torch.load(weights_only=True)``: no pickled code.
+with ``torch.load(weights_only=True)``: no pickled code. torch is imported when a checkpoint is
+written or read, not with this module (an engine that writes none need not load it).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from rvfedprs.exceptions import InputDataError
 
@@ -41,6 +41,8 @@ def checkpoint_path(out: str | Path, server_round: int) -> Path:
 
 
 def _to_saveable(value: Any) -> Any:
+    import torch
+
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "US":
             return {"__str_array__": value.astype(str).tolist()}
@@ -57,6 +59,8 @@ def _to_saveable(value: Any) -> Any:
 
 
 def _from_saved(value: Any) -> Any:
+    import torch
+
     if isinstance(value, torch.Tensor):
         return value.numpy()
     if isinstance(value, dict):
@@ -70,6 +74,8 @@ def _from_saved(value: Any) -> Any:
 
 def save_checkpoint(path: str | Path, record: Mapping[str, Any]) -> Path:
     """Write a checkpoint (numpy arrays stored as tensors; loadable with ``weights_only``)."""
+    import torch
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".pt.tmp")
@@ -86,6 +92,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     InputDataError
         When the file is missing or not a checkpoint.
     """
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise InputDataError(f"checkpoint not found: {path}")

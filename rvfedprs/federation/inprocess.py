@@ -17,7 +17,7 @@ from typing import Any
 
 from rvfedprs.exceptions import InputDataError
 from rvfedprs.federation.replies import collect
-from rvfedprs.federation.secagg.site import held_fit_result
+from rvfedprs.federation.secagg.protocol import SECURE_FIT_KEY
 from rvfedprs.federation.task import Replies, Request, Task, Transport
 from rvfedprs.strategies.base import FitInstruction, FitResult
 
@@ -90,6 +90,11 @@ class InProcessTransport(Transport):
                 client_state.setdefault(client, {}),
                 random_seed=int(seeds[client]),
             )
+            if not instructions[client].config.get(SECURE_FIT_KEY):
+                return result
+            # the site's half of a secure sum (its import loads Flower's cryptography)
+            from rvfedprs.federation.secagg.site import held_fit_result
+
             return held_fit_result(
                 result, instructions[client], self.step_state.setdefault(client, {})
             )

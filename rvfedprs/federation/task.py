@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.plan import RunPlan
 from rvfedprs.federation.secagg.protocol import STEPS as SECAGG_STEPS
-from rvfedprs.federation.secagg.site import answer as answer_secagg
 from rvfedprs.strategies.base import FitInstruction, FitResult, Strategy
 
 __all__ = ["Request", "Task", "Transport", "Replies", "WARM_START_RUN"]
@@ -124,7 +123,9 @@ class Task(ABC):
         ConfigError
             For a step this task does not know, naming the ones it does.
         """
-        if request.step in SECAGG_STEPS:
+        if request.step in SECAGG_STEPS:  # the site's keys and masks (Flower's primitives)
+            from rvfedprs.federation.secagg.site import answer as answer_secagg
+
             return answer_secagg(request.step, request.payload, state)
         method = self.steps.get(request.step)
         if method is None:
@@ -233,6 +234,15 @@ class Task(ABC):
     @abstractmethod
     def initial_parameters(self, settings: Mapping[str, Any], random_seed: int) -> dict[str, Any]:
         """w^0, seeded from ``random_seed`` (the engine passes ``initial_seed(seed)``)."""
+
+    def parameter_template(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Parameters of w^0's names and shapes whose values no one reads.
+
+        What a strategy without a :attr:`~rvfedprs.strategies.base.Strategy.random_start`
+        starts from; by default :meth:`initial_parameters` (seed 0). A task whose model is
+        costly to build overrides it (the genomic task: zeros, without torch).
+        """
+        return self.initial_parameters(settings, 0)
 
     @abstractmethod
     def build_strategy(self, spec: Mapping[str, Any], job: Mapping[str, Any]) -> Strategy:

@@ -26,21 +26,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rvfedprs.model import (
-    TwoPathwayModel,
-    model_from_config,
-    rare_feature_names,
-    set_parameters,
-)
+from rvfedprs.architecture import rare_feature_names
 from rvfedprs.strategies.base import FitInstruction, FitResult
 from rvfedprs.strategies.burden_delivery import site_burden
 from rvfedprs.strategies.client import LocalRun, client_update
-from rvfedprs.training import ClientData, LocalTrainingConfig, local_update, select_influential
+from rvfedprs.training import ClientData, LocalTrainingConfig
 from rvfedprs.training.glm import glm_reply
+
+if TYPE_CHECKING:  # the network (torch) is imported where a round trains, not for a GLM's sums
+    from rvfedprs.model import TwoPathwayModel
 
 __all__ = ["ClientContext", "fit_client", "glm_fit", "build_model", "influential_bloom_bits"]
 
@@ -76,6 +74,8 @@ class ClientContext:
 
 def build_model(n_rare: int, model_config: Mapping[str, Any]) -> TwoPathwayModel:
     """A :class:`TwoPathwayModel` for ``n_rare`` variants (weights to be set by the caller)."""
+    from rvfedprs.model import model_from_config
+
     return model_from_config(n_rare, model_config, initialise=False)
 
 
@@ -103,6 +103,7 @@ def influential_bloom_bits(
         Packed bits, no header.
     """
     from rvfedprs.bloom import BloomSpec, encode
+    from rvfedprs.training import select_influential
 
     selected = select_influential(
         influence,
@@ -136,6 +137,9 @@ def fit_client(
         ``local_steps``, ``lr`` (and ``personal_loss`` for Ditto) and, when asked, the Bloom
         bits.
     """
+    from rvfedprs.model import set_parameters
+    from rvfedprs.training import local_update
+
     config = instruction.config
     want_bloom = config.get("bloom") is not None
 

@@ -59,8 +59,7 @@ def plan(
     ConfigError, InputDataError
         For an unknown strategy or engine, or unusable inputs (named).
     """
-    from rvfedprs.genomic.distance import strategy_distance
-    from rvfedprs.strategies import strategy_class, strategy_from_config
+    from rvfedprs.strategies import DISTANCE_STRATEGIES, strategy_class, strategy_from_config
 
     config = {**config, "train": dict(config["train"])}
     section = config["train"]
@@ -74,7 +73,11 @@ def plan(
     section["seed"] = seed = draw_seed(section["seed"])
     federation = load_federation(section["data"]) if data is None else data
     if strategy is None:
-        distance = strategy_distance(name, config, federation, seed)
+        distance = {}
+        if name in DISTANCE_STRATEGIES:  # the distance probes train a network (torch)
+            from rvfedprs.genomic.distance import strategy_distance
+
+            distance = strategy_distance(name, config, federation, seed)
         strategy = strategy_from_config(name, config, **distance)
         if distance:
             spec["distance"] = {

@@ -98,7 +98,7 @@ def network_model_config(
     check_top_k_input(out)
     if rare_input == "dosages" or out.get("rare_projection") is not None:
         return out
-    from rvfedprs.model import BURDEN_INPUTS
+    from rvfedprs.architecture import BURDEN_INPUTS
 
     out["rare_projection"] = {}  # top_k: the variants come with the warm start
     if rare_input not in BURDEN_INPUTS:
@@ -126,7 +126,7 @@ def check_top_k_input(model_config: Mapping[str, Any]) -> None:
     ------
     ConfigError
     """
-    from rvfedprs.model import TOP_K_INPUTS
+    from rvfedprs.architecture import TOP_K_INPUTS
 
     rare_input = str(model_config.get("rare_input", "dosages"))
     top_k = model_config.get("top_k", 0)
@@ -185,7 +185,7 @@ def local_training_config(
     InputDataError
         When ``pos_weight`` is ``auto`` and the federation has no cases or no controls.
     """
-    from rvfedprs.training.dp import dp_settings
+    from rvfedprs.training.config import dp_settings
 
     pos_weight = outcome(kind).pos_weight(train["pos_weight"], n_samples, {"n_cases": n_cases})
     batch_size = int(train["batch_size"])
@@ -231,9 +231,11 @@ def job_validation(job: Mapping[str, Any]) -> dict[str, Any] | None:
     :func:`~rvfedprs.evaluation.selection.validation_split` of the fraction and the job's
     seed; None without a configuration or with fraction 0.
     """
+    train = (job.get("config") or {}).get("train") or {}
+    if not train.get("validation_fraction"):  # no split: nothing of evaluation is needed
+        return None
     from rvfedprs.evaluation.selection import validation_split
 
-    train = (job.get("config") or {}).get("train") or {}
     return validation_split(train.get("validation_fraction"), job.get("seed"))
 
 
@@ -573,11 +575,12 @@ class GenomicTask(Task):
     ) -> FitResult:
         """One round of :func:`~rvfedprs.genomic.client.fit_client` on the site's data."""
         from rvfedprs.genomic.client import ClientContext, fit_client, glm_fit
-        from rvfedprs.training.dp import DPState
 
-        if "glm" in instruction.config:  # a federated GLM round: sums, no training
+        if "glm" in instruction.config:  # a federated GLM round: sums, no training (no torch)
             return glm_fit(instruction, site.training_data(settings), site.variant_keys,
                            bloom_key=site.bloom_key, state=state)  # fmt: skip
+        from rvfedprs.training.dp import DPState
+
         dp = settings.get("dp")
         if dp is not None and "dp" not in state:
             state["dp"] = DPState.from_settings(dp)
@@ -708,7 +711,7 @@ class GenomicTask(Task):
             When the sites disagree on the number of rare-variant columns, or ``pos_weight:
             auto`` meets a federation without cases or controls.
         """
-        from rvfedprs.training.dp import dp_settings
+        from rvfedprs.training.config import dp_settings
 
         config = job["config"]
         widths = {c: int(r["n-rare"]) for c, r in reports.items()}
@@ -795,6 +798,20 @@ class GenomicTask(Task):
         return linear_parameters(
             parameters, intercept=float(coef[0]), common_coef=coef[1:], trainable=True
         )
+
+    def parameter_template(self, settings: Mapping[str, Any]) -> dict:
+        """Zeros of the network's parameters (:func:`~rvfedprs.architecture.parameter_shapes`).
+
+        The shapes :meth:`initial_parameters` would give, without building the network (nor
+        importing torch), for a strategy that serves only a linear model of them (FedAssoc).
+        """
+        from rvfedprs.architecture import parameter_shapes, top_k_pending
+
+        model_config = settings["model"]
+        if top_k_pending(model_config):
+            model_config = {**dict(model_config), "rare_input": "dosages"}
+        shapes = parameter_shapes(int(settings["n_rare"]), model_config)
+        return {name: np.zeros(shape, np.float32) for name, shape in shapes.items()}
 
     def warm_start(self, settings: Mapping[str, Any], job: Mapping[str, Any]):
         """The floor (SPEC §4): an unpenalised federated GLM on PRS + covariates.

@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from rvfedprs.architecture import linear_parameters
 from rvfedprs.association.scores import EfficientScores, floor_dispersion
 from rvfedprs.association.sums import ASSOCIATION_TENSORS, UnitLayout, empty_sums
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.model import linear_parameters
 from rvfedprs.strategies.aggregation import Parameters, copy_parameters
 from rvfedprs.strategies.base import (
     FitInstruction,
@@ -112,6 +112,7 @@ class FedAssociation(GlobalModelStrategy):
     """
 
     name = "fedassoc"
+    random_start = False  # the floor it serves is read from the template's shapes only
 
     def __init__(
         self,

@@ -35,7 +35,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from rvfedprs.association.gene_tests import quadratic_test
 from rvfedprs.association.scores import floor_dispersion, group_covariances
@@ -117,6 +116,8 @@ def heterogeneous_log_p(
     hessian : array, shape (q, q)
         The floor's Zᵀ W Z summed over every group.
     """
+    from scipy import stats  # imported where a screen runs: not for every GLM or association
+
     score = np.asarray(score, np.float64)
     covariances = group_covariances(information, cross, hessian, np.arange(score.shape[1]))
     log_p = np.zeros(score.shape[1])
@@ -142,6 +143,8 @@ def ranked_variants(log_p: np.ndarray, k: int) -> np.ndarray:
 
 
 def _pooled_log_p(score: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    from scipy import stats
+
     statistic = score_statistic(score, variance)
     return np.where(statistic > 0, stats.chi2.logsf(statistic, 1), 0.0)
 

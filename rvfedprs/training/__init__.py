@@ -25,7 +25,7 @@ _HOMES = {
     "DPState": "dp",
     "dp_local_update": "dp",
     "dp_schedule": "dp",
-    "dp_settings": "dp",
+    "dp_settings": "config",
     "column_norms": "influence",
     "select_influential": "influence",
     "evaluate": "predict",

@@ -1,12 +1,14 @@
-"""The settings of a client's local training and what a round of it returns."""
+"""The settings of a client's local training, what a round of it returns, and DP's settings."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["LocalTrainingConfig", "LocalResult"]
+__all__ = ["LocalTrainingConfig", "LocalResult", "dp_settings"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +76,19 @@ class LocalResult:
     loss: float
     influence: np.ndarray | None
     steps: int = 0
+
+
+def dp_settings(section: Mapping[str, Any] | None) -> dict[str, float] | None:
+    """σ, C and δ of an enabled ``dp`` configuration section (None when DP is off).
+
+    The one place a configuration becomes DP settings: every engine sends these to the clients,
+    which build their :class:`DPState` with :meth:`DPState.from_settings`.
+    """
+    section = section or {}
+    if not section.get("enabled", False):
+        return None
+    return {
+        "noise_multiplier": float(section["noise_multiplier"]),
+        "max_grad_norm": float(section["max_grad_norm"]),
+        "delta": float(section["delta"]),
+    }

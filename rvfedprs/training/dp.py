@@ -55,7 +55,7 @@ from rvfedprs.training.compact import (
     data_free_columns,
     take_columns,
 )
-from rvfedprs.training.config import LocalResult, LocalTrainingConfig
+from rvfedprs.training.config import LocalResult, LocalTrainingConfig, dp_settings
 from rvfedprs.training.data import ClientData, to_torch_sparse
 from rvfedprs.training.influence import column_norms
 
@@ -160,22 +160,6 @@ class DPState:
         )
         out.accountant.history = [(float(s), float(q), int(n)) for s, q, n in state["history"]]
         return out
-
-
-def dp_settings(section: Mapping[str, Any] | None) -> dict[str, float] | None:
-    """σ, C and δ of an enabled ``dp`` configuration section (None when DP is off).
-
-    The one place a configuration becomes DP settings: every engine sends these to the clients,
-    which build their :class:`DPState` with :meth:`DPState.from_settings`.
-    """
-    section = section or {}
-    if not section.get("enabled", False):
-        return None
-    return {
-        "noise_multiplier": float(section["noise_multiplier"]),
-        "max_grad_norm": float(section["max_grad_norm"]),
-        "delta": float(section["delta"]),
-    }
 
 
 def dp_schedule(n_samples: int, batch_size: int, epochs: int) -> tuple[float, int]:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from rvfedprs.architecture import RARE_INPUTS, rare_projection
 from rvfedprs.association.sums import (
     ASSOCIATION_TENSORS,
     UnitLayout,
@@ -35,7 +36,6 @@ from rvfedprs.association.sums import (
     floor_scores,
 )
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.model import RARE_INPUTS, rare_projection
 from rvfedprs.outcomes import BINARY, Outcome
 from rvfedprs.training.data import ClientData
 

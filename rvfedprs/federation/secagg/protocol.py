@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from flwr.common.secure_aggregation.quantization import dequantize, quantize
-from flwr.common.secure_aggregation.secaggplus_utils import pseudo_rand_gen
 
 from rvfedprs.config import section_defaults
 from rvfedprs.exceptions import ConfigError, RvfedprsError
@@ -294,6 +292,8 @@ def quantize_seeded(values: np.ndarray, params: SecAggParams, seed: int) -> np.n
     -------
     array of int64, shape (L,)
     """
+    from flwr.common.secure_aggregation.quantization import quantize
+
     with _GLOBAL_RNG:
         saved = np.random.get_state()  # noqa: NPY002 (Flower draws from the global generator)
         try:
@@ -311,12 +311,16 @@ def dequantize_sum(total: np.ndarray, n_members: int, params: SecAggParams) -> n
     back to [−c, c]; a sum of n carries n offsets of −c, so n − 1 more are subtracted.
     """
     total = np.asarray(total, dtype=np.int64)
+    from flwr.common.secure_aggregation.quantization import dequantize
+
     (values,) = dequantize([total], params.clipping_range, params.levels)
     return np.asarray(values, dtype=np.float64) - (n_members - 1) * params.clipping_range
 
 
 def mask_stream(seed: bytes, length: int, params: SecAggParams) -> np.ndarray:
     """The mask of a seed: Flower's ``pseudo_rand_gen`` stream in [0, M − 1) (int64, (L,))."""
+    from flwr.common.secure_aggregation.secaggplus_utils import pseudo_rand_gen
+
     (stream,) = pseudo_rand_gen(seed, params.modulus, [(int(length),)])
     return np.asarray(stream, dtype=np.int64)
 

@@ -47,13 +47,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from flwr.common.secure_aggregation.crypto.shamir import combine_shares
-from flwr.common.secure_aggregation.crypto.symmetric_encryption import generate_shared_key
-from flwr.supercore.primitives.asymmetric import (
-    bytes_to_private_key,
-    bytes_to_public_key,
-    public_key_to_bytes,
-)
 
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation.secagg.protocol import (
@@ -516,6 +509,14 @@ class _Protocol:
         return {s.name: self._unmask_session(s, replies, shapes) for s in self.sessions}
 
     def _unmask_session(self, s: _Session, replies: Mapping, shapes) -> GroupSum:
+        # Flower's key primitives, imported where keys are rebuilt (a run in the clear needs none)
+        from flwr.common.secure_aggregation.crypto.symmetric_encryption import generate_shared_key
+        from flwr.supercore.primitives.asymmetric import (
+            bytes_to_private_key,
+            bytes_to_public_key,
+            public_key_to_bytes,
+        )
+
         alive, dead = s.included, sorted(set(s.shared) - set(s.included))
         shares: dict[tuple[str, str], list[bytes]] = {}  # (kind, owner) → valid shares
         for holder in sorted(replies):
@@ -607,6 +608,8 @@ class _Protocol:
             self.implausible[s.name] = {"norm": norm, "allowed": float(allowed)}
 
     def _secret(self, s: _Session, shares, kind: str, owner: str) -> bytes:
+        from flwr.common.secure_aggregation.crypto.shamir import combine_shares
+
         valid = shares.get((kind, owner), [])
         if len(valid) < s.threshold:
             raise SecureAggregationError(
@@ -656,6 +659,8 @@ def _sessions_of(reply: Any) -> Mapping | None:
 def _bad_keys(pair) -> str | None:
     if len(pair) != 2 or not all(isinstance(k, str) for k in pair):
         return "no public keys pk1, pk2"
+    from flwr.supercore.primitives.asymmetric import bytes_to_public_key
+
     try:
         for key in pair:
             bytes_to_public_key(key.encode("ascii"))
