@@ -408,6 +408,25 @@ def floor_warnings(table: pd.DataFrame, records: Sequence[dict] = ()) -> list[st
     return out
 
 
+def tuning_notes(records: Sequence[dict]) -> str:
+    """What a tuned study chose for each strategy (its ``metrics.json``'s ``tuning``), or ''."""
+    tuned = [r for r in records if r.get("tuning")]
+    if not tuned:
+        return ""
+    lines = ["", "Configuration chosen on validation (a tuned study, `study.budget`; every "
+             "trial in `tuning/<strategy>/tuning.tsv`):", ""]  # fmt: skip
+    for record in tuned:
+        tuning = record["tuning"]
+        chosen = ", ".join(f"{k}={v}" for k, v in tuning["configuration"].items())
+        scores = ", ".join(_fmt(score) for score in tuning["validation_scores"])
+        lines.append(
+            f"- {record['strategy']}: trial {tuning['chosen_trial']} of {tuning['budget']} "
+            f"({chosen or 'as configured'}); validation {record['selection']['metric']} "
+            f"per trial {scores}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def markdown_report(table: pd.DataFrame, records: Sequence[dict] = ()) -> str:
     """The comparison with intervals, floor and ceiling, and carrier AUC per true cluster."""
     header = (
@@ -505,7 +524,7 @@ def main(
     if records and records[0].get("metric") == "r2":  # a quantitative phenotype: R² throughout
         table = quantitative_table(records, wall)
         table.to_csv(out_csv, index=False)
-        Path(out_md).write_text(quantitative_report(table))
+        Path(out_md).write_text(quantitative_report(table) + tuning_notes(records))
         client_auc_figure(records, out_png)
         for row in table.itertuples(index=False):
             logger.info("%s: r2=%.4f incremental_r2=%.4f", row.strategy, row.r2,
@@ -525,7 +544,7 @@ def main(
         if found:
             text += "\n**Warnings**:\n\n" + "".join(f"- {w}\n" for w in found)
     table.to_csv(out_csv, index=False)
-    Path(out_md).write_text(text)
+    Path(out_md).write_text(text + tuning_notes(records))
     client_auc_figure(records, out_png)
     for row in table.itertuples(index=False):
         logger.info("%s: auc=%.4f carrier_auc=%.4f", row.strategy, row.auc, row.carrier_auc)

@@ -258,3 +258,15 @@ def test_a_tuned_secure_study_survives_a_site_killed_in_a_validation_exchange(tu
     assert study["runs"][STRATEGY]["tuning"] == chosen["tuning"]
     status = json.loads((out / "flower" / "status.json").read_text())
     assert status["status"] == "completed"
+
+
+def test_the_comparison_names_each_strategys_chosen_configuration(tuned):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
+    from compare_strategies import tuning_notes
+
+    chosen = json.loads((tuned["out"] / "train" / STRATEGY / "metrics.json").read_text())
+    text = tuning_notes([chosen])
+    tuning = chosen["tuning"]
+    settings = ", ".join(f"{k}={v}" for k, v in tuning["configuration"].items())
+    assert f"- {STRATEGY}: trial {tuning['chosen_trial']} of {BUDGET} ({settings})" in text
+    assert tuning_notes([{**chosen, "tuning": None}]) == ""
