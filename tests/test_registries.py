@@ -6,8 +6,8 @@ holds it (the schemas name the registry, ``x-choices``, rather than copy its nam
 registering a class is the only step that makes a new strategy usable; the other schemas' enums
 equal their registries. ``strategy_from_config`` looks the name up and lets the class read its
 own sections (``Strategy.from_config``); the imaging task goes through the same registry with
-its section's options. A strategy built with its bare constructor equals the one the
-configuration's defaults build.
+its section's options; its tuning grid is its class's ``tuning_axes``. A strategy built with its
+bare constructor equals the one the configuration's defaults build.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from rvfedprs.config import config_schema, preset_names, validate_config
 from rvfedprs.exceptions import ConfigError
 from rvfedprs.federation import ENGINES
 from rvfedprs.imaging.task import IMAGING_STRATEGIES, strategy_for
+from rvfedprs.protocol import grids
+from rvfedprs.protocol.grids import configurations
 from rvfedprs.strategies import (
     DISTANCE_STRATEGIES,
     STRATEGY_NAMES,
@@ -39,6 +41,8 @@ from rvfedprs.strategies.fedavg import FedAvg
 from rvfedprs.tasks import TASK_NAMES, get_task
 
 _CLIENTS = ["a", "b", "c"]
+
+
 _DISTANCE = np.array([[0.0, 0.2, 0.5], [0.2, 0.0, 0.4], [0.5, 0.4, 0.0]])
 
 
@@ -93,6 +97,7 @@ class _HalfStep(FedAvg):
     """FedAvg with a server step of 1/2: a strategy a researcher adds."""
 
     name = "half_step"
+    tuning_axes = {"train.server_lr": [0.5, 1.0]}
 
     def server_update(self, server_round, average):
         return {k: 0.5 * (self.parameters[k] + v) for k, v in average.items()}
@@ -110,9 +115,18 @@ def test_one_registration_makes_a_strategy_valid_everywhere_and_unregistering_un
         assert type(built) is _HalfStep and type(get_strategy("half_step")) is _HalfStep
         with pytest.raises(ConfigError, match="'half_step' is already registered"):
             register_strategy("half_step", FedAvg)
+        # its tuning grid: the shared axes, and its own knob spread over the budget
+        trials = configurations("half_step", 4)
+        assert [t["train.lr"] for t in trials] == [
+            t["train.lr"] for t in configurations("fedavg", 4)
+        ]
+        assert sorted(t["train.server_lr"] for t in trials) == [0.5, 0.5, 1.0, 1.0]
+        assert "half_step" in grids.METHOD_AXES  # read from the registry each time
     finally:
         unregister_strategy("half_step")
     assert "half_step" not in strategy_names()
+    with pytest.raises(ConfigError, match="no tuning grid for 'half_step'"):
+        configurations("half_step", 4)
     with pytest.raises(ConfigError, match=r"'train.compare.1': 'half_step' is not allowed"):
         validate_config(config)
 

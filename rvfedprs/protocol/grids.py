@@ -24,7 +24,9 @@ The FedCE ablations (oracle / random clusters, global head, carried-set Jaccard)
 tuned: they take FedCE's chosen configuration (:data:`TUNED_AS`), so that they differ from it
 in one mechanism only. The oracle reads the simulator's truth: it is an analysis tool.
 
-The grids, with the reasons for their ranges:
+Each strategy's knobs are class attributes beside its code (``tuning_axes``; an exact GLM's
+``tuning_path``; an ablation's ``tuned_as``): registering a strategy gives it its grid. The
+grids, with the reasons for their ranges:
 
 - ``train.lr`` 0.02–0.2 around the default 0.05 (SGD with momentum 0.9 on a BCE loss);
 - ``train.batch_size`` 32–128: on ~650-sample sites this is 5–20 local steps per epoch (the
@@ -67,13 +69,13 @@ from rvfedprs.exceptions import ConfigError
 
 __all__ = [
     "SHARED_AXES",
-    "METHOD_AXES",
-    "GLM_PATHS",
     "TOP_K_AXES",
-    "TUNED_AS",
     "LOGISTIC",
     "configurations",
     "configuration_overrides",
+    "method_axes",
+    "penalty_path",
+    "tuned_as",
 ]
 
 #: The L2-penalised logistic regression on [PRS, covariates, rare dosages] (a centralised
@@ -87,47 +89,68 @@ SHARED_AXES: dict[str, list[Any]] = {
     "train.local_epochs": [1, 2],
 }
 
-#: Each method's own knobs (values spread over its B configurations).
-METHOD_AXES: dict[str, dict[str, list[Any]]] = {
-    "fedavg": {},
-    "fedavg_masked": {},
-    "fedprox": {"train.proximal_mu": [0.001, 0.01, 0.1, 1.0]},
-    "fedadam": {"train.server_lr": [0.003, 0.01, 0.03, 0.1]},
-    "fedavgm": {"strategies.fedavgm_momentum": [0.5, 0.7, 0.9]},
-    # ε2 is drawn as a multiple of ε1 (see _MULTIPLES)
-    "clustered": {"train.cfl_eps1": [0.02, 0.05, 0.1, 0.2], "train.cfl_eps2": [1.5, 2.0, 3.0]},
-    "ditto": {"strategies.ditto_lambda": [0.01, 0.1, 1.0]},
-    "local": {},
-    "centralized": {"train.weight_decay": [0.0, 1e-4, 1e-3, 1e-2]},
-    "fedce": {"fedce.top_k": [100, 300, 1000, 3000], "fedce.n_clusters": [2, 3, 4, "auto"]},
-    LOGISTIC: {"logistic.C": [1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0]},
-    "fedglm": {"fedglm.top_k": [10, 30, 100]},
-    "fedce_glm": {
-        "fedce.n_clusters": [2, 3, 4],
-        "fedglm.top_k": [10, 30, 100],
-        "fedglm.selection": ["clusters", "both"],
-    },
-}
-
-#: Each GLM trial's penalty path: every trial fits all of it (rvfedprs.strategies.penalty_path).
-GLM_PATHS: dict[str, dict[str, list[float]]] = {
-    "fedglm": {"fedglm.l2": [30000.0, 3000.0, 300.0, 30.0, 3.0, 0.3]},
-    "fedce_glm": {"fedglm.l2": [3000.0, 300.0, 30.0, 3.0], "fedglm.l2_cluster": [300.0, 30.0, 3.0]},
+#: The logistic regression's knob (the strategies' own knobs are their ``tuning_axes``).
+_LOGISTIC_AXES: dict[str, list[Any]] = {
+    "logistic.C": [1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0]
 }
 
 #: The GLM axes that exist only with top-k features (``fedglm.features`` top_k, burden+top_k).
 TOP_K_AXES = ("fedglm.top_k", "fedglm.selection")
 
-#: Exact GLMs: no shared optimiser axes; λ coarse to fine (:data:`_L2_ORDER`).
-GLMS = ("fedglm", "fedce_glm")
 
-#: Methods run with another method's chosen configuration instead of a tuning of their own.
-TUNED_AS: dict[str, str] = {
-    "fedce_oracle": "fedce",
-    "fedce_random": "fedce",
-    "fedce_global_head": "fedce",
-    "fedce_carried": "fedce",
-}
+def _registered(method: str) -> type | None:
+    """The strategy class registered as ``method``, or None."""
+    from rvfedprs.strategies import strategy_class, strategy_names
+
+    return strategy_class(method) if method in strategy_names() else None
+
+
+def method_axes(method: str) -> dict[str, list[Any]] | None:
+    """``method``'s own knobs: its class's ``tuning_axes`` (None: no grid of its own)."""
+    if method == LOGISTIC:
+        return dict(_LOGISTIC_AXES)
+    cls = _registered(method)
+    if cls is None or cls.tuned_as is not None or cls.tuning_axes is None:
+        return None
+    return dict(cls.tuning_axes)
+
+
+def tuned_as(method: str) -> str | None:
+    """The method whose chosen configuration ``method`` takes (its class's ``tuned_as``)."""
+    cls = _registered(method)
+    return None if cls is None else cls.tuned_as
+
+
+def penalty_path(method: str) -> dict[str, list[float]] | None:
+    """An exact GLM's penalty path (its class's ``tuning_path``), None for the others."""
+    cls = _registered(method)
+    return None if cls is None or cls.tuning_path is None else dict(cls.tuning_path)
+
+
+def _tuned_methods() -> list[str]:
+    from rvfedprs.strategies import strategy_names
+
+    return [name for name in strategy_names() if method_axes(name) is not None] + [LOGISTIC]
+
+
+def __getattr__(name: str) -> Any:
+    """The grids by method, read from the registered strategies each time they are asked for.
+
+    ``METHOD_AXES`` (method → own knobs), ``GLM_PATHS`` (GLM → penalty path), ``GLMS`` and
+    ``TUNED_AS`` (ablation → the method whose configuration it takes).
+    """
+    from rvfedprs.strategies import strategy_names
+
+    if name == "METHOD_AXES":
+        return {method: method_axes(method) for method in _tuned_methods()}
+    if name == "GLM_PATHS":
+        return {m: penalty_path(m) for m in strategy_names() if penalty_path(m) is not None}
+    if name == "GLMS":
+        return tuple(m for m in strategy_names() if penalty_path(m) is not None)
+    if name == "TUNED_AS":
+        return {m: tuned_as(m) for m in strategy_names() if tuned_as(m) is not None}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The order in which C values are tried: coarse to fine over the log grid (1, 1e-2, 1e-3, 10,
 #: 0.1, 3e-3, 3, 0.3, 3e-2), so that any budget spans the range.
@@ -196,7 +219,7 @@ def configurations(
     Parameters
     ----------
     method : str
-        A key of :data:`METHOD_AXES`.
+        A registered strategy with a grid (its class's ``tuning_axes``), or ``"logistic"``.
     budget : int
         B ≥ 1, the same for every method.
     random_seed : int
@@ -218,20 +241,22 @@ def configurations(
         For an unknown method (an ablation tuned as another method included), or a budget the
         grid cannot fill with distinct configurations.
     """
-    if method not in METHOD_AXES:
-        hint = f" (it takes {TUNED_AS[method]!r}'s configuration)" if method in TUNED_AS else ""
-        raise ConfigError(f"no tuning grid for {method!r}{hint}; grids: {sorted(METHOD_AXES)}")
+    own = method_axes(method)
+    if own is None:
+        source = tuned_as(method)
+        hint = f" (it takes {source!r}'s configuration)" if source is not None else ""
+        raise ConfigError(f"no tuning grid for {method!r}{hint}; grids: {sorted(_tuned_methods())}")
     if budget < 1:
         raise ConfigError(f"tuning budget must be >= 1, got {budget}")
     if method == LOGISTIC:
-        values = METHOD_AXES[LOGISTIC]["logistic.C"]
+        values = own["logistic.C"]
         if budget > len(values):
             raise ConfigError(f"tuning budget {budget} exceeds the {len(values)} values of C")
         return [{"logistic.C": values[i]} for i in _LOGISTIC_ORDER[:budget]]
-    if method in GLMS:
+    if penalty_path(method) is not None:
         return _glm_configurations(method, budget, random_seed, glm_features)
     out = _shared_points(budget, random_seed)
-    for key, values in METHOD_AXES[method].items():
+    for key, values in own.items():
         rng = _stable_seed(random_seed, f"{method}:{key}")
         for config, value in zip(out, _spread(values, budget, rng), strict=True):
             config[key] = value
@@ -250,7 +275,7 @@ def _glm_configurations(
     """A GLM's trials: its knobs spread over B, duplicates dropped, each with the whole path."""
     from rvfedprs.training.glm import TOP_K_FEATURES
 
-    axes = {key: values for key, values in METHOD_AXES[method].items()
+    axes = {key: values for key, values in (method_axes(method) or {}).items()
             if features in TOP_K_FEATURES or key not in TOP_K_AXES}  # fmt: skip
     out: list[dict[str, Any]] = [{} for _ in range(budget)]
     for key, values in axes.items():
@@ -261,7 +286,7 @@ def _glm_configurations(
     for config in out:
         if config not in distinct:
             distinct.append(config)
-    return [{**config, **GLM_PATHS[method]} for config in distinct]
+    return [{**config, **(penalty_path(method) or {})} for config in distinct]
 
 
 def configuration_overrides(configuration: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

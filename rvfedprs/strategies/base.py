@@ -134,6 +134,16 @@ class Strategy(ABC):
     pooled: ClassVar[bool] = False
     forms_clusters: ClassVar[bool] = False
     random_start: ClassVar[bool] = True
+    #: Its own knobs in the equal-budget tuning grid (:mod:`rvfedprs.protocol.grids`), dotted
+    #: configuration key → values, spread over the B configurations beside the shared optimiser
+    #: axes; ``{}``: the shared axes only; None: not tuned.
+    tuning_axes: ClassVar[Mapping[str, list[Any]] | None] = None
+    #: A Newton fit's penalty path (dotted key → values, largest first): every tuning trial fits
+    #: all of it, and the grid has no shared optimiser axes. None for the networks.
+    tuning_path: ClassVar[Mapping[str, list[float]] | None] = None
+    #: The strategy whose tuned configuration this one takes instead of a tuning of its own (an
+    #: ablation that must differ from it in one mechanism only), or None.
+    tuned_as: ClassVar[str | None] = None
     #: Why this strategy cannot run with secure aggregation, or None when it can (it then
     #: implements :meth:`secure_groups` and :meth:`aggregate_sums`).
     secagg_refusal: ClassVar[str | None] = (

@@ -16,6 +16,7 @@ class Centralized(FedAvg):
     """
 
     name = "centralized"
+    tuning_axes = {"train.weight_decay": [0.0, 1e-4, 1e-3, 1e-2]}
     pooled = True
     secagg_refusal = (
         "it pools every client's training data in one place, so there is no aggregation to "

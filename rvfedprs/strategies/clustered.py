@@ -75,6 +75,8 @@ class ClusteredFL(Strategy):
     """
 
     name = "clustered"
+    # ε2 is tuned as a multiple of ε1 (rvfedprs.protocol.grids)
+    tuning_axes = {"train.cfl_eps1": [0.02, 0.05, 0.1, 0.2], "train.cfl_eps2": [1.5, 2.0, 3.0]}
     secagg_refusal = (
         "it splits a cluster by the cosine similarity of its members' individual updates and "
         "checks each member's update norm (eq. 30-31): it needs every client's update"

@@ -70,6 +70,7 @@ class Ditto(FedAvg):
     """
 
     name = "ditto"
+    tuning_axes = {"strategies.ditto_lambda": [0.01, 0.1, 1.0]}  # λ (Li et al.)
     secagg_refusal = (
         "it keeps every client's personal model v_k on the server, and each client returns v_k "
         "beside its update: per-client server-side state"

@@ -31,6 +31,7 @@ class FedAdam(GlobalModelStrategy):
     """
 
     name = "fedadam"
+    tuning_axes = {"train.server_lr": [0.003, 0.01, 0.03, 0.1]}  # η on a log grid (Reddi et al.)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedAdam:

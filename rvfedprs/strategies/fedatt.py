@@ -77,6 +77,7 @@ class FedAtt(FedAvg):
     """
 
     name = "fedatt"
+    tuning_axes = None  # not tuned
     secagg_refusal = (
         "its layer-wise attention weights come from the distance between each client's own "
         "model and the server's: it needs every client's model"
@@ -106,6 +107,7 @@ class FedAttCosine(FedAvg):
     """
 
     name = "fedatt_cosine"
+    tuning_axes = None  # not tuned
     secagg_refusal = (
         "its attention weights come from the cosine similarity of each client's own model with "
         "the server's: it needs every client's model"

@@ -14,3 +14,5 @@ class FedAvg(GlobalModelStrategy):
     """
 
     name = "fedavg"
+    #: Its own knobs in the tuning grid (rvfedprs.protocol.grids): none beyond the shared axes.
+    tuning_axes = {}

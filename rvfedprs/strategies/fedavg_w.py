@@ -144,6 +144,7 @@ class FedAvgW(FedAvg):
     """
 
     name = "fedavg_w"
+    tuning_axes = None  # not tuned
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedAvgW:

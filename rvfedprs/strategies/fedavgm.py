@@ -30,6 +30,7 @@ class FedAvgM(GlobalModelStrategy):
     """
 
     name = "fedavgm"
+    tuning_axes = {"strategies.fedavgm_momentum": [0.5, 0.7, 0.9]}  # β, with η = 1 (Hsu et al.)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedAvgM:

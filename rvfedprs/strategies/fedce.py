@@ -105,6 +105,7 @@ class FedCE(Strategy):
     """
 
     name = "fedce"
+    tuning_axes = {"fedce.top_k": [100, 300, 1000, 3000], "fedce.n_clusters": [2, 3, 4, "auto"]}
     forms_clusters = True
     secagg_refusal = None
 

@@ -32,6 +32,7 @@ class FedCECarried(FedCE):
     """
 
     name = "fedce_carried"
+    tuned_as = "fedce"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -116,6 +116,15 @@ class FedCEGLM(ScreenedGLM, FedCE):
     """
 
     name = "fedce_glm"
+    tuning_axes = {
+        "fedce.n_clusters": [2, 3, 4],
+        "fedglm.top_k": [10, 30, 100],
+        "fedglm.selection": ["clusters", "both"],
+    }
+    tuning_path = {
+        "fedglm.l2": [3000.0, 300.0, 30.0, 3.0],
+        "fedglm.l2_cluster": [300.0, 30.0, 3.0],
+    }
 
     def __init__(
         self,

@@ -26,6 +26,7 @@ class FedCEGlobalHead(FedCE):
     """
 
     name = "fedce_global_head"
+    tuned_as = "fedce"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedCEGlobalHead:

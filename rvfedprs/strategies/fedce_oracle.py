@@ -56,6 +56,7 @@ class FedCEOracle(FedCE):
     """
 
     name = "fedce_oracle"
+    tuned_as = "fedce"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedCEOracle:

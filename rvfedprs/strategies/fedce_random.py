@@ -32,6 +32,7 @@ class FedCERandom(FedCE):
     """
 
     name = "fedce_random"
+    tuned_as = "fedce"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedCERandom:

@@ -214,6 +214,9 @@ class FedGLM(ScreenedGLM, GlobalModelStrategy):
     """
 
     name = "fedglm"
+    tuning_axes = {"fedglm.top_k": [10, 30, 100]}
+    #: λ coarse to fine: every tuning trial fits the whole path (rvfedprs.strategies.penalty_path).
+    tuning_path = {"fedglm.l2": [30000.0, 3000.0, 300.0, 30.0, 3.0, 0.3]}
 
     def __init__(
         self,

@@ -28,6 +28,7 @@ class FedProx(FedAvg):
     """
 
     name = "fedprox"
+    tuning_axes = {"train.proximal_mu": [0.001, 0.01, 0.1, 1.0]}  # μ = 0.01 barely differs
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], context: StrategyContext) -> FedProx:

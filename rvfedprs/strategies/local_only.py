@@ -18,6 +18,7 @@ class LocalOnly(Strategy):
     """
 
     name = "local"
+    tuning_axes = {}
     secagg_refusal = (
         "it keeps each client's own model on the server; there is no sum to take (every model "
         "the server holds is one client's)"

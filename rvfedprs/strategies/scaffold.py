@@ -101,6 +101,7 @@ class Scaffold(FedAvg):
     """
 
     name = "scaffold"
+    tuning_axes = None  # not tuned
     secagg_refusal = (
         "it keeps a control variate c_k per client on the server and updates it from that "
         "client's own Δc_k: per-client server-side state that needs each client's update"
