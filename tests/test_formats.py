@@ -48,3 +48,50 @@ def test_snakemake_and_schema_derive_from_the_registry():
     assert "from rvfedprs.genotypes.formats import genotype_files" in common
     # no suffix list of its own (the only suffix named is the .pgen import_genotypes writes)
     assert not re.search(r"\.(vcf|bcf|bed|bim|fam|pvar|psam|bgen|sample)\b", common)
+
+
+# --- a format a researcher adds: one reader, one registration ------------------------------------
+_VCF = """##fileformat=VCFv4.2
+##contig=<ID=22>
+##FORMAT=<ID=GT,Number=1,Type=String,Description="Genotype">
+#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\tFORMAT\ts1\ts2\ts3
+22\t100\trs1\tA\tG\t.\tPASS\t.\tGT\t0/1\t1/1\t0/0
+22\t200\trs2\tC\tT\t.\tPASS\t.\tGT\t0/0\t./.\t0/1
+"""
+
+
+def test_a_format_added_with_one_registration_opens_by_its_suffix(tmp_path):
+    import numpy as np
+
+    from rvfedprs.genotypes import open_genotypes
+    from rvfedprs.genotypes.formats import GenotypeFormat, register_genotype_format
+
+    (tmp_path / "g.vcf").write_text(_VCF)
+    (tmp_path / "g.gtx").write_text(_VCF)  # the same calls under a suffix no format reads
+    with pytest.raises(GenotypeFormatError, match="cannot tell the genotype format"):
+        open_genotypes(tmp_path / "g.gtx")
+    added = GenotypeFormat(
+        "gtx",
+        (".gtx",),
+        reader="rvfedprs.genotypes.vcf:VcfSource",
+        reader_options=("field", "multiallelic", "half_call"),
+        prefix=False,
+    )
+    register_genotype_format(added)
+    try:
+        assert genotype_format(tmp_path / "g.gtx") == "gtx"
+        assert genotype_files(tmp_path / "g.gtx") == [str(tmp_path / "g.gtx")]
+        (mine,) = open_genotypes(tmp_path / "g.gtx").iter_chunks()
+        (vcf,) = open_genotypes(tmp_path / "g.vcf").iter_chunks()
+        np.testing.assert_array_equal(mine.dosages, vcf.dosages)
+        assert list(mine.samples) == ["s1", "s2", "s3"]
+        with pytest.raises(GenotypeFormatError, match="'gtx' is already registered"):
+            register_genotype_format(added)
+    finally:
+        del GENOTYPE_FORMATS["gtx"]
+    clash = GenotypeFormat("mine", (".bed",), reader="x:Y")
+    with pytest.raises(GenotypeFormatError, match=r"\['\.bed'\] already read as \['bfile'\]"):
+        register_genotype_format(clash)
+    with pytest.raises(GenotypeFormatError, match="must look like 'module:Class'"):
+        register_genotype_format(GenotypeFormat("mine", (".mine",)))
+    assert "mine" not in GENOTYPE_FORMATS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from rvfedprs.genotypes.chunk import (
     count_ref_mask,
     sample_index,
 )
-from rvfedprs.genotypes.formats import genotype_format
+from rvfedprs.genotypes.formats import GENOTYPE_FORMATS, genotype_format
 
 __all__ = [
     "READER_OPTIONS",
@@ -36,19 +37,18 @@ READER_OPTIONS = ("on_multiallelic", "vcf_genotype_field", "vcf_half_call", "bge
 def _open_one(
     path: str | Path, field: str, multiallelic: str, bgen_ref_allele: str, half_call: str
 ) -> GenotypeSource:
-    from rvfedprs.genotypes.bgen import BgenSource
-    from rvfedprs.genotypes.plink import BedSource, PgenSource
-    from rvfedprs.genotypes.vcf import VcfSource
-
+    """``path`` opened by its format's reader with the options that reader takes."""
     text = str(path)
-    kind = genotype_format(text)
-    if kind == "vcf":
-        return VcfSource(text, field=field, multiallelic=multiallelic, half_call=half_call)
-    if kind == "pfile":
-        return PgenSource(text, multiallelic=multiallelic)
-    if kind == "bgen":
-        return BgenSource(text, ref_allele=bgen_ref_allele, multiallelic=multiallelic)
-    return BedSource(text)
+    fmt = GENOTYPE_FORMATS[genotype_format(text)]
+    module_name, class_name = fmt.reader.split(":")
+    reader = getattr(importlib.import_module(module_name), class_name)
+    options = {
+        "field": field,
+        "multiallelic": multiallelic,
+        "half_call": half_call,
+        "ref_allele": bgen_ref_allele,
+    }
+    return reader(text, **{name: options[name] for name in fmt.reader_options})
 
 
 class MultiFileSource(GenotypeSource):
