@@ -24,7 +24,8 @@ The names a researcher extends, each with its one registration:
 - :class:`Task` with :func:`register_task` — what the engines run;
 - the outcome kinds :class:`Binary` and :class:`Quantitative` (base :class:`Outcome`) with
   :func:`register_outcome`;
-- :func:`register_distance` — a client distance or similarity method (a decorator).
+- :func:`register_distance` — a client distance or similarity method (a decorator);
+- :func:`register_genotype_format` — a genotype file format read by its own reader.
 
 Module docstrings cite the design decisions as "design §N": docs/ARCHITECTURE.md, section 10.
 """
@@ -60,6 +61,7 @@ _HOME = {
     "Quantitative": "rvfedprs.outcomes",
     "register_outcome": "rvfedprs.outcomes",
     "register_distance": "rvfedprs.similarity:register",
+    "register_genotype_format": "rvfedprs.genotypes.formats",
 }
 
 __all__ = ["__version__", *_HOME]
