@@ -19,6 +19,7 @@ from rvfedprs.federation.plan import RunPlan
 from rvfedprs.imaging.client import ImagingClient
 from rvfedprs.imaging.federation import ImagingFederation
 from rvfedprs.imaging.task import ImagingTask, strategy_for
+from rvfedprs.strategies import DISTANCE_STRATEGIES
 
 __all__ = ["plan", "strategy_distance"]
 
@@ -26,8 +27,11 @@ __all__ = ["plan", "strategy_distance"]
 def strategy_distance(
     name: str, section: Mapping[str, Any], clients, random_seed: int
 ) -> dict[str, Any]:
-    """``distance`` and ``distance_clients`` for ``fedavg_w`` / ``cluster_fedavg``, else {}."""
-    if name not in ("fedavg_w", "cluster_fedavg"):
+    """``distance`` and ``distance_clients`` for a strategy that needs them, else {}.
+
+    The strategies that do are :data:`~rvfedprs.strategies.DISTANCE_STRATEGIES`.
+    """
+    if name not in DISTANCE_STRATEGIES:
         return {}
     from rvfedprs.imaging.distances import imaging_distance
 
