@@ -3,6 +3,8 @@
 Each strategy of the registry is run by the real in-process engine and the real genomic task on
 one small simulated federation (6 sites in 2 ancestry clusters) and must:
 
+- once initialised, give every client an instruction from finite arrays of the starting
+  model's shapes and dtypes, with a configuration a Flower message carries unchanged;
 - give every client a model of finite arrays after each run (:func:`check_models`), and keep
   the shapes and dtypes it started from where it trains the network it was given;
 - be invariant to the order in which the clients' replies arrive (a transport that trains the
@@ -38,6 +40,7 @@ from _federation_fixtures import write_federation  # noqa: E402
 
 from rvfedprs.config import load_config  # noqa: E402
 from rvfedprs.federation.checkpoints import latest_checkpoint, load_checkpoint  # noqa: E402
+from rvfedprs.federation.flower.records import decode_config, encode_config  # noqa: E402
 from rvfedprs.federation.inprocess import InProcessTransport  # noqa: E402
 from rvfedprs.federation.rounds import RunSpec, serve  # noqa: E402
 from rvfedprs.federation.secagg.protocol import SecAggParams  # noqa: E402
@@ -255,6 +258,26 @@ def check_fit(fed, name):
                 assert value.dtype == start[key].dtype, (client, key)
 
 
+def check_initialize(fed, name):
+    """initialize → configure_fit: one instruction per client, from finite arrays of w^0's
+    shapes and dtypes, with a configuration a Flower message carries unchanged."""
+    from rvfedprs.genomic.task import initial_parameters
+
+    start = initial_parameters(fed.n_rare, _config(fed, name)["model"], SEED)
+    strategy = _build(fed, name, _config(fed, name))
+    strategy.initialize(start, fed.client_ids)
+    instructions = strategy.configure_fit(1, fed.client_ids)
+    assert sorted(instructions) == sorted(fed.client_ids), name
+    for client, instruction in instructions.items():
+        text, arrays = encode_config(instruction.config)  # what a Flower message carries
+        assert_same_state(decode_config(text, arrays), instruction.config, f"{name} config")
+        check_models({client: {k: np.asarray(v) for k, v in instruction.parameters.items()}})
+        for key, value in instruction.parameters.items():
+            if key in start:
+                assert np.shape(value) == start[key].shape, (name, client, key)
+                assert np.asarray(value).dtype == start[key].dtype, (name, client, key)
+
+
 def check_order_invariance(fed, name):
     """Replies arriving, and handed to the strategy, in reverse order: the same server state."""
     plain, reversed_ = _shared_run(fed, name), _run(fed, name, reverse=True)
@@ -317,6 +340,11 @@ def test_fit_gives_every_client_a_finite_model(fed, name):
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
+def test_initialize_gives_every_client_an_instruction(fed, name):
+    check_initialize(fed, name)
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
 def test_the_order_of_replies_does_not_matter(fed, name):
     check_order_invariance(fed, name)
 
@@ -355,6 +383,7 @@ def test_a_strategy_added_with_one_class_and_one_registration_passes_the_contrac
     register_strategy("half_step", HalfStep)
     try:
         assert "half_step" in strategy_names()
+        check_initialize(fed, "half_step")
         check_fit(fed, "half_step")
         check_order_invariance(fed, "half_step")
         check_determinism(fed, "half_step")

@@ -68,9 +68,10 @@ class FitInstruction:
     parameters : dict of str to array
         The model the client starts from (its personalised model for FedCE).
     config : dict
-        Client-side behaviour, JSON-serialisable: ``proximal_mu`` (FedProx), ``influence``
-        (bool), ``bloom`` (``{"capacity": int, "error_rate": float}``), ``top_k``,
-        ``relative_threshold``.
+        Client-side behaviour: JSON-like values and numpy arrays (SCAFFOLD's correction,
+        Ditto's personal model), as :func:`~rvfedprs.federation.flower.records.encode_config`
+        carries them: ``proximal_mu`` (FedProx), ``influence`` (bool), ``bloom``
+        (``{"capacity": int, "error_rate": float}``), ``top_k``, ``relative_threshold``.
     """
 
     parameters: Parameters
