@@ -232,7 +232,9 @@ def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
 
     ``engine`` ``flower-deploy:warm`` / ``flower-deploy:cold`` sets ``flower.clientapp``; a
     suffix ``@S`` sets ``flower.node_poll_seconds`` to S (``@flower``: null, Flower's own 3 s),
-    then ``~R`` ``flower.reply_poll_seconds`` to R (3: Flower's own wait between asks).
+    then ``~R`` ``flower.reply_poll_seconds`` to R (3: Flower's own wait between asks); a last
+    ``+secagg`` turns secure aggregation on. A round's seconds are those of all its exchanges
+    (the training one and, under SecAgg, its four protocol steps).
     """
     from dataclasses import replace
 
@@ -241,6 +243,9 @@ def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
     from rvfedprs.plan import run
 
     label = engine
+    engine, secure, _ = engine.partition("+secagg")
+    if secure:
+        config = {**config, "secagg": {**config["secagg"], "enabled": True}}
     engine, _, reply_poll = engine.partition("~")
     if reply_poll:
         config = {**config, "flower": {**config["flower"], "reply_poll_seconds": float(reply_poll)}}
@@ -275,9 +280,9 @@ def run_round(engine: str, federation, config, rounds: int, out: Path) -> dict:
         "serverapp_cpu_s": cpu.seconds("serverapp"),
         "superlink_cpu_s": cpu.seconds("superlink"),
         "setup_s": traffic.get("setup", {}).get("seconds"),
-        "round_s": [e["traffic"]["fit"]["seconds"] for e in result.history],
+        "round_s": [e["traffic"]["total"]["seconds"] for e in result.history],
         "round_bytes": [
-            e["traffic"]["fit"]["bytes_sent"] + e["traffic"]["fit"]["bytes_received"]
+            e["traffic"]["total"]["bytes_sent"] + e["traffic"]["total"]["bytes_received"]
             for e in result.history
         ],
         "traffic": traffic,
