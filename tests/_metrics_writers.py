@@ -29,8 +29,10 @@ def _watch(event: str, args: tuple) -> None:
     frame = sys._getframe(1)
     while frame is not None and not frame.f_code.co_filename.startswith(_OURS):
         frame = frame.f_back
-    where = "outside the project" if frame is None else (
-        f"{Path(frame.f_code.co_filename).relative_to(REPO)}:{frame.f_code.co_name}"
+    where = (
+        "outside the project"
+        if frame is None
+        else (f"{Path(frame.f_code.co_filename).relative_to(REPO)}:{frame.f_code.co_name}")
     )
     _SEEN[-1].append(where)
 
