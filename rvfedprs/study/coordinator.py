@@ -76,6 +76,7 @@ from rvfedprs.prepare.coordinator import (
 from rvfedprs.prepare.site import phenotype_kind
 from rvfedprs.provenance import jsonable
 from rvfedprs.run import finish_run
+from rvfedprs.strategies import strategy_class
 from rvfedprs.strategies.base import Strategy
 from rvfedprs.study.counts import check_secure_counts, sum_counts
 from rvfedprs.study.site import COUNT_COLUMNS, VARIANT_COLUMNS
@@ -597,7 +598,7 @@ def run_study(
     }
     for index, spec in enumerate(job["runs"]):
         name = spec["strategy"]
-        if task.build_strategy(spec, job).pooled:
+        if strategy_class(name).pooled:  # the run builds its own strategy
             summary["runs"][name] = "not run: it pools every site's data"
             log.warning("strategy %s pools every site's data: not run in a study", name)
             continue
@@ -708,8 +709,8 @@ def _tuned_run(
                 task, sites, trial_job, trial_spec, trial, state, summaries, on_round
             )
             state.finish_run(trial, result)
-        trials.append({"configuration": configuration, "summary": result, "out": trial_spec,
-                       "config": trial_job["config"]})  # fmt: skip
+        trials.append({"configuration": configuration, "summary": result,
+                       "out": Path(trial_spec["out"]), "config": trial_job["config"]})  # fmt: skip
     chosen = choose_trial(name, trials, folder / "tuning.tsv")
     tuning = {
         "budget": len(configurations),
@@ -718,7 +719,7 @@ def _tuned_run(
         "validation_scores": [trial_score(t["summary"]) for t in trials],
         "table": str(folder / "tuning.tsv"),
     }
-    copy_chosen(Path(trials[chosen]["out"]["out"]), Path(spec["out"]), tuning)
+    copy_chosen(trials[chosen]["out"], Path(spec["out"]), tuning)
     return {**trials[chosen]["summary"], "tuning": tuning}
 
 
@@ -729,7 +730,7 @@ def _warm_start(trial: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str
     top-k screen are the model section's); :func:`~rvfedprs.federation.rounds.warm_start`
     takes it only on the same sites.
     """
-    path = latest_checkpoint(trial["out"]["out"])
+    path = latest_checkpoint(trial["out"])
     if path is None or trial["config"]["model"] != config["model"]:
         return None
     return load_checkpoint(path).get("warm_start")
