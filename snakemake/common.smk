@@ -16,12 +16,28 @@ wildcard_constraints:
     client="[^/]+",
 
 
+def _simulated_genotypes():
+    """The simulated cohort's genotype path and files (PLINK1 or PLINK2, as the simulate
+    section merged over its preset or scenario writes them), relative to COHORT_DIR."""
+    from rvfedprs.config import load_config
+    from rvfedprs.simulate.cohort import cohort_genotypes
+    from rvfedprs.simulate.scenarios import scenario_section
+
+    scenario = PIPE["cohort"]["simulate_scenario"]
+    resolved = load_config(
+        preset=None if scenario else PIPE["cohort"]["simulate_preset"],
+        base={"simulate": scenario_section(scenario)} if scenario else None,
+        overrides={"simulate": RAW_SIMULATE},
+    )
+    return cohort_genotypes(resolved["simulate"]["output"])
+
+
 def _cohort_paths():
     """The cohort's input files: simulated into results/cohort/ or taken from the config."""
     cohort = PIPE["cohort"]
     if cohort["simulate"]:
         return {
-            "genotypes": [f"{COHORT_DIR}/genotypes/cohort"],
+            "genotypes": [f"{COHORT_DIR}/{SIMULATED_GENOTYPES[0]}"],
             "samples": f"{COHORT_DIR}/samples.tsv",
             "phenotypes": f"{COHORT_DIR}/phenotypes.tsv",
             "scoring_file": f"{COHORT_DIR}/scores/PGS_sim.txt.gz",
@@ -44,6 +60,7 @@ def _cohort_paths():
     }
 
 
+SIMULATED_GENOTYPES = _simulated_genotypes() if PIPE["cohort"]["simulate"] else None
 COHORT = _cohort_paths()
 
 

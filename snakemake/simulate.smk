@@ -25,7 +25,7 @@ if PIPE["cohort"]["simulate"]:
         input:
             config=f"{COHORT_DIR}/simulate_config.yaml",
         output:
-            genotypes=multiext(f"{COHORT_DIR}/genotypes/cohort", ".bed", ".bim", ".fam"),
+            genotypes=[f"{COHORT_DIR}/{path}" for path in SIMULATED_GENOTYPES[1]],
             samples=f"{COHORT_DIR}/samples.tsv",
             phenotypes=f"{COHORT_DIR}/phenotypes.tsv",
             scoring_file=f"{COHORT_DIR}/scores/PGS_sim.txt.gz",

@@ -257,7 +257,7 @@ def test_balding_nichols_mode(tmp_path):
         balding_nichols=dict(n_variants=2000, n_rare_per_cluster=200, n_rare_shared=100,
                              rare_freq_min=0.005, rare_freq_max=0.02),
         phenotype=dict(rare_freq_min=0.005, rare_freq_max=0.05, rare_min_count=2),
-        output=dict(progress=False),
+        output=dict(progress=False, write_pgen=True),
     )  # fmt: skip
     s = result.summary
     assert 1000 < s["n_variants"] <= 2500
@@ -266,6 +266,32 @@ def test_balding_nichols_mode(tmp_path):
     assert fst["within_cluster"]["mean"] < fst["between_cluster"]["mean"]
     bim = pd.read_csv(tmp_path / "genotypes" / "cohort.bim", sep="\t", header=None)
     assert bim[1].is_unique and (bim[3].diff().dropna() > 0).all()
+    assert result.paths["pgen"] == tmp_path / "genotypes" / "cohort.pgen"
+    assert result.paths["plink"] == tmp_path / "genotypes" / "cohort"
+
+
+@needs_tools
+def test_pgen_and_bed_of_one_simulation_agree_through_plink2(tmp_path):
+    """The .pgen and the .bed written from one simulation: plink2 reads the same genotypes."""
+    simulate_cohort(
+        4, samples_per_client=100, n_clusters=2, model="balding_nichols", out=tmp_path,
+        random_seed=5, discovery_samples=400,
+        balding_nichols=dict(n_variants=500, n_rare_per_cluster=300, n_rare_shared=100),
+        phenotype=dict(rare_freq_min=0.002, rare_freq_max=0.01, rare_min_count=2,
+                       n_causal_rare_per_cluster=5, n_causal_common=20),
+        output=dict(progress=False, write_vcf=False, write_pgen=True, chunk_variants=64),
+    )  # fmt: skip
+    prefix = tmp_path / "genotypes" / "cohort"
+    for flag, name in (("--bfile", "b"), ("--pfile", "p")):
+        _run(["plink2", flag, str(prefix), "--freq", "counts", "--export", "A",
+              "--out", str(tmp_path / name)])  # fmt: skip
+    counts = {n: pd.read_csv(tmp_path / f"{n}.acount", sep="\t") for n in "bp"}
+    pd.testing.assert_frame_equal(counts["b"], counts["p"])
+    assert (counts["p"]["ALT_CTS"] < 20).sum() > 300  # rare columns, stored as carrier lists
+    raws = {n: pd.read_csv(tmp_path / f"{n}.raw", sep="\t") for n in "bp"}
+    pd.testing.assert_frame_equal(raws["b"], raws["p"])
+    sizes = {e: prefix.with_suffix(e).stat().st_size for e in (".pgen", ".bed")}
+    assert sizes[".pgen"] < sizes[".bed"]
 
 
 def test_inconsistent_parameters_are_config_errors(tmp_path):

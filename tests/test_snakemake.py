@@ -53,6 +53,19 @@ def test_dry_run_on_default_config_plans_simulation_then_validation(tmp_path):
         assert f"rule {rule}:" in text or f"{rule} " in text
 
 
+def test_dry_run_of_a_pgen_only_cohort_reads_the_pgen(tmp_path):
+    """A simulate section writing only .pgen: the simulate rule promises it, prepare reads it."""
+    output = {"write_vcf": False, "write_plink": False, "write_pgen": True}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"simulate": {"output": output}}))
+    result = run(["-n", "-p", "--cores", "1", "--directory", str(tmp_path),
+                  "--configfile", str(tmp_path / "c.yaml")], ROOT)  # fmt: skip
+    text = result.stdout + result.stderr
+    assert result.returncode == 0, text[-3000:]
+    assert "results/cohort/genotypes/cohort.pgen" in text
+    assert "results/cohort/genotypes/cohort.psam" in text
+    assert "cohort.bed" not in text
+
+
 def test_bad_config_key_stops_with_its_name(tmp_path):
     result = run(
         [

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from rvfedprs.exceptions import GenotypeFormatError
-from rvfedprs.genotypes.writers import BedWriter, VcfWriter
+from rvfedprs.genotypes.writers import BedWriter, PgenWriter, VcfWriter
 
 needs_tools = pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("bcftools", "plink2", "bgzip", "tabix")),
@@ -112,6 +112,59 @@ def test_vcf_and_bed_agree_through_plink2(tmp_path):
     pd.testing.assert_frame_equal(fv, fb)
     observed = np.where(g >= 0, g, 0).sum(0) / (2 * (g >= 0).sum(0))
     np.testing.assert_allclose(fv["ALT_FREQS"], observed, atol=1e-6)
+
+
+@needs_tools
+def test_pgen_and_bed_agree_through_plink2(tmp_path):
+    """The same chunks as .pgen and .bed: plink2's --freq and --export A agree, and give g."""
+    rng = np.random.default_rng(4)
+    table, g, chunks = _random_chunks(rng, n_samples=22, n_variants=57)
+    g[:, ::3] = np.where(rng.random((22, 19)) < 0.97, 0, g[:, ::3])  # rare: carrier lists
+    chunks = [(table.iloc[s : s + 10], g[:, s : s + 10]) for s in range(0, 57, 10)]
+    samples = [f"SIM{i:06d}" for i in range(1, 23)]
+    with (
+        BedWriter(tmp_path / "b", samples) as bed,
+        PgenWriter(tmp_path / "p", samples, n_variants=len(table)) as pgen,
+    ):
+        for variants, genotypes in chunks:
+            bed.write(variants, genotypes)
+            pgen.write(variants, genotypes)
+    raws = {}
+    for flag, name in (("--bfile", "b"), ("--pfile", "p")):
+        for args in (["--freq"], ["--export", "A"]):
+            done = _run(["plink2", flag, str(tmp_path / name), *args,
+                         "--out", str(tmp_path / f"o{name}")])  # fmt: skip
+            assert "warning" not in (done.stdout + done.stderr).lower()
+        raws[name] = pd.read_csv(tmp_path / f"o{name}.raw", sep="\t")
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "ob.afreq", sep="\t"), pd.read_csv(tmp_path / "op.afreq", sep="\t")
+    )
+    pd.testing.assert_frame_equal(raws["b"], raws["p"])
+    raw = raws["p"]
+    assert raw["IID"].tolist() == samples and raw["FID"].tolist() == samples
+    counted = np.array([c.rsplit("_", 1)[1] for c in raw.columns[6:]])
+    counts = raw[raw.columns[6:]].to_numpy(dtype=float)
+    alt_counts = np.where(counted == table["alt"].to_numpy(), counts, 2 - counts)
+    np.testing.assert_array_equal(np.where(np.isnan(alt_counts), -1, alt_counts).astype(int), g)
+    pvar = pd.read_csv(tmp_path / "p.pvar", sep="\t")
+    assert pvar["REF"].tolist() == table["ref"].tolist()
+    assert pvar["ALT"].tolist() == table["alt"].tolist()
+
+
+def test_pgen_writer_checks_the_declared_count_and_chunks(tmp_path):
+    table = pd.DataFrame({"chrom": "1", "pos": [5, 3], "id": ["a", "b"], "ref": "A", "alt": "G"})
+    g = np.zeros((2, 2), dtype=np.int8)
+    with pytest.raises(GenotypeFormatError, match=r"position 1:3 is not after 1:5"):
+        with PgenWriter(tmp_path / "t", ["a", "b"], n_variants=2) as pgen:
+            pgen.write(table, g)
+    with pytest.raises(GenotypeFormatError, match=r"1 variants written, 2 declared"):
+        with PgenWriter(tmp_path / "t", ["a", "b"], n_variants=2) as pgen:
+            pgen.write(table.iloc[:1], g[:, :1])
+    with pytest.raises(GenotypeFormatError, match=r"2 variants written, more than the 1"):
+        with PgenWriter(tmp_path / "t", ["a", "b"], n_variants=1) as pgen:
+            pgen.write(table.iloc[::-1], g)
+    with pytest.raises(GenotypeFormatError, match=r"t.psam: sample IDs must be non-empty"):
+        PgenWriter(tmp_path / "t", ["a b"], n_variants=1)
 
 
 def test_bed_bytes_match_naive_reference(tmp_path):

@@ -22,7 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset",
         choices=preset_names(),
-        help="built-in preset (demo: 10 x 1,000 samples; ldl: a quantitative LDL-like trait)",
+        help=(
+            "built-in preset (demo: 10 x 1,000 samples; ldl: a quantitative LDL-like trait; "
+            "biobank: 10 x 50,000 with 110,000 rare loci, as .pgen)"
+        ),
     )
     parser.add_argument(
         "--scenario",

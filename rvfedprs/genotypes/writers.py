@@ -1,6 +1,8 @@
-"""Chunked genotype writers: bgzipped, tabix-indexed VCF and PLINK1 binary (bed/bim/fam).
+"""Chunked genotype writers: bgzipped VCF, PLINK1 (bed/bim/fam) and PLINK2 (pgen/pvar/psam).
 
-Both writers are context managers fed with chunks of biallelic genotypes, so memory is bounded by
+The VCF is tabix-indexed.
+
+The writers are context managers fed with chunks of biallelic genotypes, so memory is bounded by
 the chunk size, never by the number of variants:
 
 >>> with VcfWriter("chr22.vcf.gz", samples) as vcf:            # doctest: +SKIP
@@ -26,7 +28,7 @@ import pandas as pd
 
 from rvfedprs.exceptions import GenotypeFormatError
 
-__all__ = ["VcfWriter", "BedWriter", "GRCH37_LENGTHS"]
+__all__ = ["VcfWriter", "BedWriter", "PgenWriter", "GRCH37_LENGTHS"]
 
 #: GRCh37 autosome lengths, written as ``##contig`` lines.
 GRCH37_LENGTHS: dict[str, int] = {
@@ -72,6 +74,16 @@ def _check_chunk(
             f"{where}: variant {variants['id'].to_numpy()[same][0]!r} has ref == alt"
         )
     return genotypes.astype(np.int8, copy=False)
+
+
+def _check_samples(samples: Sequence[str], where: str) -> list[str]:
+    """Sample IDs as str: unique, non-empty, no white space (PLINK's .fam/.psam)."""
+    samples = [str(s) for s in samples]
+    if len(set(samples)) != len(samples):
+        raise GenotypeFormatError(f"{where}: duplicate sample IDs")
+    if any(any(ch.isspace() for ch in s) or not s for s in samples):
+        raise GenotypeFormatError(f"{where}: sample IDs must be non-empty, no spaces")
+    return samples
 
 
 class _OrderCheck:
@@ -276,11 +288,7 @@ class BedWriter:
         self, prefix: str | Path, samples: Sequence[str], *, sex: Sequence[int] | None = None
     ) -> None:
         self.prefix = Path(prefix)
-        self.samples = [str(s) for s in samples]
-        if len(set(self.samples)) != len(self.samples):
-            raise GenotypeFormatError(f"{self.prefix}.fam: duplicate sample IDs")
-        if any(any(ch.isspace() for ch in s) or not s for s in self.samples):
-            raise GenotypeFormatError(f"{self.prefix}.fam: sample IDs must be non-empty, no spaces")
+        self.samples = _check_samples(samples, f"{self.prefix}.fam")
         self.sex = [0] * len(self.samples) if sex is None else [int(s) for s in sex]
         self.n_written = 0
         self._order = _OrderCheck(f"{self.prefix}.bim")
@@ -347,3 +355,127 @@ class BedWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class PgenWriter:
+    """Write a PLINK2 fileset (``.pgen``, ``.pvar``, ``.psam``) through pgenlib.
+
+    pgenlib stores a rare variant as the list of its carriers instead of a 2-bit code per
+    sample, so an exome-like cohort takes a fraction of its ``.bed`` size. The ``.pvar`` holds
+    REF and ALT as given (REF is the reference allele); the ``.psam`` has FID = IID, as the
+    :class:`BedWriter`'s ``.fam``, so plink2 names samples alike in both.
+
+    Parameters
+    ----------
+    prefix : str or Path
+        Output prefix; ``.pgen``, ``.pvar`` and ``.psam`` are appended.
+    samples : sequence of str
+        Sample IDs, in the order of the genotype rows.
+    n_variants : int
+        Variants that will be written in all (the ``.pgen`` header declares the count; closing
+        after a different number is an error).
+    sex : sequence of int, optional
+        PLINK sex codes (1 male, 2 female, 0 unknown); unknown by default.
+    """
+
+    def __init__(
+        self,
+        prefix: str | Path,
+        samples: Sequence[str],
+        *,
+        n_variants: int,
+        sex: Sequence[int] | None = None,
+    ) -> None:
+        self.prefix = Path(prefix)
+        self.samples = _check_samples(samples, f"{self.prefix}.psam")
+        if n_variants < 1:
+            raise GenotypeFormatError(
+                f"{self.prefix}.pgen: n_variants must be >= 1, got {n_variants}"
+            )
+        self.n_variants = int(n_variants)
+        self.sex = [0] * len(self.samples) if sex is None else [int(s) for s in sex]
+        self.n_written = 0
+        self._order = _OrderCheck(f"{self.prefix}.pvar")
+        self._pgen = None
+        self._pvar: IO[str] | None = None
+
+    def __enter__(self) -> Self:
+        import pgenlib
+
+        self.prefix.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{self.prefix}.psam", "w") as psam:
+            psam.write("#FID\tIID\tSEX\n")
+            for sample, sex in zip(self.samples, self.sex, strict=True):
+                psam.write(f"{sample}\t{sample}\t{sex if sex in (1, 2) else 'NA'}\n")
+        self._pgen = pgenlib.PgenWriter(
+            f"{self.prefix}.pgen".encode(), len(self.samples), self.n_variants, False
+        )
+        self._pvar = open(f"{self.prefix}.pvar", "w")
+        self._pvar.write("#CHROM\tPOS\tID\tREF\tALT\n")
+        return self
+
+    def write(self, variants: pd.DataFrame, genotypes: np.ndarray) -> None:
+        """Append one chunk.
+
+        Parameters
+        ----------
+        variants : DataFrame
+            Columns ``chrom, pos, id, ref, alt``; n_variants rows, sorted by position.
+        genotypes : ndarray of int8, shape (n_samples, n_variants)
+            ALT-allele counts, -1 = missing.
+        """
+        if self._pgen is None or self._pvar is None:
+            raise RuntimeError("PgenWriter.write called outside a 'with' block")
+        g = _check_chunk(variants, genotypes, len(self.samples), f"{self.prefix}.pgen")
+        if not len(variants):
+            return
+        if self.n_written + len(variants) > self.n_variants:
+            raise GenotypeFormatError(
+                f"{self.prefix}.pgen: {self.n_written + len(variants)} variants written, more "
+                f"than the {self.n_variants} declared"
+            )
+        chroms = variants["chrom"].astype(str).to_numpy()
+        positions = variants["pos"].to_numpy(dtype=np.int64)
+        self._order(chroms, positions)
+        batch = np.ascontiguousarray(g.T)  # (n_variants, n_samples)
+        if batch.size and batch.min() < 0:
+            batch = np.where(batch < 0, np.int8(-9), batch)  # pgenlib's missing code
+        self._pgen.append_biallelic_batch(batch)
+        self._pvar.write(
+            "".join(
+                f"{c}\t{p}\t{vid}\t{ref}\t{alt}\n"
+                for c, p, vid, ref, alt in zip(
+                    chroms, positions, variants["id"], variants["ref"], variants["alt"],
+                    strict=True,
+                )
+            )
+        )  # fmt: skip
+        self.n_written += len(variants)
+
+    def close(self) -> None:
+        """Finish the ``.pgen`` (its header and index) and close the ``.pvar``."""
+        if self._pvar is not None:
+            self._pvar.close()
+            self._pvar = None
+        if self._pgen is not None:
+            pgen, self._pgen = self._pgen, None
+            if self.n_written != self.n_variants:
+                raise GenotypeFormatError(
+                    f"{self.prefix}.pgen: {self.n_written} variants written, "
+                    f"{self.n_variants} declared"
+                )
+            pgen.close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        if self._pvar is not None:  # abandon a partial fileset
+            self._pvar.close()
+            self._pvar = None
+        self._pgen = None

@@ -71,7 +71,7 @@ from rvfedprs.simulate.phenotype import (
 from rvfedprs.simulate.sources import OverlaySource
 from rvfedprs.simulate.truth import summarise, write_tables
 
-__all__ = ["SimulatedCohort", "run_simulation", "simulate_cohort"]
+__all__ = ["SimulatedCohort", "cohort_genotypes", "run_simulation", "simulate_cohort"]
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +134,40 @@ class SimulatedCohort:
             found["annotations"] = out / "annotations" / "variants.tsv"
         if (out / "genotypes" / "cohort.bed").exists():
             found["plink"] = out / "genotypes" / "cohort"
+        if (out / "genotypes" / "cohort.pgen").exists():  # the path: unambiguous beside a .bed
+            found["pgen"] = out / "genotypes" / "cohort.pgen"
         for vcf in sorted((out / "genotypes").glob("chr*.vcf.gz")):
             found[vcf.name.split(".")[0]] = vcf
         return found
+
+
+def cohort_genotypes(output: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The genotype path a pipeline reads from a simulated cohort, and the files behind it.
+
+    Paths are relative to the cohort's folder: the PLINK1 prefix ``genotypes/cohort`` when the
+    ``.bed`` is written, else ``genotypes/cohort.pgen`` (its suffix names the format, so a prefix
+    holding both filesets is not ambiguous).
+
+    Parameters
+    ----------
+    output : mapping
+        The validated ``simulate.output`` section.
+
+    Raises
+    ------
+    ConfigError
+        When only VCFs are written.
+    """
+    if output["write_plink"]:
+        return "genotypes/cohort", tuple(f"genotypes/cohort.{e}" for e in ("bed", "bim", "fam"))
+    if output["write_pgen"]:
+        return "genotypes/cohort.pgen", tuple(
+            f"genotypes/cohort.{e}" for e in ("pgen", "pvar", "psam")
+        )
+    raise ConfigError(
+        "'simulate.output': a pipeline reads the simulated cohort from PLINK files; set "
+        "write_plink or write_pgen"
+    )
 
 
 def _per_client(value: Any, n_clients: int, key: str) -> list:
@@ -200,8 +231,8 @@ def _check_params(params: Mapping[str, Any]) -> None:
             f"'simulate.region_length': region_start + region_length = {end} runs past the end "
             f"of chromosome(s) {short} (GRCh37)"
         )
-    if not (params["output"]["write_vcf"] or params["output"]["write_plink"]):
-        raise ConfigError("'simulate.output': write_vcf and write_plink are both false")
+    if not any(params["output"][key] for key in ("write_vcf", "write_plink", "write_pgen")):
+        raise ConfigError("'simulate.output': write_vcf, write_plink and write_pgen are all false")
     genes = pheno["rare_genes"]
     if genes["n_genes"] * genes["gene_length_bp"] > params["region_length"]:
         raise ConfigError(

@@ -2,21 +2,22 @@
 
 1. :func:`count_alleles`: ALT-allele counts per population, over target and discovery
    individuals (what the architecture is chosen from);
-2. :func:`write_and_test`: the target cohort's VCF/PLINK files and the discovery GWAS, keeping
-   the genotypes of the LD reference panel and the validation individuals for the PGS.
+2. :func:`write_and_test`: the target cohort's VCF/PLINK1/PLINK2 files and the discovery GWAS,
+   keeping the genotypes of the LD reference panel and the validation individuals for the PGS.
 
 Each holds one chunk of variants at a time, so memory never grows with the number of variants.
 """
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from rvfedprs.exceptions import ConfigError
-from rvfedprs.genotypes.writers import BedWriter, VcfWriter
+from rvfedprs.genotypes.writers import BedWriter, PgenWriter, VcfWriter
 from rvfedprs.simulate.gwas import marginal_regression
 
 __all__ = ["GwasPass", "count_alleles", "write_and_test"]
@@ -84,7 +85,7 @@ def write_and_test(
     source, variants, kept, y, target_rows, gwas_rows, ref_rows, val_rows, sample_ids, out,
     params, chunk, show,
 ) -> GwasPass:  # fmt: skip
-    """Writing pass: target genotypes to VCF/PLINK, marginal GWAS on the discovery GWAS part.
+    """Writing pass: target genotypes to VCF/PLINK1/PLINK2, marginal GWAS on the discovery part.
 
     Individuals are streamed as [target | LD reference | rest of the GWAS part | validation],
     so each part is a slice of the chunk.
@@ -96,12 +97,17 @@ def write_and_test(
     n_t, n_g, n_r = len(target_rows), len(gwas_order), len(ref_rows)
     y_gwas = y[gwas_order].astype(np.float64)
     tested, betas, pvalues, ref_parts, val_parts = [], [], [], [], []
-    bed = BedWriter(out / "genotypes" / "cohort", sample_ids) if outputs["write_plink"] else None
+    prefix = out / "genotypes" / "cohort"
+    plink: list[BedWriter | PgenWriter] = []
+    if outputs["write_plink"]:
+        plink.append(BedWriter(prefix, sample_ids))
+    if outputs["write_pgen"]:
+        plink.append(PgenWriter(prefix, sample_ids, n_variants=int(kept.sum())))
     vcf: VcfWriter | None = None
     vcf_chrom = None
-    try:
-        if bed is not None:
-            bed.__enter__()
+    with ExitStack() as stack:  # the writers close (or abandon their files) on the way out
+        for writer in plink:
+            stack.enter_context(writer)
         with _progress(show, source.n_variants, "genotypes + GWAS") as bar:
             for chunk_variants, g in source.iter_chunks(order, chunk):
                 bar.update(len(chunk_variants))
@@ -117,15 +123,15 @@ def write_and_test(
                 if outputs["write_vcf"] and chrom != vcf_chrom:
                     if vcf is not None:
                         vcf.close()
-                    vcf = VcfWriter(
+                    vcf = stack.enter_context(VcfWriter(
                         out / "genotypes" / f"chr{chrom}.vcf.gz", sample_ids,
                         threads=outputs["threads"], compress_level=outputs["compress_level"],
-                    ).__enter__()  # fmt: skip
+                    ))  # fmt: skip
                     vcf_chrom = chrom
                 if vcf is not None:
                     vcf.write(table, gt.T)
-                if bed is not None:
-                    bed.write(table, gt.T)
+                for writer in plink:
+                    writer.write(table, gt.T)
                 gd = gk[:, n_t : n_t + n_g]
                 af = gd.sum(1, dtype=np.int64) / (2.0 * n_g)
                 use = np.minimum(af, 1 - af) >= maf_min
@@ -138,11 +144,6 @@ def write_and_test(
                 tested.append(columns[keep][use])
                 ref_parts.append(gd[use, :n_r])
                 val_parts.append(gk[use, n_t + n_g :])
-    finally:
-        if vcf is not None:
-            vcf.close()
-        if bed is not None:
-            bed.close()
     if not tested:
         raise ConfigError(
             f"no variant reaches 'simulate.gwas.maf_min' {maf_min} in the discovery cohort"

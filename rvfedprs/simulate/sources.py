@@ -26,6 +26,10 @@ from rvfedprs.simulate.demography import build_demography
 
 __all__ = ["MsprimeSource", "BaldingNicholsSource", "OverlaySource", "individual_table"]
 
+#: A Balding–Nichols locus whose population frequencies are all below this draws its carriers
+#: sparsely (:func:`_draw_sparse`) instead of one uniform per individual (:func:`_draw_dense`).
+SPARSE_FREQ_MAX = 0.02
+
 
 def individual_table(
     layout: pd.DataFrame, n_target: Sequence[int], n_discovery: Sequence[int]
@@ -233,7 +237,9 @@ class BaldingNicholsSource:
     of an exome's rare variants); the others keep uniform positions over the region.
     Genotypes are Binomial(2, population frequency), so in Hardy–Weinberg equilibrium within
     each site, drawn locus by locus from a stream keyed by (seed, locus), so any pass or subset
-    reproduces them. Alleles are drawn from the
+    reproduces them; a rare locus (every population frequency below ``SPARSE_FREQ_MAX``) draws
+    only its carriers, so its cost grows with the carriers, not the cohort. Alleles are drawn
+    from the
     substitution matrix (:mod:`rvfedprs.simulate.alleles`).
     """
 
@@ -316,6 +322,12 @@ class BaldingNicholsSource:
         self._pop = self.individuals["pop_index"].to_numpy()
         # P(at least one ALT copy) = 1 - q^2 and P(two) = p^2 per population and locus
         self._cuts = [np.stack([f * (2 - f), f * f]).astype(np.float32) for f in self.freqs]
+        self._sparse = [f.max(axis=0, initial=0.0) < SPARSE_FREQ_MAX for f in self.freqs]
+        # individuals come in one block per population (individual_table)
+        populations = np.arange(len(layout))
+        self._blocks = np.stack(
+            [np.searchsorted(self._pop, populations, side=side) for side in ("left", "right")]
+        )
 
     @property
     def n_variants(self) -> int:
@@ -326,19 +338,21 @@ class BaldingNicholsSource:
         """Every individual's genotypes at loci ``sidx``, variant-major, int8.
 
         Each locus has its own random stream (Philox keyed by the seed and the locus), so any
-        subset of loci is drawn alone and always gives the same genotypes. One uniform ``u`` per
-        individual and locus: the genotype is ``[u < 1 - q^2] + [u < p^2]`` with ``p`` the
-        frequency of the individual's population and ``q = 1 - p`` (Hardy–Weinberg).
+        subset of loci is drawn alone and always gives the same genotypes: a common locus by
+        :func:`_draw_dense`, a rare one (``SPARSE_FREQ_MAX``) by :func:`_draw_sparse`.
         """
         sidx = np.asarray(sidx, dtype=np.int64)
-        out = np.empty((len(sidx), len(self._pop)), dtype=np.int8)
+        out = np.zeros((len(sidx), len(self._pop)), dtype=np.int8)
         chrom_of = np.searchsorted(self._offsets, sidx, side="right") - 1
         for j, (s, c) in enumerate(zip(sidx.tolist(), chrom_of.tolist(), strict=True)):
-            carrier, homozygous = self._cuts[c][:, :, s - self._offsets[c]]
+            column = s - self._offsets[c]
             key = np.array([self.seed, s], dtype=np.uint64)
-            u = np.random.Generator(np.random.Philox(key=key)).random(len(out[j]), dtype=np.float32)
-            out[j] = (u < carrier[self._pop]).view(np.int8)
-            out[j] += u < homozygous[self._pop]
+            rng = np.random.Generator(np.random.Philox(key=key))
+            if self._sparse[c][column]:
+                _draw_sparse(rng, self.freqs[c][:, column], self._blocks, out[j])
+            else:
+                carrier, homozygous = self._cuts[c][:, :, column]
+                _draw_dense(rng, carrier[self._pop], homozygous[self._pop], out[j])
         return out
 
     def iter_chunks(
@@ -396,6 +410,48 @@ class OverlaySource:
         sidx = np.asarray(sidx, dtype=np.int64)
         rows = np.asarray(rows)
         return self._patch(sidx, rows, self.base.fetch(sidx, rows))
+
+
+def _draw_dense(
+    rng: np.random.Generator, carrier: np.ndarray, homozygous: np.ndarray, out: np.ndarray
+) -> None:
+    """One locus, one uniform ``u`` per individual: ``[u < 1 - q^2] + [u < p^2]`` into ``out``.
+
+    ``carrier`` and ``homozygous`` hold each individual's 1 - q^2 and p^2 (float32, shape
+    (n_individuals,)); ``out`` is int8 of the same shape.
+    """
+    u = rng.random(len(out), dtype=np.float32)
+    out[:] = (u < carrier).view(np.int8)
+    out += u < homozygous
+
+
+def _draw_sparse(
+    rng: np.random.Generator, freqs: np.ndarray, blocks: np.ndarray, out: np.ndarray
+) -> None:
+    """One locus, carriers only: the same Hardy–Weinberg law as :func:`_draw_dense`.
+
+    Per population k of n_k individuals at frequency p (q = 1 - p): carriers ~
+    Binomial(n_k, 1 - q^2), chosen without replacement (uniform rows, a repeated row drawn
+    again: the subset is uniform by symmetry); each carrier homozygous with probability
+    p^2 / (1 - q^2). ``blocks`` holds each population's first and past-last row, shape
+    (2, n_populations); ``out`` (int8, zeros) receives the ALT counts.
+    """
+    carrier = freqs * (2 - freqs)
+    sizes = blocks[1] - blocks[0]
+    counts = rng.binomial(sizes, carrier)
+    total = int(counts.sum())
+    if not total:
+        return
+    owner = np.repeat(np.arange(len(freqs)), counts)
+    rows = blocks[0, owner] + rng.integers(0, sizes[owner])
+    while total > 1:  # rows are global, so a repeat is within one population
+        order = np.argsort(rows, kind="stable")
+        again = order[1:][rows[order[1:]] == rows[order[:-1]]]  # every copy after the first
+        if not len(again):
+            break
+        rows[again] = blocks[0, owner[again]] + rng.integers(0, sizes[owner[again]])
+    share = freqs[owner] ** 2 / carrier[owner]
+    out[rows] = 1 + (rng.random(total) < share)
 
 
 def _into_genes(
