@@ -21,6 +21,7 @@ from rvfedprs.exceptions import ConfigError, InputDataError
 from rvfedprs.federation.inprocess import InProcessTransport
 from rvfedprs.federation.secagg import site as secagg_site
 from rvfedprs.federation.secagg.protocol import (
+    SECURE_FIT_KEY,
     STEP_KEYS,
     STEP_MASK,
     STEP_SHARE,
@@ -34,6 +35,7 @@ from rvfedprs.federation.secagg.protocol import (
 from rvfedprs.federation.secagg.server import secure_sum
 from rvfedprs.federation.seeds import derive_seed
 from rvfedprs.federation.task import Request, Task
+from rvfedprs.strategies.base import FitInstruction, FitResult
 from rvfedprs.strategies.secure import GroupSum, SumGroup
 
 SHAPES = {"a": (3, 4), "b": (5,)}
@@ -577,6 +579,39 @@ def test_the_site_refuses_steps_out_of_order_and_groups_too_small():
 
     other = _held_state()  # another site, or another step, is not frozen
     assert secagg_site.answer(STEP_KEYS, _keys_request(you="site1"), other)["sessions"]
+
+
+def test_the_site_opens_a_session_on_the_keys_of_its_fit_reply_once():
+    state: dict = {}
+    sent = {"a": np.zeros((3, 4))}
+    spec = {"hold": "float", "key_slots": ["k1", "k2"]}
+    instruction = FitInstruction(sent, {SECURE_FIT_KEY: spec})
+    result = FitResult("site0", 10, {"a": np.ones((3, 4))})
+    reply = secagg_site.held_fit_result(result, instruction, state)
+    assert reply.parameters == {} and sorted(reply.secure_keys) == ["k1", "k2"]
+    np.testing.assert_array_equal(secagg_site.held(state, "float")["a"], np.ones((3, 4)))
+    others = {c: [k.decode() for k in _public_pair()] for c in CLIENTS[1:3]}
+    keys = {"site0": list(reply.secure_keys["k1"]), **others}
+
+    def share(sid: str, slot: str) -> dict:
+        definition = _keys_request(sid=sid)["sessions"][sid]
+        request = {"keys": keys, "open": {**definition, "slot": slot}}
+        return secagg_site.answer(STEP_SHARE, {"sessions": {sid: request}}, state)
+
+    shared = share("s1", "k1")["sessions"]["s1"]
+    assert sorted(shared["ciphertexts"]) == CLIENTS[1:3]
+    with pytest.raises(InputDataError, match="no key pair of slot 'k1' here .*used already"):
+        share("s2", "k1")  # a slot serves one session
+    with pytest.raises(InputDataError, match="no key pair of slot 'k9' here"):
+        share("s3", "k9")
+    with pytest.raises(InputDataError, match="server misquotes this site's own public keys"):
+        share("s4", "k2")  # k2's keys are not the ones quoted for site0
+
+
+def _public_pair() -> tuple[bytes, bytes]:
+    from flwr.supercore.primitives.asymmetric import generate_key_pairs, public_key_to_bytes
+
+    return tuple(public_key_to_bytes(generate_key_pairs()[1]) for _ in range(2))
 
 
 def test_the_site_never_gives_both_shares_of_a_member():

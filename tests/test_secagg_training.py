@@ -31,6 +31,9 @@ from rvfedprs.federation.rounds import RunSpec, serve  # noqa: E402
 from rvfedprs.federation.secagg.protocol import (  # noqa: E402
     STEP_KEYS,
     STEP_MASK,
+    STEP_RELEASE,
+    STEP_SHARE,
+    STEP_UNMASK,
     ImplausibleSumError,
     SecAggParams,
     SecureAggregationError,
@@ -315,6 +318,53 @@ def test_the_server_holds_sums_of_three_or_more_and_bloom_filters_only(fed):
     # the sites' held updates are gone once the sums are unmasked
     for state in result.transport.step_state.values():
         assert state["secagg"]["held"] == {} and state["secagg"]["sessions"] == {}
+
+
+def test_a_secure_round_is_four_exchanges_with_the_keys_sent_with_the_fit(fed):
+    config = _config(fed, "fedce", rounds=2)
+    result = _run(fed, _strategy(fed, "fedce", config), config)
+    steps = [step for _, step, _ in result.transport.replies]
+    per_client = len(fed.client_ids)
+    # no key step: each round shares, masks and unmasks (the backbone and a cluster at once),
+    # and the sites drop the last update once, when the run ends
+    assert (
+        steps
+        == ([STEP_SHARE] * per_client + [STEP_MASK] * per_client + [STEP_UNMASK] * per_client) * 2
+        + [STEP_RELEASE] * per_client
+    )
+    keys = [r.secure_keys for r in result.transport.fitted]
+    assert all(sorted(k) == sorted(keys[0]) for k in keys[:per_client])  # one set of slots
+    every = [key for k in keys for pair in k.values() for key in pair]
+    assert len(every) == 4 * len(keys) == len(set(every))  # two pairs per fit, never reused
+    assert sorted(result.history[0]["secagg"]) == ["backbone", "cluster-0", "cluster-1"]
+
+
+class NoKeys(Recording):
+    """A transport on which one site's fit reply arrives without its public keys."""
+
+    victim = ""
+
+    def fit(self, *args, **kw):  # noqa: D102
+        results, failures = super().fit(*args, **kw)
+        if self.victim in results:
+            results[self.victim] = dataclasses.replace(results[self.victim], secure_keys=None)
+        return results, failures
+
+
+def test_a_fit_reply_without_public_keys_drops_its_site_by_name(fed, monkeypatch):
+    victim = fed.client_ids[2]
+    monkeypatch.setattr(NoKeys, "victim", victim)
+    monkeypatch.setitem(globals(), "Recording", NoKeys)
+    config = _config(fed, rounds=1)
+    result = _run(fed, from_config("fedavg", config), config, min_replies=5)
+    (entry,) = result.history
+    assert list(entry["failed"]) == [victim]
+    assert re.fullmatch(
+        r"secure aggregation: fit reply: malformed reply for 'model': no public keys "
+        r"\(slot '[0-9a-f]{16}'\)",
+        entry["failed"][victim],
+    )
+    assert entry["secagg"] == {"model": [c for c in fed.client_ids if c != victim]}
 
 
 # --- dropout --------------------------------------------------------------------------------
@@ -629,8 +679,9 @@ def fed8(tmp_path_factory):
 class Unclipped(GenomicTask):
     """A modified site: its fit result is scaled ×1e6 and it does not clip its update's norm.
 
-    It drops the norm bound from the key exchange's sessions (its entries are still clipped
-    to ±c, so the sum stays in range and only its norm gives it away).
+    It drops the norm bound from the sessions' definitions — the key step's, or the share
+    step's ``open`` when its keys went with the fit reply (its entries are still clipped to
+    ±c, so the sum stays in range and only its norm gives it away).
     """
 
     victims: tuple[str, ...] = ()
@@ -643,12 +694,16 @@ class Unclipped(GenomicTask):
         return dataclasses.replace(result, parameters=scaled)
 
     def handle(self, request, site, state):  # noqa: D102
-        if request.step == STEP_KEYS and site.client_id in self.victims:
-            sessions = {
-                sid: {**r, "norm_bound": None} for sid, r in request.payload["sessions"].items()
-            }
+        if request.step in (STEP_KEYS, STEP_SHARE) and site.client_id in self.victims:
+            sessions = {sid: _unbounded(r) for sid, r in request.payload["sessions"].items()}
             request = Request(request.step, {**request.payload, "sessions": sessions})
         return super().handle(request, site, state)
+
+
+def _unbounded(request):
+    if "open" in request:
+        return {**request, "open": {**request["open"], "norm_bound": None}}
+    return {**request, "norm_bound": None} if "params" in request else request
 
 
 def _entries_flag_no_one(history):

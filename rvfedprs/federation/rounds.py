@@ -29,6 +29,7 @@ one rule for lost sites: it goes on while at least ``min_replies`` sites answere
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -516,6 +517,38 @@ def run_rounds(
     SecureAggregationError
         When a secure sum cannot be completed (too few members left, tampered shares).
     """
+    try:
+        written = _rounds(
+            strategy, transport, setup, settings, rounds=rounds, start=start, history=history,
+            client_state=client_state, min_replies=min_replies, evaluate_round=evaluate_round,
+            on_round=on_round, secure=secure, screen=screen,
+        )  # fmt: skip
+    except BaseException:
+        if secure is not None:  # best effort: the error that stopped the run is the one raised
+            with contextlib.suppress(Exception):
+                secure.release(transport, settings)
+        raise
+    if secure is not None:  # the sites drop the last round's update
+        secure.release(transport, settings)
+    return written
+
+
+def _rounds(
+    strategy: Strategy,
+    transport: Transport,
+    setup: RunSetup,
+    settings: Mapping[str, Any],
+    *,
+    rounds: int,
+    start: int,
+    history: list[dict[str, Any]],
+    client_state: dict[str, dict[str, Any]],
+    min_replies: int,
+    evaluate_round: RoundCallback | None,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    secure: SecureAggregation | None,
+    screen: UpdateScreen | None,
+) -> list[Path]:
     client_ids = transport.client_ids
     written: list[Path] = []
     traffic = traffic_of(transport)

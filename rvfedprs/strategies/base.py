@@ -93,6 +93,10 @@ class FitResult:
         Training metrics (``loss``, ...).
     bloom_bits : array of uint8 or None
         The packed Bloom-filter bit array of the client's influential rare variants (FedCE).
+    secure_keys : dict or None
+        A securely aggregated round: key slot → the site's two public keys (ASCII) for the
+        round's secure sums, sent with the fit reply so that the sums need no key exchange
+        (:func:`rvfedprs.federation.secagg.site.held_fit_result`).
     """
 
     client_id: str
@@ -100,6 +104,7 @@ class FitResult:
     parameters: Parameters
     metrics: dict[str, float] = field(default_factory=dict)
     bloom_bits: np.ndarray | None = None
+    secure_keys: dict[str, tuple[str, str]] | None = None
 
 
 def _sorted_results(results: Sequence[FitResult]) -> list[FitResult]:

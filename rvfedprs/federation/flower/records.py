@@ -231,6 +231,8 @@ def fit_result_to_content(
         meta["client-state"] = json.dumps(dict(client_state))
     if result.bloom_bits is not None:
         meta["bloom-bits"] = np.ascontiguousarray(result.bloom_bits, dtype=np.uint8).tobytes()
+    if result.secure_keys is not None:
+        meta["secagg-keys"] = json.dumps({k: list(v) for k, v in result.secure_keys.items()})
     metrics = {"num-examples": int(result.n_samples)}
     metrics.update({k: float(v) for k, v in result.metrics.items()})
     return RecordDict(
@@ -330,12 +332,19 @@ def reply_to_fit_result(
         size = n_bytes(BloomSpec(int(bloom["capacity"]), float(bloom["error_rate"]), None))
         if bits.size != size:
             raise bad(f"its Bloom filter has {bits.size} bytes, expected {size}")
+    keys = None
+    if "secagg-keys" in meta:  # checked by the secure sum that uses them
+        try:
+            keys = {str(k): tuple(v) for k, v in json.loads(str(meta["secagg-keys"])).items()}
+        except (ValueError, TypeError, AttributeError):
+            raise bad("its public keys for the secure sums are not a JSON mapping") from None
     return FitResult(
         client_id=client_id,
         n_samples=n_samples,
         parameters=parameters,
         metrics={k: float(v) for k, v in metrics.items() if k != "num-examples"},
         bloom_bits=bits,
+        secure_keys=keys,
     )
 
 

@@ -1,7 +1,8 @@
 """The server's side of a secure sum: :func:`secure_sum` over any engine's transport.
 
 One call runs one protocol (four exchanges over :meth:`Transport.query`, each one message per
-site) for several groups at once — e.g. the FedCE backbone over every client and each cluster's
+site; three when the members sent their public keys with their fit replies, ``advertised``)
+for several groups at once — e.g. the FedCE backbone over every client and each cluster's
 specialist over its members. Every group is its own session (fresh key pairs, seeds and shares),
 so one group's masks say nothing of another's. A client that fails or misbehaves in any step
 is dropped from every group: its vector is in no sum, and the masks it shared are removed with
@@ -73,6 +74,8 @@ __all__ = ["SumOutcome", "secure_sum", "release_held"]
 log = logging.getLogger(__name__)
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+#: Where a member's keys come from when it sent them with its fit reply (named in a drop).
+_FIT_REPLY = "fit reply"
 _EPS = float(np.finfo(np.float64).eps)
 
 
@@ -124,6 +127,7 @@ class _Session:
     clipped: dict[str, int] = field(default_factory=dict)
     norm_clipped: set[str] = field(default_factory=set)
     included: list[str] = field(default_factory=list)
+    slot: str | None = None  # the members' keys came with their fit replies, in this slot
 
     @property
     def weighted(self) -> bool:
@@ -143,6 +147,7 @@ def secure_sum(
     seen_keys: set[str] | None = None,
     norm_bound: float | None = None,
     keep_held: bool = False,
+    advertised: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> SumOutcome:
     """Σ_{k ∈ group} ω_k v_k for each group, without the server seeing any v_k.
 
@@ -178,6 +183,11 @@ def secure_sum(
     keep_held : bool
         Ask the members to keep their held vectors after the sum (further sums of them may
         follow); :func:`release_held` drops them.
+    advertised : mapping, optional
+        Client → key slot → its two public keys, sent with its fit reply
+        (:attr:`~rvfedprs.strategies.base.FitResult.secure_keys`). Each group takes a slot no
+        other group of its members took (in group order) and skips the key exchange: its
+        session opens at the share step. A group left without a slot exchanges keys as usual.
 
     Returns
     -------
@@ -195,7 +205,8 @@ def secure_sum(
     """
     protocol = _Protocol(transport, settings, params, label, seen_keys, norm_bound, keep_held)
     protocol.open(groups, held, shapes)
-    protocol.exchange_keys(held, shapes)
+    protocol.assign_slots(advertised or {})
+    protocol.exchange_keys()
     protocol.share_keys()
     protocol.collect_masked(random_seed)
     sums = protocol.unmask(shapes)
@@ -245,6 +256,7 @@ class _Protocol:
         self.label = label
         self.seen_keys = set() if seen_keys is None else seen_keys
         self.sessions: list[_Session] = []
+        self.advertised: Mapping[str, Mapping[str, Sequence[str]]] = {}
         self.dropped: dict[str, str] = {}
         self.faults: dict[str, str] = {}
 
@@ -311,6 +323,7 @@ class _Protocol:
 
     # -- steps ----------------------------------------------------------------------------------
     def open(self, groups: Mapping[str, SumGroup], held: str, shapes) -> None:
+        self.held, self.shapes = held, shapes
         if not groups:
             raise ConfigError(f"{self.label}: a secure sum needs at least one group")
         for name in sorted(groups):
@@ -337,32 +350,60 @@ class _Protocol:
                 _Session(sid, name, group, self.params.reconstruction_threshold(n), length)
             )
 
-    def exchange_keys(self, held: str, shapes) -> None:
+    def assign_slots(self, advertised: Mapping[str, Mapping[str, Sequence[str]]]) -> None:
+        """Give each session a slot its members advertised and none of their other sessions took."""
+        self.advertised = advertised
+        slots = sorted({slot for keys in advertised.values() for slot in keys})
+        taken: dict[str, set[str]] = {}  # client → slots its sessions took
+        for s in self.sessions:
+            members = s.group.members
+            free = [k for k in slots if not any(k in taken.get(c, ()) for c in members)]
+            if free and any(free[0] in advertised.get(c, {}) for c in members):
+                s.slot = free[0]
+                for c in members:
+                    taken.setdefault(c, set()).add(s.slot)
+
+    def definition(self, s: _Session, client: str) -> dict[str, Any]:
+        """What a member checks of a session before it takes part (the key step's request)."""
+        return {
+            "params": self.params.as_payload(),
+            "members": list(s.group.members),
+            "you": client,
+            "threshold": s.threshold,
+            "held": self.held,
+            "tensors": list(s.group.tensors),
+            "shapes": {t: [int(d) for d in self.shapes[t]] for t in s.group.tensors},
+            "weighted": s.weighted,
+            "norm_bound": self.norm_bound if s.weighted else None,
+        }
+
+    def exchange_keys(self) -> None:
         requests: dict[str, dict[str, Any]] = {}
         for s in self.sessions:
-            for c in s.group.members:
-                requests.setdefault(c, {})[s.sid] = {
-                    "params": self.params.as_payload(),
-                    "members": list(s.group.members),
-                    "you": c,
-                    "threshold": s.threshold,
-                    "held": held,
-                    "tensors": list(s.group.tensors),
-                    "shapes": {t: [int(d) for d in shapes[t]] for t in s.group.tensors},
-                    "weighted": s.weighted,
-                    "norm_bound": self.norm_bound if s.weighted else None,
-                }
-        replies = self.query(STEP_KEYS, requests)
+            if s.slot is None:
+                for c in s.group.members:
+                    requests.setdefault(c, {})[s.sid] = self.definition(s, c)
+        replies: dict[str, dict[str, Any]] = {}  # keys sent with the fit replies, then the step's
+        for s in self.sessions:
+            for c in s.group.members if s.slot is not None else ():
+                replies.setdefault(c, {})[s.sid] = self.advertised.get(c, {}).get(s.slot)
+        for client, sessions in self.query(STEP_KEYS, requests).items():
+            replies.setdefault(client, {}).update(sessions)
         presented: dict[str, list[str]] = {}
-        for client, sessions in replies.items():
+        for client, sessions in sorted(replies.items()):
             for s in self.sessions:
-                if s.sid not in sessions:
+                if s.sid not in sessions or client in self.dropped:
                     continue
                 reply = sessions[s.sid]
+                if s.slot is not None and not _is_pair(reply):
+                    self.malformed(client, _FIT_REPLY, s, f"no public keys (slot {s.slot!r})")
+                    continue
+                if s.slot is not None:  # the (pk1, pk2) pair of its fit reply
+                    reply = {"pk1": reply[0], "pk2": reply[1]}
                 pair = (reply.get("pk1"), reply.get("pk2")) if isinstance(reply, Mapping) else ()
                 problem = _bad_keys(pair)
                 if problem:
-                    self.malformed(client, STEP_KEYS, s, problem)
+                    self.malformed(client, STEP_KEYS if s.slot is None else _FIT_REPLY, s, problem)
                     continue
                 s.keys[client] = pair
                 for key in pair:
@@ -389,7 +430,10 @@ class _Protocol:
             s.order = sorted(s.keys)
             keys = {m: list(k) for m, k in s.keys.items()}
             for c in s.order:
-                requests.setdefault(c, {})[s.sid] = {"keys": keys}
+                request: dict[str, Any] = {"keys": keys}
+                if s.slot is not None:  # no key step: the session opens here
+                    request["open"] = {**self.definition(s, c), "slot": s.slot}
+                requests.setdefault(c, {})[s.sid] = request
         replies = self.query(STEP_SHARE, requests)
         for client, sessions in replies.items():
             for s in self.sessions:
@@ -654,6 +698,10 @@ def _named(clipping: Mapping[str, int], length: int) -> str:
 def _sessions_of(reply: Any) -> Mapping | None:
     sessions = reply.get("sessions") if isinstance(reply, Mapping) else None
     return sessions if isinstance(sessions, Mapping) else None
+
+
+def _is_pair(value) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2
 
 
 def _bad_keys(pair) -> str | None:

@@ -17,6 +17,12 @@ A session may ask the site to keep its held vector after the unmask step (``keep
 server may need further sums of it, e.g. to find a member that did not clip); the site drops it
 at :data:`~.protocol.STEP_RELEASE` (or when it holds the name again).
 
+A securely aggregated fit may name key slots (``key_slots``): the site then makes a key pair
+per slot with its update and sends the public keys with the fit reply
+(:attr:`~rvfedprs.strategies.base.FitResult.secure_keys`), so the round's sums start at the
+share step, whose request then opens the session (``open``: what the key step would have
+carried, and the slot whose keys it takes; a slot serves one session).
+
 The site refuses (:class:`~rvfedprs.exceptions.InputDataError`, which the engines record as its
 failure) a session id it has seen before, a step out of order, a group smaller than its minimum
 or its threshold, public keys that are not distinct or misquote its own, a held vector with
@@ -78,7 +84,9 @@ _ROOT = "secagg"
 
 
 def _root(state: dict) -> dict[str, Any]:
-    return state.setdefault(_ROOT, {"held": {}, "users": {}, "sessions": {}, "seen": set()})
+    root = state.setdefault(_ROOT, {"held": {}, "users": {}, "sessions": {}, "seen": set()})
+    root.setdefault("advertised", {})  # key slot → key pairs sent with a fit reply
+    return root
 
 
 def hold(state: dict, name: str, tensors: Mapping[str, np.ndarray]) -> None:
@@ -131,8 +139,32 @@ def held_fit_result(result: FitResult, instruction: FitInstruction, state: dict)
         name: np.asarray(result.parameters[name], np.float64) - np.asarray(sent, np.float64)
         for name, sent in instruction.parameters.items()
     }
-    hold(state, str(spec["hold"]), delta)
-    return dataclasses.replace(result, parameters={})
+    name = str(spec["hold"])
+    hold(state, name, delta)
+    keys = _advertise(_root(state), name, spec.get("key_slots") or ())
+    return dataclasses.replace(result, parameters={}, secure_keys=keys or None)
+
+
+def _advertise(root: dict, name: str, slots) -> dict[str, tuple[str, str]]:
+    """Fresh key pairs for ``slots`` (a new round: earlier sessions' secrets go)."""
+    root["sessions"].clear()
+    root["users"].clear()
+    root["advertised"] = {str(slot): {"held": name, **_key_pairs()} for slot in slots}
+    return {
+        slot: (pairs["pk1"].decode("ascii"), pairs["pk2"].decode("ascii"))
+        for slot, pairs in root["advertised"].items()
+    }
+
+
+def _key_pairs() -> dict[str, bytes]:
+    sk1, pk1 = generate_key_pairs()
+    sk2, pk2 = generate_key_pairs()
+    return {
+        "sk1": private_key_to_bytes(sk1),
+        "pk1": public_key_to_bytes(pk1),
+        "sk2": private_key_to_bytes(sk2),
+        "pk2": public_key_to_bytes(pk2),
+    }
 
 
 def answer(step: str, payload: Mapping[str, Any], state: dict) -> dict[str, Any]:
@@ -171,6 +203,25 @@ def _session(root: dict, sid: str, stage: str) -> dict[str, Any]:
 
 # --- step 1: key pairs -----------------------------------------------------------------------
 def _keys(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    session = _open(root, sid, request, _key_pairs())
+    return {"pk1": session["pk1"].decode("ascii"), "pk2": session["pk2"].decode("ascii")}
+
+
+def _open_advertised(root: dict, sid: str, request: Mapping[str, Any]) -> None:
+    """Open session ``sid`` on the key pairs of the slot it names (sent with the fit reply)."""
+    slot = str(request.get("slot"))
+    pairs = root["advertised"].pop(slot, None)  # a slot serves one session
+    if pairs is None:
+        raise _fail(sid, f"no key pair of slot {slot!r} here (none sent, or used already)")
+    if pairs["held"] != str(request["held"]):
+        raise _fail(sid, f"slot {slot!r} holds keys for {pairs['held']!r}, not {request['held']!r}")
+    _open(root, sid, request, {k: v for k, v in pairs.items() if k != "held"})
+
+
+def _open(
+    root: dict, sid: str, request: Mapping[str, Any], pairs: Mapping[str, bytes]
+) -> dict[str, Any]:
+    """Check a session's definition against what this site holds; record it with ``pairs``."""
     if sid in root["seen"]:
         raise _fail(sid, "this session id was used before (a replayed session)")
     params = SecAggParams.from_payload(request["params"])
@@ -204,8 +255,6 @@ def _keys(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         if weighted and not np.all(np.isfinite(value)):
             bad = int(np.count_nonzero(~np.isfinite(value)))
             raise _fail(sid, f"tensor {tensor!r} holds {bad} NaN/inf values; it is not summed")
-    sk1, pk1 = generate_key_pairs()
-    sk2, pk2 = generate_key_pairs()
     root["seen"].add(sid)
     root["users"].setdefault(name, set()).add(sid)
     root["sessions"][sid] = {
@@ -218,17 +267,15 @@ def _keys(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
         "tensors": tensors,
         "weighted": bool(weighted),
         "norm_bound": None if norm_bound is None else float(norm_bound),
-        "sk1": private_key_to_bytes(sk1),
-        "pk1": public_key_to_bytes(pk1),
-        "sk2": private_key_to_bytes(sk2),
-        "pk2": public_key_to_bytes(pk2),
+        **pairs,
     }
-    session = root["sessions"][sid]
-    return {"pk1": session["pk1"].decode("ascii"), "pk2": session["pk2"].decode("ascii")}
+    return root["sessions"][sid]
 
 
 # --- step 2: secret shares -------------------------------------------------------------------
 def _share(root: dict, sid: str, request: Mapping[str, Any]) -> dict[str, Any]:
+    if "open" in request:  # its keys came with the fit reply: the session starts here
+        _open_advertised(root, sid, request["open"])
     session = _session(root, sid, STEP_KEYS)
     keys = {str(c): (str(k[0]).encode(), str(k[1]).encode()) for c, k in request["keys"].items()}
     me, threshold = session["me"], session["threshold"]

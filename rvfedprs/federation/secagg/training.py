@@ -3,14 +3,16 @@
 :func:`~rvfedprs.federation.rounds.run_rounds` hands a round to :meth:`SecureAggregation.fit_round`
 when the job's configuration enables ``secagg``:
 
-1. every instruction asks its site to hold its update (``secure_aggregation: {"hold": ...}``);
-   the fit replies carry n_k, the loss and (FedCE) the Bloom filter, no parameters; a reply
+1. every instruction asks its site to hold its update (``secure_aggregation: {"hold": ...}``)
+   and to make key pairs for :data:`KEY_SLOTS` sums (``key_slots``); the fit replies carry
+   n_k, the loss, (FedCE) the Bloom filter and the public keys, no parameters; a reply
    whose n_k differs from the count its site declared at setup is refused
    (:class:`~rvfedprs.federation.screening.UpdateScreen`; the norm screen needs the update,
    which the server never sees — each site clips its own instead);
 2. the strategy names the sums it needs (:meth:`~rvfedprs.strategies.base.Strategy.secure_groups`;
    FedCE clusters here, from the filters, and merges or refuses small clusters);
-3. :func:`~rvfedprs.federation.secagg.server.secure_sum` computes them, every site first
+3. :func:`~rvfedprs.federation.secagg.server.secure_sum` computes them on those keys (so a
+   secure round is four exchanges: the fit, share, mask, unmask), every site first
    scaling its update to L2 norm ≤ ``secagg.update_norm_bound`` (B); clients that drop out or
    misbehave on the way are moved from the replies to the round's failures;
 4. a sum whose norm exceeds B·Σω_k of its members holds an update that was not clipped (a
@@ -20,14 +22,17 @@ when the job's configuration enables ``secagg``:
    named in the round's failures and left out from then on, and every group it was in is
    summed again without it — the round a dropout of it would have given. When it cannot be
    isolated, :class:`~.protocol.ImplausibleSumError` stops the run;
-5. the sites drop their held updates (:func:`~.server.release_held`), and
-   :func:`~rvfedprs.federation.rounds.finish_round` gives the sums to
-   :meth:`~rvfedprs.strategies.base.Strategy.aggregate_sums`.
+5. :func:`~rvfedprs.federation.rounds.finish_round` gives the sums to
+   :meth:`~rvfedprs.strategies.base.Strategy.aggregate_sums`. The sites keep their updates
+   (a group test may need them) until the next round's fit replaces them;
+   :meth:`SecureAggregation.release` has the last round's dropped when the run ends (one
+   exchange a run, not one a round; after a failed round, at once).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +56,9 @@ log = logging.getLogger(__name__)
 
 #: The name a site holds its round update under.
 HELD_UPDATE = "fit-update"
+#: Key pairs each site makes with its fit: a member is in at most two of a round's sums (FedCE:
+#: the backbone and its cluster's specialist); a third sum exchanges its own keys.
+KEY_SLOTS = 2
 
 
 class SecureAggregation:
@@ -70,6 +78,8 @@ class SecureAggregation:
         self.seen_keys: set[str] = set()
         #: Client → why it is left out of every later round (its update exceeded the bound).
         self.left_out: dict[str, str] = {}
+        #: Clients that still hold the last round's update (:meth:`release` drops them).
+        self.holding: set[str] = set()
 
     @classmethod
     def from_job(cls, job: Mapping[str, Any]) -> SecureAggregation | None:
@@ -125,11 +135,14 @@ class SecureAggregation:
         ConfigError
             From the strategy (a small FedCE cluster with ``small_clusters: refuse``).
         """
+        slots = [secrets.token_hex(8) for _ in range(KEY_SLOTS)]
+        spec = {"hold": HELD_UPDATE, "key_slots": slots}
         marked = {
-            c: FitInstruction(i.parameters, {**i.config, SECURE_FIT_KEY: {"hold": HELD_UPDATE}})
+            c: FitInstruction(i.parameters, {**i.config, SECURE_FIT_KEY: spec})
             for c, i in instructions.items()
             if c not in self.left_out
         }
+        self.holding -= set(marked)  # the fit replaces what they held
         fitted: Replies = transport.fit(server_round, marked, seeds, settings, client_state)
         declared = UpdateScreen(settings.get("declared_samples") or {}, factor=None)
         results, refused = declared.screen(server_round, fitted[0], marked)
@@ -157,7 +170,9 @@ class SecureAggregation:
         round_seed = derive_seed(self.random_seed, "secagg", run, server_round)
         label = f"run {run} round {server_round}"
 
-        def summed(sum_groups: dict[str, SumGroup], seed: int, what: str) -> SumOutcome:
+        def summed(
+            sum_groups: dict[str, SumGroup], seed: int, what: str, advertised=None
+        ) -> SumOutcome:
             return secure_sum(
                 transport,
                 settings,
@@ -170,12 +185,15 @@ class SecureAggregation:
                 seen_keys=self.seen_keys,
                 norm_bound=self.params.update_norm_bound,
                 keep_held=True,  # group testing may need further sums of the updates
+                advertised=advertised,
             )
 
+        advertised = {c: r.secure_keys or {} for c, r in results.items()}
         holding: set[str] = set()
+        applied = False
         try:
             try:
-                outcome = summed(groups, round_seed, label)
+                outcome = summed(groups, round_seed, label, advertised)
             except SecureAggregationError as exc:
                 if not failures:
                     raise
@@ -196,8 +214,11 @@ class SecureAggregation:
                     results.pop(client, None)
                     failures[client] = why
                     self.left_out[client] = f"{why} (in round {server_round})"
+            applied = True
         finally:
-            release_held(transport, settings, holding, HELD_UPDATE)
+            self.holding |= holding
+            if not applied:
+                self.release(transport, settings)
         notes: dict[str, Any] = {
             "secagg": {name: list(s.included) for name, s in sorted(sums.items())}
         }
@@ -210,6 +231,11 @@ class SecureAggregation:
         if outcome.implausible:
             notes["secagg_implausible"] = {**outcome.implausible, "group_tests": group_tests}
         return results, failures, sums, notes
+
+    def release(self, transport: Transport, settings: Mapping[str, Any]) -> None:
+        """Ask the sites still holding a round's update to drop it (the run's end, a failure)."""
+        holding, self.holding = self.holding, set()
+        release_held(transport, settings, holding, HELD_UPDATE)
 
     def _without_culprits(
         self, groups, sums, implausible, summed, round_seed: int, label: str, server_round: int
