@@ -69,7 +69,8 @@ def test_the_old_scalar_cohort_is_written_bit_for_bit(tmp_path):
     cohort = simulate_cohort(
         4, samples_per_client=150, n_clusters=2, model="balding_nichols", out=tmp_path,
         random_seed=3, discovery_samples=400, chromosomes=[21, 22], region_length=5_000_000,
-        balding_nichols=dict(n_variants=1500, n_rare_per_cluster=300, n_rare_shared=400),
+        balding_nichols=dict(n_variants=1500, n_rare_per_cluster=300, n_rare_shared=400,
+                             sparse_freq_max=0),  # the dense draw of every locus, as then
         phenotype=dict(rare_shared_fraction=0.5, rare_effect_correlation=0.5,
                        founder_fraction=0.2, n_causal_common=100, n_causal_rare_per_cluster=10,
                        rare_min_count=2),

@@ -8,12 +8,9 @@ from scipy import stats
 
 from rvfedprs.simulate.alleles import substitution_matrix
 from rvfedprs.simulate.demography import population_layout
-from rvfedprs.simulate.sources import (
-    SPARSE_FREQ_MAX,
-    BaldingNicholsSource,
-    _draw_dense,
-    _draw_sparse,
-)
+from rvfedprs.simulate.sources import BaldingNicholsSource, _draw_dense, _draw_sparse
+
+SPARSE_FREQ_MAX = 0.02
 
 
 def _source(n_per_pop=200, **extra):
@@ -22,8 +19,8 @@ def _source(n_per_pop=200, **extra):
         n_target=[n_per_pop] * 4, n_discovery=[50] * 4, chromosomes=["21", "22"],
         region_start=1, region_length=1_000_000, n_variants=300, n_rare_per_cluster=200,
         n_rare_shared=100, fst_within=0.004, fst_between=0.011, maf_min=0.01,
-        rare_freq_min=0.001, rare_freq_max=0.01, substitutions=substitution_matrix(0.67, 0.15),
-        random_seed=11,
+        rare_freq_min=0.001, rare_freq_max=0.01, sparse_freq_max=SPARSE_FREQ_MAX,
+        substitutions=substitution_matrix(0.67, 0.15), random_seed=11,
     )  # fmt: skip
     return BaldingNicholsSource(layout, **{**options, **extra})
 
@@ -95,6 +92,18 @@ def test_rare_loci_are_drawn_sparsely_and_common_ones_densely():
     np.testing.assert_array_equal(sparse, max_freq < SPARSE_FREQ_MAX)
     assert 250 < sparse.sum() < source.n_variants  # the 500 rare loci and a few low-MAF ones
     assert (~sparse).sum() > 200
+
+
+def test_sparse_freq_max_zero_draws_every_locus_densely():
+    dense = _source(sparse_freq_max=0.0)
+    assert not np.concatenate(dense._sparse).any()
+    rows = np.arange(len(dense.individuals))
+    sidx = np.arange(dense.n_variants)
+    common = ~np.concatenate(_source()._sparse)
+    # the common loci are drawn alike either way; the rare ones by another stream use
+    np.testing.assert_array_equal(
+        dense.fetch(sidx[common], rows), _source().fetch(sidx[common], rows)
+    )
 
 
 def test_a_subset_of_loci_reproduces_the_stream():

@@ -76,6 +76,8 @@ __all__ = ["SimulatedCohort", "cohort_genotypes", "run_simulation", "simulate_co
 log = logging.getLogger(__name__)
 
 _CHUNK_BYTES = 64 << 20
+#: A float64 block of variants x individuals (the PRS, the genetic values) stays below this.
+_FLOAT_BLOCK_BYTES = 256 << 20
 
 #: Variants at least this common (target MAF) are observed everywhere, as on an imputed
 #: genome-wide array; rarer ones only inside sequenced blocks (``sequenced_fraction``).
@@ -526,9 +528,10 @@ def run_simulation(
     # round-trip through the printed precision so the PRS below is what a reader recomputes
     weights = score_table["effect_weight"].astype(float).map(lambda w: float(f"{w:.6g}"))
     prs = np.zeros(len(target_rows))
-    for lo in range(0, len(weights), 512):  # blocks of variants: memory stays bounded
-        block = sidx[pgs["index"][lo : lo + 512]]
-        prs += source.fetch(block, target_rows) @ weights.to_numpy()[lo : lo + 512]
+    step = max(16, min(512, _FLOAT_BLOCK_BYTES // (8 * len(target_rows))))
+    for lo in range(0, len(weights), step):  # blocks of variants: memory stays bounded
+        block = sidx[pgs["index"][lo : lo + step]]
+        prs += source.fetch(block, target_rows) @ weights.to_numpy()[lo : lo + step]
     timings["pgs_s"] = time.perf_counter() - t0
 
     # ---- 7. tables, truth, summary, provenance ---------------------------------------------------

@@ -190,14 +190,16 @@ def genetic_value(
             f"for {effects.shape[1]} effect columns"
         )
     value = np.zeros((g.shape[0], effects.shape[1]))
-    for lo in range(0, len(idx), 256):  # blocks of variants: no float copy of all of them
-        x = g[:, idx[lo : lo + 256]].astype(np.float64)
+    # blocks of variants, at most ~256 MiB of floats: no float copy of all of them
+    step = max(16, min(256, (256 << 20) // (8 * max(1, g.shape[0]))))
+    for lo in range(0, len(idx), step):
+        x = g[:, idx[lo : lo + step]].astype(np.float64)
         missing = (x < 0) | np.isnan(x)
         if missing.any():
             x[missing] = np.nan
             means = np.nanmean(x, axis=0)
             x = np.where(missing, np.nan_to_num(means)[None, :], x)
-        value += x @ effects[lo : lo + 256]
+        value += x @ effects[lo : lo + step]
     return value[np.arange(g.shape[0]), groups]
 
 

@@ -26,10 +26,6 @@ from rvfedprs.simulate.demography import build_demography
 
 __all__ = ["MsprimeSource", "BaldingNicholsSource", "OverlaySource", "individual_table"]
 
-#: A Balding–Nichols locus whose population frequencies are all below this draws its carriers
-#: sparsely (:func:`_draw_sparse`) instead of one uniform per individual (:func:`_draw_dense`).
-SPARSE_FREQ_MAX = 0.02
-
 
 def individual_table(
     layout: pd.DataFrame, n_target: Sequence[int], n_discovery: Sequence[int]
@@ -237,7 +233,7 @@ class BaldingNicholsSource:
     of an exome's rare variants); the others keep uniform positions over the region.
     Genotypes are Binomial(2, population frequency), so in Hardy–Weinberg equilibrium within
     each site, drawn locus by locus from a stream keyed by (seed, locus), so any pass or subset
-    reproduces them; a rare locus (every population frequency below ``SPARSE_FREQ_MAX``) draws
+    reproduces them; a rare locus (every population frequency below ``sparse_freq_max``) draws
     only its carriers, so its cost grows with the carriers, not the cohort. Alleles are drawn
     from the
     substitution matrix (:mod:`rvfedprs.simulate.alleles`).
@@ -260,6 +256,7 @@ class BaldingNicholsSource:
         maf_min: float,
         rare_freq_min: float,
         rare_freq_max: float,
+        sparse_freq_max: float,
         substitutions: np.ndarray,
         random_seed: int,
         rare_loci_per_gene: int = 0,
@@ -322,7 +319,7 @@ class BaldingNicholsSource:
         self._pop = self.individuals["pop_index"].to_numpy()
         # P(at least one ALT copy) = 1 - q^2 and P(two) = p^2 per population and locus
         self._cuts = [np.stack([f * (2 - f), f * f]).astype(np.float32) for f in self.freqs]
-        self._sparse = [f.max(axis=0, initial=0.0) < SPARSE_FREQ_MAX for f in self.freqs]
+        self._sparse = [f.max(axis=0, initial=0.0) < sparse_freq_max for f in self.freqs]
         # individuals come in one block per population (individual_table)
         populations = np.arange(len(layout))
         self._blocks = np.stack(
@@ -339,7 +336,7 @@ class BaldingNicholsSource:
 
         Each locus has its own random stream (Philox keyed by the seed and the locus), so any
         subset of loci is drawn alone and always gives the same genotypes: a common locus by
-        :func:`_draw_dense`, a rare one (``SPARSE_FREQ_MAX``) by :func:`_draw_sparse`.
+        :func:`_draw_dense`, a rare one (``sparse_freq_max``) by :func:`_draw_sparse`.
         """
         sidx = np.asarray(sidx, dtype=np.int64)
         out = np.zeros((len(sidx), len(self._pop)), dtype=np.int8)
@@ -360,10 +357,12 @@ class BaldingNicholsSource:
     ) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
         """Stream all loci for individuals ``rows``, ``chunk_variants`` at a time."""
         rows = np.asarray(rows)
+        everyone = np.array_equal(rows, np.arange(len(self._pop)))  # no copy to pick rows
         for table in self.tables:
             for lo in range(0, len(table), chunk_variants):
                 part = table.iloc[lo : lo + chunk_variants]
-                yield part, self._genotypes(part["sidx"].to_numpy())[:, rows].T
+                genotypes = self._genotypes(part["sidx"].to_numpy())
+                yield part, (genotypes if everyone else genotypes[:, rows]).T
 
     def fetch(self, sidx: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Genotypes of loci ``sidx`` for individuals ``rows``, shape (len(rows), len(sidx))."""
