@@ -73,3 +73,30 @@ def study_inputs(tmp_path_factory):
     run_workflow(root, config, ["results/sites/samplesheet.tsv",
                                 "results/cohort/scores/PGS_sim.txt.gz"])  # fmt: skip
     return root / "results"
+
+
+#: Test files that take longest (``--durations`` of the slow tier, 2026-12-04: a deployed tuned
+#: study ≈ 14 min, the deployments and workflows of the others 4–8 min each), longest first.
+#: Under ``-n 2 --dist loadfile`` a file is one unit of work handed out in collection order, so
+#: these go first and the many short files fill in behind them: both workers finish together
+#: instead of one starting the longest file last. A file missing here only runs later.
+LONGEST_FIRST = (
+    "test_study_tuning.py",
+    "test_fault_suite.py",
+    "test_study.py",
+    "test_flower_engines.py",
+    "test_deploy_resume.py",
+    "test_imaging_flower.py",
+    "test_site_validation.py",
+    "test_snakemake.py",
+    "test_snakemake_paper.py",
+    "test_identity.py",
+    "test_study_resume.py",
+    "test_secagg_flower.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put the files of :data:`LONGEST_FIRST` first, in that order (the rest keep theirs)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
