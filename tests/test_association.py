@@ -26,6 +26,8 @@ from _federation_fixtures import write_federation  # noqa: E402
 
 from rvfedprs.association.gene_tests import beta_weights  # noqa: E402
 from rvfedprs.association.runner import associate  # noqa: E402
+from rvfedprs.association.scores import EfficientScores  # noqa: E402
+from rvfedprs.association.table import association_table  # noqa: E402
 from rvfedprs.burden import burden_from_config  # noqa: E402
 from rvfedprs.config import validate_config  # noqa: E402
 from rvfedprs.exceptions import ConfigError, InputDataError  # noqa: E402
@@ -231,6 +233,46 @@ def test_every_unit_gets_acat_o_and_the_file_has_every_column(clear_run):
     assert summary["lambda_gc"]["score"] > 0 and summary["units_tested"] == len(units)
     for name in ("qq", "manhattan"):
         assert clear_run.files[name].stat().st_size > 10_000
+
+
+def test_units_tested_in_batches_equal_each_unit_tested_alone(cohort, clear_run):
+    """The units of one size, tested as one batch, give what each gives tested alone.
+
+    Over two groups and pooled into one. Masks make one-variant sets of every unit (its first
+    variant), two-variant ones (its first two) and sparse ones with every third unit left
+    without a carried variant (no rows).
+    """
+    strategy = clear_run.strategy
+    members = strategy.layout.members
+    variants = pd.read_csv(Path(cohort["data"]) / "rare_variants.tsv", sep="\t")
+    masks = {name: np.zeros(len(variants), bool) for name in ("first", "pair")}
+    sparse = np.arange(len(variants)) % 4 == 0
+    for unit, columns in enumerate(members):
+        masks["first"][columns[:1]] = masks["pair"][columns[:2]] = True
+        sparse[columns] &= unit % 3 != 0
+    masks.update(all=np.ones(len(variants), bool), sparse=sparse)
+    pooled = {name: value.sum(axis=0, keepdims=True) for name, value in strategy.sums.items()}
+    runs = (
+        (strategy.scores(), strategy.group_names),
+        (EfficientScores(pooled, strategy.floor_hessian, strategy.layout), ["all"]),
+    )
+    for scores, groups in runs:
+        # half the variants ultra-rare: collapsed pseudo-variants too
+        collapse = float(np.median(scores.mac.sum(axis=0)))
+        settings = {"group_names": groups, "maf_cutoffs": CUTOFFS, "masks": masks,
+                    "collapse_mac": collapse}  # fmt: skip
+        batched = association_table(scores, variants, **settings)
+        alone = association_table(scores, variants, **settings, batched=False)
+        burden = batched[(batched["test"] == "burden") & (batched["group"] == "all")]
+        assert (burden["n_variants"] == 1).sum() > 1 and (burden["n_variants"] > 1).sum() > 1
+        assert set(burden["unit"]) - set(burden.loc[burden["mask"] == "sparse", "unit"])
+        if len(groups) > 1:
+            assert {"burden_het", "skat_het", "acat_v_het", "acat_o_het"} <= set(batched["test"])
+        numbers = ["statistic", "p"]
+        pd.testing.assert_frame_equal(batched.drop(columns=numbers), alone.drop(columns=numbers))
+        for column in numbers:
+            np.testing.assert_allclose(batched[column].astype(float),
+                                       alone[column].astype(float), rtol=1e-12, atol=0)  # fmt: skip
 
 
 def test_secure_sums_give_the_same_table(cohort, clear_run, tmp_path):

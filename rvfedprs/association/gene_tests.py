@@ -17,14 +17,22 @@ density by default.
   across tests, which is valid under any dependence and avoids the one-dimensional integral.
 - :func:`acat_v_test`: the Cauchy combination of the single-variant p-values with weights
   w_j² MAF_j (1 − MAF_j) (Liu et al. 2019).
+
+Each test takes a batch: U of shape (..., k), Φ (..., k, k) and weights (..., k) give one
+result per leading index (a float for a single unit), by numpy's stacked linear algebra, so the
+units of one size are tested together; a mixture whose λ are one distinct value (every
+one-variant unit) is a scaled χ² taken for the whole batch at once
+(:func:`~rvfedprs.association.pvalues.chi2_mixture_sf_rows`).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from scipy import special
 
-from rvfedprs.association.pvalues import cauchy_combination, chi2_mixture_sf
+from rvfedprs.association.pvalues import cauchy_combination, chi2_mixture_sf_rows
 
 __all__ = [
     "RHO_GRID",
@@ -45,6 +53,11 @@ RHO_GRID: tuple[float, ...] = (0.0, 0.01, 0.04, 0.09, 0.25, 0.5, 1.0)
 _RELATIVE_TOL = 1e-10
 
 
+def _value(x: np.ndarray):
+    """A 0-d result as a Python number (one unit's test), a batch's as its array."""
+    return x.item() if np.ndim(x) == 0 else x
+
+
 def beta_weights(maf: np.ndarray, a: float = 1.0, b: float = 25.0) -> np.ndarray:
     """SKAT's weights w_j = Beta(MAF_j; a, b) density."""
     from scipy.stats import beta as beta_distribution
@@ -53,81 +66,95 @@ def beta_weights(maf: np.ndarray, a: float = 1.0, b: float = 25.0) -> np.ndarray
 
 
 def score_test(score: np.ndarray, variance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(U² / V, its χ²_1 p-value) per variant; NaN where V is 0 (nobody carries it)."""
+    """(U² / V, its χ²_1 p-value) per variant; NaN where V is 0 (nobody carries it).
+
+    A V below 1e-10 of the largest along the last axis counts as 0 (rows of a batch apart).
+    """
     score, variance = np.asarray(score, np.float64), np.asarray(variance, np.float64)
-    top = float(np.max(variance, initial=0.0))
-    usable = variance > _RELATIVE_TOL * max(top, 1e-300)
-    statistic = np.full(score.shape, np.nan)
-    statistic[usable] = score[usable] ** 2 / variance[usable]
-    p = np.full(score.shape, np.nan)
-    p[usable] = special.chdtrc(1, statistic[usable])
-    return statistic, p
+    top = np.max(variance, axis=-1, keepdims=True, initial=0.0)
+    usable = variance > _RELATIVE_TOL * np.maximum(top, 1e-300)
+    statistic = np.where(usable, np.square(score) / np.where(usable, variance, 1.0), np.nan)
+    return statistic, special.chdtrc(1, statistic)
 
 
 def quadratic_test(score: np.ndarray, covariance: np.ndarray) -> tuple[float, float, int]:
     """(Uᵀ Φ⁺ U, its χ² p-value, the degrees of freedom rank(Φ)); NaNs for rank 0."""
-    score = np.asarray(score, np.float64).reshape(-1)
+    score = np.asarray(score, np.float64)
     values, vectors = np.linalg.eigh(np.asarray(covariance, np.float64))
-    top = float(np.max(values, initial=0.0))
-    keep = values > _RELATIVE_TOL * max(top, 1e-300)
-    if not keep.any():
-        return float("nan"), float("nan"), 0
-    projected = vectors[:, keep].T @ score
-    statistic = float(np.sum(projected**2 / values[keep]))
-    df = int(keep.sum())
-    return statistic, float(special.chdtrc(df, statistic)), df
+    top = np.max(values, axis=-1, keepdims=True, initial=0.0)
+    keep = values > _RELATIVE_TOL * np.maximum(top, 1e-300)
+    projected = (np.swapaxes(vectors, -1, -2) @ score[..., None])[..., 0]
+    terms = np.where(keep, np.square(projected) / np.where(keep, values, 1.0), 0.0)
+    df = keep.sum(axis=-1)
+    statistic = np.where(df > 0, terms.sum(axis=-1), np.nan)
+    return _value(statistic), _value(special.chdtrc(df, statistic)), _value(df)
 
 
 def burden_test(
     score: np.ndarray, covariance: np.ndarray, weights: np.ndarray
 ) -> tuple[float, float]:
     """((wᵀU)² / wᵀΦw, its χ²_1 p-value); NaNs when wᵀΦw is 0."""
+    w = np.asarray(weights, np.float64)[..., None, :]
+    variance = (w @ np.asarray(covariance, np.float64) @ np.swapaxes(w, -1, -2))[..., 0, 0]
+    burden = (w @ np.asarray(score, np.float64)[..., :, None])[..., 0, 0]
+    carried = variance > 0
+    statistic = np.where(carried, np.square(burden) / np.where(carried, variance, 1.0), np.nan)
+    return _value(statistic), _value(special.chdtrc(1, statistic))
+
+
+def _weighted_covariance(covariance: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """W Φ W."""
     w = np.asarray(weights, np.float64)
-    variance = float(w @ covariance @ w)
-    if not variance > 0:
-        return float("nan"), float("nan")
-    statistic = float(w @ score) ** 2 / variance
-    return statistic, float(special.chdtrc(1, statistic))
+    return w[..., :, None] * np.asarray(covariance, np.float64) * w[..., None, :]
 
 
-def _mixture(q: float, kernel: np.ndarray) -> float:
-    values = np.linalg.eigvalsh((kernel + kernel.T) / 2)
-    return chi2_mixture_sf(q, values)[0]
+def _carried(weighted: np.ndarray) -> np.ndarray:
+    """Whether W Φ W is not 0 (some variant carried)."""
+    return np.any(np.diagonal(weighted, axis1=-2, axis2=-1) > 0, axis=-1)
 
 
-def _weighted_covariance(covariance: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
-    """W Φ W, or None when it is 0 (no variant carried)."""
-    w = np.asarray(weights, np.float64)
-    weighted = w[:, None] * np.asarray(covariance, np.float64) * w[None, :]
-    return weighted if np.any(np.diag(weighted) > 0) else None
+def _mixture(q: np.ndarray, kernel: np.ndarray) -> np.ndarray:
+    values = np.linalg.eigvalsh((kernel + np.swapaxes(kernel, -1, -2)) / 2)
+    return chi2_mixture_sf_rows(q, values)
 
 
 def skat_test(
     score: np.ndarray, covariance: np.ndarray, weights: np.ndarray
 ) -> tuple[float, float]:
     """(Q = Σ w_j² U_j², P(Σ λ_k χ²_1 > Q)) with λ = eig(W Φ W); NaNs when W Φ W is 0."""
-    weighted = _weighted_covariance(covariance, weights)
-    if weighted is None:
-        return float("nan"), float("nan")
-    statistic = float(np.sum((np.asarray(weights, np.float64) * score) ** 2))
-    return statistic, _mixture(statistic, weighted)
+    w = np.asarray(weights, np.float64)
+    weighted = _weighted_covariance(covariance, w)
+    carried = _carried(weighted)
+    statistic = np.sum(np.square(w * np.asarray(score, np.float64)), axis=-1)
+    p = _mixture(statistic, weighted)
+    return _value(np.where(carried, statistic, np.nan)), _value(np.where(carried, p, np.nan))
 
 
 def skato_acat_test(
     score: np.ndarray, covariance: np.ndarray, weights: np.ndarray
 ) -> tuple[float, float]:
     """(min_ρ p_ρ, the Cauchy combination of the p_ρ over :data:`RHO_GRID`)."""
-    weighted = _weighted_covariance(covariance, weights)
-    if weighted is None:
-        return float("nan"), float("nan")
-    ws = np.asarray(weights, np.float64) * np.asarray(score, np.float64)
-    k = ws.size
-    p_values = []
-    for rho in RHO_GRID:
-        q = (1.0 - rho) * float(ws @ ws) + rho * float(ws.sum()) ** 2
-        root = _sqrt_psd((1.0 - rho) * np.eye(k) + rho * np.ones((k, k)))
-        p_values.append(_mixture(q, root @ weighted @ root))
-    return float(np.min(p_values)), cauchy_combination(p_values)
+    w = np.asarray(weights, np.float64)
+    weighted = _weighted_covariance(covariance, w)
+    carried = _carried(weighted)
+    ws = w * np.asarray(score, np.float64)
+    rho = np.asarray(RHO_GRID)
+    q = ((1.0 - rho) * np.sum(np.square(ws), axis=-1)[..., None]
+         + rho * np.square(np.sum(ws, axis=-1))[..., None])  # fmt: skip
+    roots = _rho_roots(ws.shape[-1])
+    p = _mixture(q, roots @ weighted[..., None, :, :] @ roots)  # (..., ρ)
+    statistic, combined = np.min(p, axis=-1), cauchy_combination(p)
+    return (_value(np.where(carried, statistic, np.nan)),
+            _value(np.where(carried, combined, np.nan)))  # fmt: skip
+
+
+@lru_cache(maxsize=64)
+def _rho_roots(k: int) -> np.ndarray:
+    """R_ρ^½ of SKAT-O's correlation R_ρ = (1 − ρ) I + ρ 11ᵀ for each ρ: shape (ρ, k, k)."""
+    roots = np.stack([_sqrt_psd((1.0 - rho) * np.eye(k) + rho * np.ones((k, k)))
+                      for rho in RHO_GRID])  # fmt: skip
+    roots.setflags(write=False)
+    return roots
 
 
 def _sqrt_psd(matrix: np.ndarray) -> np.ndarray:

@@ -15,6 +15,9 @@ here (``chi2comb`` and ``chiscore``, the Davies wrappers on PyPI, were last rele
   moment matching, SKAT's own fallback;
 - a single distinct eigenvalue (a burden, one variant) is an exact scaled χ².
 
+:func:`chi2_mixture_sf_rows` takes a batch of mixtures (one per row): the exact scaled χ² rows
+at once, the others one by one.
+
 :func:`imhof_sf` is the exact inversion of the characteristic function that Davies' algorithm
 also performs, P(Q > q) = ½ + (1/π) ∫₀^∞ sin θ(u) / (u ρ(u)) du with θ(u) = ½ Σ arctan(λ_k u)
 − ½ q u and ρ(u) = Π (1 + λ_k² u²)^¼; adaptive quadrature makes it accurate to ~1e-12 absolute
@@ -36,6 +39,7 @@ from scipy import special
 
 __all__ = [
     "chi2_mixture_sf",
+    "chi2_mixture_sf_rows",
     "liu_sf",
     "saddlepoint_sf",
     "imhof_sf",
@@ -137,11 +141,47 @@ def chi2_mixture_sf(q: float, eigenvalues: Sequence[float]) -> tuple[float, str]
     eigenvalues : sequence of float
         λ_k of the null covariance (W Φ W); values below 1e-10 of the largest are dropped.
     """
-    lam = _positive(eigenvalues)
-    if lam.size == 0:
-        return 1.0, "chi2"
-    if lam.size == 1 or np.ptp(lam) <= 1e-12 * float(np.max(lam)):
-        return float(special.chdtrc(lam.size, q / float(np.mean(lam)))), "chi2"
+    lam = np.asarray(eigenvalues, dtype=np.float64).reshape(-1)
+    p, exact = _scaled_chi2(np.float64(q), lam)
+    if exact:
+        return float(p), "chi2"
+    return _tail(float(q), _positive(lam))
+
+
+def chi2_mixture_sf_rows(q: np.ndarray, eigenvalues: np.ndarray) -> np.ndarray:
+    """:func:`chi2_mixture_sf`'s p-value of each row: q of shape (...), λ of shape (..., k).
+
+    The rows whose λ are one distinct value (a one-variant unit's) are scaled χ² tails taken
+    at once; only the others are approximated one by one.
+    """
+    q = np.asarray(q, np.float64)
+    lam = np.asarray(eigenvalues, np.float64)
+    p, exact = _scaled_chi2(q, lam)
+    p = np.array(p, np.float64)
+    for index in map(tuple, np.argwhere(~exact)):
+        p[index] = _tail(float(q[index]), _positive(lam[index]))[0]
+    return p
+
+
+def _scaled_chi2(q: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P(c χ²_d > q), whether it is the mixture's p) of each row of λ (last axis).
+
+    Exact where the λ above the floor are one distinct value c, d of them (1 where none is).
+    """
+    top = np.max(np.abs(lam), axis=-1, keepdims=True, initial=0.0)
+    keep = (lam > _EIGEN_FLOOR * top) & (top > 0)
+    count = keep.sum(axis=-1)
+    high = np.max(np.where(keep, lam, -np.inf), axis=-1, initial=-np.inf)
+    low = np.min(np.where(keep, lam, np.inf), axis=-1, initial=np.inf)
+    exact = (count == 0) | (high - low <= 1e-12 * high)
+    mean = np.sum(np.where(keep, lam, 0.0), axis=-1) / np.maximum(count, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(count == 0, 1.0, special.chdtrc(count, q / mean))
+    return p, exact
+
+
+def _tail(q: float, lam: np.ndarray) -> tuple[float, str]:
+    """The saddle point above the mean (where it is finite), Liu's moments otherwise."""
     if q > float(np.sum(lam)):
         try:
             p = saddlepoint_sf(q, lam)
@@ -156,22 +196,22 @@ def cauchy_combination(p_values: Sequence[float], weights: Sequence[float] | Non
     """ACAT's combined p-value of ``p_values`` (weights default equal; NaN p-values are ignored).
 
     A p-value of exactly 1 is taken as 1 − 1/d (d p-values), as the ACAT package does, so one
-    uninformative test cannot cancel the others. Returns NaN when no p-value is left.
+    uninformative test cannot cancel the others. Returns NaN when no p-value is left. An array
+    of shape (..., d) gives one combined p-value per row (last axis).
     """
-    p = np.asarray(p_values, dtype=np.float64).reshape(-1)
-    w = np.ones_like(p) if weights is None else np.asarray(weights, np.float64).reshape(-1)
+    p = np.asarray(p_values, dtype=np.float64)
+    w = np.ones_like(p) if weights is None else np.asarray(weights, np.float64)
+    w = np.broadcast_to(w, p.shape)
     keep = np.isfinite(p) & (w > 0)
-    p, w = p[keep], w[keep]
-    if p.size == 0:
-        return float("nan")
-    if np.any(p == 0.0):
-        return 0.0
-    p = np.where(p >= 1.0, 1.0 - 1.0 / p.size if p.size > 1 else 1.0 - 1e-16, p)
+    d = keep.sum(axis=-1, keepdims=True)
+    p, w = np.where(keep, p, 0.5), np.where(keep, w, 0.0)  # a dropped one adds 0 × tan(0)
+    p = np.where(p >= 1.0, np.where(d > 1, 1.0 - 1.0 / np.maximum(d, 1), 1.0 - 1e-16), p)
     small = p < 1e-15
-    terms = np.empty_like(p)
-    terms[small] = 1.0 / (p[small] * math.pi)
-    terms[~small] = np.tan((0.5 - p[~small]) * math.pi)
-    statistic = float(np.sum(w * terms) / np.sum(w))
-    if statistic > 1e15:
-        return 1.0 / (statistic * math.pi)
-    return float(0.5 - math.atan(statistic) / math.pi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(small, 1.0 / (p * math.pi), np.tan((0.5 - p) * math.pi))
+        statistic = np.sum(w * terms, axis=-1) / np.sum(w, axis=-1)
+        out = np.where(statistic > 1e15, 1.0 / (statistic * math.pi),
+                       0.5 - np.arctan(statistic) / math.pi)  # fmt: skip
+    out = np.where(np.any(keep & (p == 0.0), axis=-1), 0.0, out)
+    out = np.where(d[..., 0] == 0, np.nan, out)
+    return out.item() if out.ndim == 0 else out

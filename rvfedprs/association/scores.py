@@ -14,7 +14,8 @@ pooled data would give: the sums are the pooled sums.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 import numpy as np
 
@@ -107,12 +108,6 @@ class EfficientScores:
         """H⁻¹ rhs (least squares: H may be singular when a covariate is constant)."""
         return np.linalg.lstsq(self.hessian, rhs, rcond=None)[0]
 
-    def _kept(self, unit: int, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(the kept mask over unit ``unit``'s variants, their columns); default: all."""
-        cols = self.layout.members[unit]
-        keep = np.ones(cols.size, bool) if keep is None else np.asarray(keep, bool)
-        return keep, cols[keep]
-
     @property
     def n_groups(self) -> int:
         """M, the groups the sums are kept for."""
@@ -134,33 +129,43 @@ class EfficientScores:
         cols = np.arange(self.n_rare) if columns is None else columns
         return group_covariances(self.information, self.cross, self.hessian, cols)
 
-    # --- units -----------------------------------------------------------------------------
+    # --- units: n units at once, each keeping k of its variants ----------------------------
     def unit_columns(self, unit: int) -> np.ndarray:
         """The columns of unit ``unit``."""
         return self.layout.members[unit]
 
-    def unit_covariance(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
-        """The pooled Φ of unit ``unit``'s variants (``keep``: a boolean subset of them)."""
-        keep, kept = self._kept(unit, keep)
-        gram = sum(self.layout.block(self.blocks[m], unit) for m in range(self.n_groups))
-        c = self.cross.sum(axis=0)[:, kept]
-        return np.asarray(gram)[np.ix_(keep, keep)] - c.T @ self._solved[:, kept]
+    def unit_scores(self, units: Sequence[int], keeps: Sequence[np.ndarray]) -> np.ndarray:
+        """The pooled scores of each unit's kept variants (``keeps``: boolean), shape (n, k)."""
+        return self.score.sum(axis=0)[self.layout.subset_entries(units, keeps)[0]]
 
-    def stacked_covariance(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
-        """Φ of the per-group scores of unit ``unit``'s variants, stacked group by group.
+    def unit_covariances(self, units: Sequence[int], keeps: Sequence[np.ndarray]) -> np.ndarray:
+        """The pooled Φ of each unit's kept variants, shape (n, k, k)."""
+        columns, flat = self.layout.subset_entries(units, keeps)
+        gram = self.blocks.sum(axis=0)[flat]
+        c, solved = self.cross.sum(axis=0).T[columns], self._solved.T[columns]  # (n, k, q)
+        return gram - c @ np.swapaxes(solved, 1, 2)
 
-        Shape (M k, M k) for the k variants kept: block (m, m') is δ_mm' K_{m,g} − C_mᵀ H⁻¹ C_m'.
+    def stacked_scores(self, units: Sequence[int], keeps: Sequence[np.ndarray]) -> np.ndarray:
+        """The per-group scores of each unit's kept variants, stacked group by group: (n, M k)."""
+        columns = self.layout.subset_entries(units, keeps)[0]
+        return np.moveaxis(self.score[:, columns], 0, 1).reshape(columns.shape[0], -1)
+
+    def stacked_covariances(self, units: Sequence[int], keeps: Sequence[np.ndarray]) -> np.ndarray:
+        """Φ of the per-group scores of each unit's kept variants, stacked group by group.
+
+        Shape (n, M k, M k): block (m, m') is δ_mm' K_{m,g} − C_mᵀ H⁻¹ C_m'.
         """
-        keep, kept = self._kept(unit, keep)
-        m_groups, k = self.n_groups, kept.size
-        c = self.cross[:, :, kept]  # (M, q, k)
-        flat = c.transpose(1, 0, 2).reshape(self.hessian.shape[0], m_groups * k)
-        out = -flat.T @ self._solve(flat)
+        columns, flat = self.layout.subset_entries(units, keeps)
+        n, k, m_groups = columns.shape[0], columns.shape[1], self.n_groups
+        c = np.moveaxis(self.cross[:, :, columns], (2, 0, 3), (0, 1, 2))  # (n, M, k, q)
+        solved = np.moveaxis(self._group_solved[:, :, columns], (2, 0, 3), (0, 1, 2))
+        c = c.reshape(n, m_groups * k, -1)
+        out = -(c @ np.swapaxes(solved.reshape(n, m_groups * k, -1), 1, 2))
         for m in range(m_groups):
-            block = self.layout.block(self.blocks[m], unit)[np.ix_(keep, keep)]
-            out[m * k : (m + 1) * k, m * k : (m + 1) * k] += block
+            out[:, m * k : (m + 1) * k, m * k : (m + 1) * k] += self.blocks[m][flat]
         return out
 
-    def stacked_score(self, unit: int, keep: np.ndarray | None = None) -> np.ndarray:
-        """The per-group scores of unit ``unit``'s (kept) variants, stacked: shape (M k,)."""
-        return self.score[:, self._kept(unit, keep)[1]].reshape(-1)
+    @cached_property
+    def _group_solved(self) -> np.ndarray:
+        """H⁻¹ C_m of each group, shape (M, q, p)."""
+        return np.stack([self._solve(self.cross[m]) for m in range(self.n_groups)])

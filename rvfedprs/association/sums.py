@@ -107,10 +107,23 @@ class UnitLayout:
         columns = [np.tile(cols, cols.size) for cols in self.members]
         return (np.concatenate([empty, *rows]), np.concatenate([empty, *columns]))
 
-    def block(self, flat: np.ndarray, unit: int) -> np.ndarray:
-        """Unit ``unit``'s p_g × p_g block of a flattened blocks vector."""
-        size = self.members[unit].size
-        return np.asarray(flat[self.offsets[unit] : self.offsets[unit + 1]]).reshape(size, size)
+    def subset_entries(
+        self, units: Sequence[int], keeps: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the kept columns, shape (n, k); where their blocks' entries are, shape (n, k, k)).
+
+        ``keeps[i]`` is a boolean subset of unit ``units[i]``'s variants, every one keeping k:
+        entry (a, b) of unit g's block is ``offsets[g] + a p_g + b`` of the flattened blocks.
+        """
+        k = int(np.count_nonzero(keeps[0])) if len(keeps) else 0
+        units = np.asarray(units, np.int64)
+        positions = np.array([np.flatnonzero(keep) for keep in keeps], np.int64).reshape(-1, k)
+        columns = np.array([self.members[g][p] for g, p in zip(units, positions, strict=True)],
+                           np.int64).reshape(-1, k)  # fmt: skip
+        sizes = np.array([self.members[g].size for g in units], np.int64)
+        flat = (self.offsets[units][:, None, None]
+                + positions[:, :, None] * sizes[:, None, None] + positions[:, None, :])  # fmt: skip
+        return columns, flat
 
 
 def empty_sums(n_groups: int, n_floor: int, n_rare: int, layout: UnitLayout) -> dict:
