@@ -220,6 +220,21 @@ def markdown_table(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _client_errors(record: dict, key: str, clients: list[str], values: list[float]) -> np.ndarray:
+    """(2, clients) distances from each bar to its 95% interval's ends, NaN where none.
+
+    DeLong's symmetric interval for an AUC (``client_auc_se``); Fisher's z interval of an R²
+    (``client_r2_ci``), asymmetric. A metrics file written before either gives NaNs.
+    """
+    if key == "client_auc":
+        se = record.get("client_auc_se") or {}
+        half = np.array([Z95 * _number(se.get(c)) for c in clients])
+        return np.vstack([half, half])
+    ci = record.get("client_r2_ci") or {}
+    ends = np.array([ci.get(c, (np.nan, np.nan)) for c in clients], np.float64).reshape(-1, 2)
+    return np.abs(ends.T - np.asarray(values, np.float64))
+
+
 def client_auc_figure(metrics: Sequence[dict], out: str | Path) -> Path:
     """Grouped bars: each client's test AUC (R² for a quantitative trait) by strategy (PNG)."""
     key = "client_r2" if metrics and metrics[0].get("metric") == "r2" else "client_auc"
@@ -228,19 +243,19 @@ def client_auc_figure(metrics: Sequence[dict], out: str | Path) -> Path:
     width = 0.8 / max(len(metrics), 1)
     x = np.arange(len(clients))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(clients)), 4.2))
+    top = 0.0  # the highest bar or interval end
     for i, record in enumerate(metrics):
         values = [_number(record[key].get(c)) for c in clients]
-        se = record.get(f"{key}_se") or {}
-        errors = [Z95 * _number(se.get(c)) for c in clients]  # 95% intervals (DeLong for AUC)
+        errors = _client_errors(record, key, clients, values)
+        top = float(np.nanmax([top, *(np.asarray(values) + np.nan_to_num(errors[1]))]))
         ax.bar(x + (i - (len(metrics) - 1) / 2) * width, values, width, label=record["strategy"],
-               yerr=errors if any(np.isfinite(errors)) else None, capsize=1.5,
+               yerr=errors if np.isfinite(errors).any() else None, capsize=1.5,
                error_kw={"elinewidth": 0.6, "ecolor": "#333333"})  # fmt: skip
     if key == "client_auc":
         ax.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xticks(x, clients, rotation=45, ha="right")
     ax.set_ylabel(label)
-    top = max([_number(v) for r in metrics for v in r[key].values()] + [0.0])
-    ax.set_ylim(0.0, 1.0 if key == "client_auc" or not np.isfinite(top) else min(1.0, 1.3 * top))
+    ax.set_ylim(0.0, 1.0 if key == "client_auc" or not top > 0 else min(1.0, 1.1 * top))
     ax.set_title(f"Per-client {label} by strategy (bars: 95% intervals)", pad=28)
     ax.legend(ncol=min(len(metrics), 6), fontsize="small", loc="lower center",
               bbox_to_anchor=(0.5, 1.0), frameon=False)  # above the axes, off the bars  # fmt: skip

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.api as sm
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -300,6 +301,11 @@ def test_a_study_pools_its_sites_test_sums_into_the_pooled_metrics():
     assert got["client_r2"]["s1"] == pytest.approx(
         np.corrcoef(pooled["y"][1], pooled["p"][1])[0, 1] ** 2, abs=1e-12
     )
+    # each site's R² interval: Fisher's z of its correlation, n − 3 degrees of freedom
+    r, n = np.corrcoef(pooled["y"][2], pooled["p"][2])[0, 1], 150
+    ends = np.tanh(np.arctanh(r) + np.array([-1, 1]) * stats.norm.ppf(0.975) / np.sqrt(n - 3))
+    np.testing.assert_allclose(got["client_r2_ci"]["s2"], np.sort(ends**2), rtol=1e-10)
+    assert got["client_r2_ci"]["s2"][0] < got["client_r2"]["s2"] < got["client_r2_ci"]["s2"][1]
 
 
 def test_dp_sgd_trains_a_trait_with_the_gaussian_loss(paths):

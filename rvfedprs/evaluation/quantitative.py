@@ -42,6 +42,7 @@ __all__ = [
     "pooled_test_metrics",
     "r2_score",
     "r2_interval",
+    "client_r2_intervals",
     "ols_r2",
     "score_metrics",
     "ols_half_width",
@@ -63,15 +64,25 @@ def trait_sums(y: np.ndarray, s: np.ndarray) -> dict[str, float]:
 
 
 def pooled_sums(sums: Mapping[str, float]) -> dict[str, float]:
-    """``r2`` (squared correlation), ``mse`` and ``n`` of pooled :data:`SUMS`."""
+    """``r`` (the correlation), ``r2``, ``mse`` and ``n`` of pooled :data:`SUMS`."""
     n = float(sums["n"])
     if n < 2:
-        return {"r2": float("nan"), "mse": float("nan"), "n": n}
+        return {"r": float("nan"), "r2": float("nan"), "mse": float("nan"), "n": n}
     sy, syy, sp_, spp, syp = (float(sums[k]) for k in SUMS[1:])
     cov = syp - sy * sp_ / n
     var_y, var_p = syy - sy * sy / n, spp - sp_ * sp_ / n
-    r2 = cov * cov / (var_y * var_p) if var_y > 0 and var_p > 0 else float("nan")
-    return {"r2": float(min(r2, 1.0)), "mse": float((syy - 2 * syp + spp) / n), "n": n}
+    r = cov / np.sqrt(var_y * var_p) if var_y > 0 and var_p > 0 else float("nan")
+    return {"r": float(np.clip(r, -1.0, 1.0)), "r2": float(min(r * r, 1.0)),
+            "mse": float((syy - 2 * syp + spp) / n), "n": n}  # fmt: skip
+
+
+def client_r2_intervals(sums: Mapping[str, Mapping[str, float]]) -> dict[str, list[float]]:
+    """{client: [low, high]}: the 95% interval of each client's R² from its :data:`SUMS`."""
+    out = {}
+    for client, own in sums.items():
+        fit = pooled_sums(own)
+        out[client] = list(r2_interval(fit["r"], int(fit["n"]) - 3))
+    return out
 
 
 def _fisher_interval(r: float, dof: int) -> tuple[float, float]:
@@ -238,8 +249,9 @@ def quantitative_metrics(
     dict
         ``metric`` ("r2"), :func:`score_metrics` of the pooled predictions with the pooled
         covariates (``r2``, ``r2_lo``, ``r2_hi``, ``incremental_r2``...), ``client_r2``
-        {client: r2}, ``client_r2_mean``, ``client_r2_std``, ``prs_only_r2`` (and with
-        ``genetic`` ``oracle_r2``), with ``carriers`` ``carrier_r2``, ``n_carriers`` and the
+        {client: r2} and ``client_r2_ci`` {client: [low, high]} (Fisher's z),
+        ``client_r2_mean``, ``client_r2_std``, ``prs_only_r2`` (and with ``genetic``
+        ``oracle_r2``), with ``carriers`` ``carrier_r2``, ``n_carriers`` and the
         carrier references, with ``sample_clusters`` ``cluster_metrics``.
     """
     clients = sorted(predictions)
@@ -256,6 +268,9 @@ def quantitative_metrics(
         "carrier_r2": float("nan"),
         "n_carriers": None,
         "client_r2": client_r2,
+        "client_r2_ci": client_r2_intervals(
+            {c: trait_sums(test[c].y, predictions[c]) for c in clients}
+        ),  # fmt: skip
         "client_r2_mean": float(finite.mean()) if finite.size else float("nan"),
         "client_r2_std": float(finite.std()) if finite.size else float("nan"),
         **_reference_r2(y, prs, g),
@@ -438,6 +453,7 @@ def pooled_test_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str,
         "mse": pooled["mse"],
         **{k: fitted[k] for k in keys},
         "client_r2": client_r2,
+        "client_r2_ci": client_r2_intervals({s: summaries[s]["sums"] for s in sites}),
         "client_r2_mean": float(finite.mean()) if finite.size else float("nan"),
         "client_r2_std": float(finite.std()) if finite.size else float("nan"),
         "prs_only_r2": pooled_sums(total("prs_sums"))["r2"],
