@@ -442,16 +442,24 @@ class _PgenlibSource(GenotypeSource):
             return np.zeros(len(index), dtype=np.int64)
         return self._genotype_counts(self._keep[index], self._subset(samples)[0])[:, 3]
 
-    def _genotype_counts(self, raw: np.ndarray, subset: np.ndarray | None) -> np.ndarray:
-        """Hard-call counts (hom REF, het, hom ALT, missing) of the ``raw`` variants, by pgenlib."""
+    def _genotype_counts(
+        self, raw: np.ndarray, subset: np.ndarray | None, reader=None
+    ) -> np.ndarray:
+        """Hard-call counts (hom REF, het, hom ALT, missing) of the ``raw`` variants, by pgenlib.
+
+        ``reader``: an open reader of ``subset`` to count with (a chunk loop opens one); else
+        one is opened and closed here.
+        """
         counts = np.empty((len(raw), 4), dtype=np.uint32)
-        reader = self._reader(subset)
+        own = reader is None
+        reader = self._reader(subset) if own else reader
         try:
             count = reader.count
             for i, variant in enumerate(raw.tolist()):
                 count(variant, counts[i])
         finally:
-            reader.close()
+            if own:
+                reader.close()
         return counts.astype(np.int64)
 
     def iter_counts(
@@ -470,11 +478,15 @@ class _PgenlibSource(GenotypeSource):
             yield from GenotypeSource.iter_counts(self, chunk_size, samples)
             return
         subset, _ = self._subset(samples)  # counts do not depend on the order of samples
-        for start in range(0, len(self.variants), chunk_size):
-            stop = min(start + chunk_size, len(self.variants))
-            counts = self._genotype_counts(self._keep[start:stop], subset)
-            alt_sum = (2 * counts[:, 2] + counts[:, 1]).astype(np.float64)
-            yield self.variants.iloc[start:stop].reset_index(drop=True), alt_sum, counts
+        reader = self._reader(subset)
+        try:
+            for start in range(0, len(self.variants), chunk_size):
+                stop = min(start + chunk_size, len(self.variants))
+                counts = self._genotype_counts(self._keep[start:stop], subset, reader)
+                alt_sum = (2 * counts[:, 2] + counts[:, 1]).astype(np.float64)
+                yield self.variants.iloc[start:stop].reset_index(drop=True), alt_sum, counts
+        finally:
+            reader.close()
 
     def sample_missing(
         self, samples: Sequence[str] | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE
@@ -491,12 +503,7 @@ class _PgenlibSource(GenotypeSource):
             return np.zeros(0, dtype=np.int64), len(self.variants)
         subset, inverse = self._subset(samples)
         missing = np.zeros(len(sample_index(self.samples, samples, self.path)), dtype=np.int64)
-        starts = range(0, len(self.variants), chunk_size)
-        index = np.concatenate([np.zeros(0, np.int64)] + [
-            start + np.flatnonzero(self._genotype_counts(self._keep[start : start + chunk_size],
-                                                         subset)[:, 3])
-            for start in starts
-        ])  # fmt: skip
+        index = np.flatnonzero(self._genotype_counts(self._keep, subset)[:, 3])
         for _, calls, _ in self._blocks(index, chunk_size, samples, np.int8):
             missing += (calls == PGENLIB_MISSING).sum(axis=0)
         return (missing if inverse is None else missing[inverse]), len(self.variants)
