@@ -51,6 +51,18 @@ def test_hwe_exact_matches_enumeration(counts):
     assert hwe_exact(*counts) == pytest.approx(naive_hwe(*counts), rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    "counts",
+    [(1500, 1000, 500), (1300, 1100, 600), (1700, 900, 400), (900, 1550, 550), (2200, 790, 10),
+     (60, 2900, 40), (4, 2996, 0), (0, 2998, 2), (2, 2998, 0)],
+)  # fmt: skip
+def test_hwe_exact_matches_enumeration_at_a_site_of_3000_in_the_tails(counts):
+    """Where each side is taken only over a window around the mode: the mode, excesses and
+    deficits of heterozygotes far in the tails (p down to ~1e-277), rare variants."""
+    expected = naive_hwe(*counts)
+    assert hwe_exact(*counts) == pytest.approx(expected, rel=1e-9, abs=1e-300)
+
+
 @needs_real
 def test_hwe_and_call_rates_match_plink2(tmp_path):
     subprocess.run(

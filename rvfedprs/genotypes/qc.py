@@ -48,23 +48,40 @@ def hwe_exact(n_het: int, n_hom_1: int, n_hom_2: int) -> float:
     hom_r = (n_rare - mid) // 2
     hom_c = n - mid - hom_r
     # The Wigginton recursion as running products of the ratios between neighbouring
-    # heterozygote counts, outwards from the mode (probability 1 before normalising).
-    het = np.arange(mid, 1, -2, dtype=np.float64)  # downwards: het → het - 2
-    step = np.arange(len(het), dtype=np.float64)
-    down = np.cumprod(het * (het - 1) / (4.0 * (hom_r + step + 1) * (hom_c + step + 1)))
-    het = np.arange(mid, n_rare - 1, 2, dtype=np.float64)  # upwards: het → het + 2
-    step = np.arange(len(het), dtype=np.float64)
-    up = np.cumprod(4.0 * (hom_r - step) * (hom_c - step) / ((het + 2.0) * (het + 1.0)))
-    probs = np.zeros(n_rare + 1, dtype=np.float64)
-    probs[mid] = 1.0
-    if len(down):
-        probs[mid - 2 * len(down) : mid - 1 : 2] = down[::-1]
-    if len(up):
-        probs[mid + 2 : mid + 2 * len(up) + 1 : 2] = up
-    probs /= 1.0 + down.sum() + up.sum()
-    observed = probs[n_het]
-    p = probs[probs <= observed * (1 + 1e-12)].sum()
+    # heterozygote counts, outwards from the mode (probability 1 before normalising). The
+    # products fall faster than geometrically away from the mode, so each side is taken only
+    # until its last term is below 1e-20 of the observed count's (what is left of that side
+    # is smaller still): a window of a few standard deviations, not all n_rare / 2 counts.
+    n_down, n_up = len(range(mid, 1, -2)), len(range(mid, n_rare - 1, 2))
+    offset = (n_het - mid) // 2  # steps from the mode to the observed count
+    width = 16 + int(6 * np.sqrt(mid + 1)) + abs(offset)
+    while True:
+        down = _running_products(mid, hom_r, hom_c, min(width, n_down), -1)
+        up = _running_products(mid, hom_r, hom_c, min(width, n_up), +1)
+        observed = 1.0 if offset == 0 else (down[-offset - 1] if offset < 0 else up[offset - 1])
+        floor = 1e-20 * observed
+        if (len(down) == n_down or down[-1] < floor) and (len(up) == n_up or up[-1] < floor):
+            break
+        width *= 2
+    total = 1.0 + down.sum() + up.sum()
+    limit = observed * (1 + 1e-12)
+    p = ((1.0 if limit >= 1.0 else 0.0) + down[down <= limit].sum() + up[up <= limit].sum()) / total
     return float(min(1.0, p))
+
+
+def _running_products(mid: int, hom_r: int, hom_c: int, length: int, direction: int) -> np.ndarray:
+    """The first ``length`` probabilities (relative to the mode ``mid``) down or up from it.
+
+    Down (``direction`` −1): het → het − 2 multiplies by het (het − 1) / (4 (hom_r + 1)
+    (hom_c + 1)) with both homozygote counts one higher; up: by 4 hom_r hom_c / ((het + 2)
+    (het + 1)) with both one lower (Wigginton et al. 2005).
+    """
+    step = np.arange(length, dtype=np.float64)
+    if direction < 0:
+        het = mid - 2 * step
+        return np.cumprod(het * (het - 1) / (4.0 * (hom_r + step + 1) * (hom_c + step + 1)))
+    het = mid + 2 * step
+    return np.cumprod(4.0 * (hom_r - step) * (hom_c - step) / ((het + 2.0) * (het + 1.0)))
 
 
 def hwe_exact_many(n_het: np.ndarray, n_hom_1: np.ndarray, n_hom_2: np.ndarray) -> np.ndarray:
