@@ -7,6 +7,7 @@ so the computations in ``frequencies``, ``qc``, ``scoring`` and ``rare`` never s
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -137,6 +138,25 @@ def check_unique_samples(samples: np.ndarray, source: str) -> None:
         raise GenotypeFormatError(f"{len(dups)} duplicate sample IDs in {source}: {shown}")
 
 
+#: id(samples array) → (a weak reference to it, its pd.Index): a reader's sample IDs are looked
+#: up once per pass (several per job); hashing 500,000 IDs each time cost ~0.1 s
+_LOOKUPS: dict[int, tuple[weakref.ref, pd.Index]] = {}
+
+
+def _lookup(available: np.ndarray) -> pd.Index:
+    """The pd.Index of ``available`` (a reader's sample IDs), built once per array."""
+    if not isinstance(available, np.ndarray):
+        return pd.Index(available)
+    held = _LOOKUPS.get(id(available))
+    if held is not None and held[0]() is available:
+        return held[1]
+    for key in [k for k, (ref, _) in _LOOKUPS.items() if ref() is None]:
+        del _LOOKUPS[key]  # arrays gone since
+    index = pd.Index(available)
+    _LOOKUPS[id(available)] = (weakref.ref(available), index)
+    return index
+
+
 def sample_index(available: np.ndarray, wanted: Sequence[str] | None, source: str) -> np.ndarray:
     """Row indices into ``available`` for the ``wanted`` sample IDs, in the wanted order.
 
@@ -149,8 +169,7 @@ def sample_index(available: np.ndarray, wanted: Sequence[str] | None, source: st
         return np.arange(len(available))
     wanted = np.asarray(list(wanted), dtype=str)
     check_unique_samples(wanted, "the requested samples")
-    lookup = pd.Index(available)
-    idx = lookup.get_indexer(wanted)
+    idx = _lookup(available).get_indexer(wanted)
     missing = wanted[idx < 0]
     if len(missing):
         shown = ", ".join(map(str, missing[:5]))
