@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from rvfedprs.config import deep_merge, load_config  # noqa: E402
 from rvfedprs.federation.metering import MeteredTransport, Traffic  # noqa: E402
+from rvfedprs.simulate.cohort import as_pipeline_cohort  # noqa: E402
 from rvfedprs.study.run import run_study_config  # noqa: E402
 from rvfedprs.study.split import split_cohort  # noqa: E402
 from rvfedprs.study.task import StudyTask  # noqa: E402
@@ -38,15 +39,7 @@ from rvfedprs.study.task import StudyTask  # noqa: E402
 
 def _cohort_overrides(cohort: Path) -> dict:
     return {
-        "pipeline": {
-            "cohort": {
-                "simulate": False,
-                "genotypes": [str(cohort / "genotypes" / "cohort")],
-                "samples": str(cohort / "samples.tsv"),
-                "phenotypes": str(cohort / "phenotypes.tsv"),
-                "scoring_file": str(cohort / "scores" / "PGS_sim.txt.gz"),
-            }
-        },
+        "pipeline": {"cohort": as_pipeline_cohort(cohort)},
         "evaluate": {
             "truth": str(cohort / "truth" / "causal_variants.tsv"),
             "samples": str(cohort / "samples.tsv"),

@@ -1,5 +1,6 @@
 # Stage 1: validate -> QC -> federated allele frequencies -> common/rare split -> PRS and rare
 # dosages -> per-client feature sets (results/clients/{client}/...) and the exclusion log.
+# Each job's wall and CPU seconds and peak memory: {LOGS}/benchmarks/<rule>/... (Snakemake's).
 
 POOLED_TARGETS += [
     "results/clients.tsv",
@@ -41,6 +42,8 @@ rule import_genotypes:
         index=r"\d+",
     resources:
         **job_size("import_genotypes"),
+    benchmark:
+        f"{LOGS}/benchmarks/import_genotypes/{{index}}.tsv"
     log:
         f"{LOGS}/import_genotypes/{{index}}.log",
     script:
@@ -63,6 +66,8 @@ checkpoint validate_inputs:
         ),
     resources:
         **job_size("validate_inputs"),
+    benchmark:
+        f"{LOGS}/benchmarks/validate_inputs.tsv"
     log:
         f"{LOGS}/validate_inputs.log",
     script:
@@ -83,6 +88,8 @@ rule sample_qc:
         ),
     resources:
         **job_size("sample_qc"),
+    benchmark:
+        f"{LOGS}/benchmarks/sample_qc/{{client}}.tsv"
     log:
         f"{LOGS}/sample_qc/{{client}}.log",
     script:
@@ -103,6 +110,8 @@ rule client_counts:
         ),
     resources:
         **job_size("client_counts"),
+    benchmark:
+        f"{LOGS}/benchmarks/client_counts/{{client}}.tsv"
     log:
         f"{LOGS}/client_counts/{{client}}.log",
     script:
@@ -124,6 +133,8 @@ rule combine_counts:
         ),
     resources:
         **job_size("combine_counts"),
+    benchmark:
+        f"{LOGS}/benchmarks/combine_counts.tsv"
     log:
         f"{LOGS}/combine_counts.log",
     script:
@@ -144,6 +155,8 @@ rule match_scores:
         ),
     resources:
         **job_size("match_scores"),
+    benchmark:
+        f"{LOGS}/benchmarks/match_scores.tsv"
     log:
         f"{LOGS}/match_scores.log",
     script:
@@ -169,6 +182,8 @@ rule client_features:
         ),
     resources:
         **job_size("client_features"),
+    benchmark:
+        f"{LOGS}/benchmarks/client_features/{{client}}.tsv"
     log:
         f"{LOGS}/client_features/{{client}}.log",
     script:
@@ -186,6 +201,8 @@ rule summarize_clients:
         pipeline=settings("phenotype"),
     resources:
         **job_size("summarize_clients"),
+    benchmark:
+        f"{LOGS}/benchmarks/summarize_clients.tsv"
     log:
         f"{LOGS}/summarize_clients.log",
     script:

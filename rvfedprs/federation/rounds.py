@@ -517,82 +517,69 @@ def run_rounds(
     SecureAggregationError
         When a secure sum cannot be completed (too few members left, tampered shares).
     """
+    with _releasing(secure, transport, settings):
+        client_ids = transport.client_ids
+        written: list[Path] = []
+        traffic = traffic_of(transport)
+        for server_round in range(start + 1, rounds + 1):
+            if strategy.finished:  # a converged fit (FedGLM) needs no more rounds
+                log.info("%s finished after round %d", strategy.name, server_round - 1)
+                break
+            mark = None if traffic is None else traffic.mark()
+            instructions = strategy.configure_fit(server_round, client_ids)
+            seeds = {c: client_seed(setup.random_seed, server_round, c) for c in client_ids}
+            sums = notes = None
+            if secure is None:
+                results, failures = transport.fit(
+                    server_round, instructions, seeds, settings, client_state
+                )
+                if screen is not None:
+                    results, refused = screen.screen(server_round, results, instructions)
+                    failures = {**failures, **refused}
+            else:
+                results, failures, sums, notes = secure.fit_round(
+                    strategy, transport, server_round, instructions, seeds, settings, client_state
+                )
+            if traffic is not None:  # the round's training exchanges (its evaluation comes after)
+                notes = {**(notes or {}), "traffic": traffic.table(mark)}
+            step = f"round {server_round}"
+            count = f"{step}: {len(results)} of {len(client_ids)} clients replied"
+            require_replies(step, count, len(results), min_replies, failures)
+            entry, path = finish_round(
+                strategy,
+                setup,
+                server_round,
+                [results[c] for c in sorted(results)],
+                history,
+                failures=failures,
+                evaluate_round=evaluate_round,
+                client_state=client_state,
+                sums=sums,
+                notes=notes,
+            )
+            if path is not None:
+                written.append(path)
+            if on_round is not None:
+                on_round(entry)
+    return written
+
+
+@contextlib.contextmanager
+def _releasing(secure: SecureAggregation | None, transport: Transport, settings: Mapping[str, Any]):
+    """Around a run's rounds: the sites drop the last round's held update when they end.
+
+    On an error, best effort: the error that stopped the run is the one raised.
+    """
+    if secure is None:
+        yield
+        return
     try:
-        written = _rounds(
-            strategy, transport, setup, settings, rounds=rounds, start=start, history=history,
-            client_state=client_state, min_replies=min_replies, evaluate_round=evaluate_round,
-            on_round=on_round, secure=secure, screen=screen,
-        )  # fmt: skip
+        yield
     except BaseException:
-        if secure is not None:  # best effort: the error that stopped the run is the one raised
-            with contextlib.suppress(Exception):
-                secure.release(transport, settings)
+        with contextlib.suppress(Exception):
+            secure.release(transport, settings)
         raise
-    if secure is not None:  # the sites drop the last round's update
-        secure.release(transport, settings)
-    return written
-
-
-def _rounds(
-    strategy: Strategy,
-    transport: Transport,
-    setup: RunSetup,
-    settings: Mapping[str, Any],
-    *,
-    rounds: int,
-    start: int,
-    history: list[dict[str, Any]],
-    client_state: dict[str, dict[str, Any]],
-    min_replies: int,
-    evaluate_round: RoundCallback | None,
-    on_round: Callable[[dict[str, Any]], None] | None,
-    secure: SecureAggregation | None,
-    screen: UpdateScreen | None,
-) -> list[Path]:
-    client_ids = transport.client_ids
-    written: list[Path] = []
-    traffic = traffic_of(transport)
-    for server_round in range(start + 1, rounds + 1):
-        if strategy.finished:  # a converged fit (FedGLM) needs no more rounds
-            log.info("%s finished after round %d", strategy.name, server_round - 1)
-            break
-        mark = None if traffic is None else traffic.mark()
-        instructions = strategy.configure_fit(server_round, client_ids)
-        seeds = {c: client_seed(setup.random_seed, server_round, c) for c in client_ids}
-        sums = notes = None
-        if secure is None:
-            results, failures = transport.fit(
-                server_round, instructions, seeds, settings, client_state
-            )
-            if screen is not None:
-                results, refused = screen.screen(server_round, results, instructions)
-                failures = {**failures, **refused}
-        else:
-            results, failures, sums, notes = secure.fit_round(
-                strategy, transport, server_round, instructions, seeds, settings, client_state
-            )
-        if traffic is not None:  # the round's training exchanges (its evaluation comes after)
-            notes = {**(notes or {}), "traffic": traffic.table(mark)}
-        step = f"round {server_round}"
-        count = f"{step}: {len(results)} of {len(client_ids)} clients replied"
-        require_replies(step, count, len(results), min_replies, failures)
-        entry, path = finish_round(
-            strategy,
-            setup,
-            server_round,
-            [results[c] for c in sorted(results)],
-            history,
-            failures=failures,
-            evaluate_round=evaluate_round,
-            client_state=client_state,
-            sums=sums,
-            notes=notes,
-        )
-        if path is not None:
-            written.append(path)
-        if on_round is not None:
-            on_round(entry)
-    return written
+    secure.release(transport, settings)
 
 
 def warm_start(

@@ -268,7 +268,48 @@ _BED_CODE = np.array([1, 3, 2, 0], dtype=np.uint8)
 _BED_MAGIC = bytes([0x6C, 0x1B, 0x01])
 
 
-class BedWriter:
+class _PlinkWriter:
+    """What the PLINK1 and PLINK2 writers share: :meth:`write` checks a chunk, then appends it.
+
+    A subclass sets ``prefix``, ``samples``, ``n_written``, ``_order`` and ``_genotype_file``
+    (the file named in errors), says whether it is open (:meth:`_is_open`) and appends a
+    checked, non-empty chunk (:meth:`_append`).
+    """
+
+    prefix: Path
+    samples: list[str]
+    n_written: int
+    _genotype_file: str
+
+    def _is_open(self) -> bool:
+        raise NotImplementedError
+
+    def _append(self, variants: pd.DataFrame, genotypes: np.ndarray, chroms: np.ndarray,
+                positions: np.ndarray) -> None:  # fmt: skip
+        raise NotImplementedError
+
+    def write(self, variants: pd.DataFrame, genotypes: np.ndarray) -> None:
+        """Append one chunk.
+
+        Parameters
+        ----------
+        variants : DataFrame
+            Columns ``chrom, pos, id, ref, alt``; n_variants rows, sorted by position.
+        genotypes : ndarray of int8, shape (n_samples, n_variants)
+            ALT-allele counts, -1 = missing.
+        """
+        if not self._is_open():
+            raise RuntimeError(f"{type(self).__name__}.write called outside a 'with' block")
+        g = _check_chunk(variants, genotypes, len(self.samples), self._genotype_file)
+        if not len(variants):
+            return
+        chroms = variants["chrom"].astype(str).to_numpy()
+        positions = variants["pos"].to_numpy(dtype=np.int64)
+        self._append(variants, g, chroms, positions)
+        self.n_written += len(variants)
+
+
+class BedWriter(_PlinkWriter):
     """Write PLINK1 binary files (SNP-major ``.bed``, ``.bim``, ``.fam``).
 
     The ``.bim`` holds A1 = ALT (column 5) and A2 = REF (column 6), so PLINK 1.9 counts and
@@ -292,6 +333,7 @@ class BedWriter:
         self.sex = [0] * len(self.samples) if sex is None else [int(s) for s in sex]
         self.n_written = 0
         self._order = _OrderCheck(f"{self.prefix}.bim")
+        self._genotype_file = f"{self.prefix}.bed"
         self._bed: IO[bytes] | None = None
         self._bim: IO[str] | None = None
 
@@ -305,23 +347,11 @@ class BedWriter:
         self._bim = open(f"{self.prefix}.bim", "w")
         return self
 
-    def write(self, variants: pd.DataFrame, genotypes: np.ndarray) -> None:
-        """Append one chunk.
+    def _is_open(self) -> bool:
+        return self._bed is not None and self._bim is not None
 
-        Parameters
-        ----------
-        variants : DataFrame
-            Columns ``chrom, pos, id, ref, alt``; n_variants rows, sorted by position.
-        genotypes : ndarray of int8, shape (n_samples, n_variants)
-            ALT-allele counts, -1 = missing.
-        """
-        if self._bed is None or self._bim is None:
-            raise RuntimeError("BedWriter.write called outside a 'with' block")
-        g = _check_chunk(variants, genotypes, len(self.samples), f"{self.prefix}.bed")
-        if not len(variants):
-            return
-        chroms = variants["chrom"].astype(str).to_numpy()
-        positions = variants["pos"].to_numpy(dtype=np.int64)
+    def _append(self, variants, g, chroms, positions) -> None:
+        """Pack the chunk's 2-bit codes into the ``.bed``, its rows into the ``.bim``."""
         self._order(chroms, positions)
         n = len(self.samples)
         n_bytes = (n + 3) // 4
@@ -339,7 +369,6 @@ class BedWriter:
                 )
             )
         )  # fmt: skip
-        self.n_written += len(variants)
 
     def close(self) -> None:
         """Close the three files."""
@@ -357,7 +386,7 @@ class BedWriter:
         self.close()
 
 
-class PgenWriter:
+class PgenWriter(_PlinkWriter):
     """Write a PLINK2 fileset (``.pgen``, ``.pvar``, ``.psam``) through pgenlib.
 
     pgenlib stores a rare variant as the list of its carriers instead of a 2-bit code per
@@ -396,6 +425,7 @@ class PgenWriter:
         self.sex = [0] * len(self.samples) if sex is None else [int(s) for s in sex]
         self.n_written = 0
         self._order = _OrderCheck(f"{self.prefix}.pvar")
+        self._genotype_file = f"{self.prefix}.pgen"
         self._pgen = None
         self._pvar: IO[str] | None = None
 
@@ -414,28 +444,16 @@ class PgenWriter:
         self._pvar.write("#CHROM\tPOS\tID\tREF\tALT\n")
         return self
 
-    def write(self, variants: pd.DataFrame, genotypes: np.ndarray) -> None:
-        """Append one chunk.
+    def _is_open(self) -> bool:
+        return self._pgen is not None and self._pvar is not None
 
-        Parameters
-        ----------
-        variants : DataFrame
-            Columns ``chrom, pos, id, ref, alt``; n_variants rows, sorted by position.
-        genotypes : ndarray of int8, shape (n_samples, n_variants)
-            ALT-allele counts, -1 = missing.
-        """
-        if self._pgen is None or self._pvar is None:
-            raise RuntimeError("PgenWriter.write called outside a 'with' block")
-        g = _check_chunk(variants, genotypes, len(self.samples), f"{self.prefix}.pgen")
-        if not len(variants):
-            return
+    def _append(self, variants, g, chroms, positions) -> None:
+        """The chunk to pgenlib (carrier lists where shorter), its rows to the ``.pvar``."""
         if self.n_written + len(variants) > self.n_variants:
             raise GenotypeFormatError(
                 f"{self.prefix}.pgen: {self.n_written + len(variants)} variants written, more "
                 f"than the {self.n_variants} declared"
             )
-        chroms = variants["chrom"].astype(str).to_numpy()
-        positions = variants["pos"].to_numpy(dtype=np.int64)
         self._order(chroms, positions)
         batch = np.ascontiguousarray(g.T)  # (n_variants, n_samples)
         if batch.size and batch.min() < 0:
@@ -450,7 +468,6 @@ class PgenWriter:
                 )
             )
         )  # fmt: skip
-        self.n_written += len(variants)
 
     def close(self) -> None:
         """Finish the ``.pgen`` (its header and index) and close the ``.pvar``."""

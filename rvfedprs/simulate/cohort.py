@@ -71,7 +71,13 @@ from rvfedprs.simulate.phenotype import (
 from rvfedprs.simulate.sources import OverlaySource
 from rvfedprs.simulate.truth import summarise, write_tables
 
-__all__ = ["SimulatedCohort", "cohort_genotypes", "run_simulation", "simulate_cohort"]
+__all__ = [
+    "SimulatedCohort",
+    "cohort_genotypes",
+    "as_pipeline_cohort",
+    "run_simulation",
+    "simulate_cohort",
+]
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +147,25 @@ class SimulatedCohort:
         for vcf in sorted((out / "genotypes").glob("chr*.vcf.gz")):
             found[vcf.name.split(".")[0]] = vcf
         return found
+
+
+def as_pipeline_cohort(out: str | Path) -> dict[str, Any]:
+    """A simulated cohort's folder as the ``pipeline.cohort`` section reading it as one's own.
+
+    ``simulate: false`` and the files the simulator wrote: the genotypes (the PLINK1 prefix
+    where a ``.bed`` was written, else the ``.pgen``, :func:`cohort_genotypes`' rule), the
+    samples sheet, the phenotypes and the PGS scoring file, as absolute paths.
+    """
+    out = Path(out).resolve()
+    bed = (out / "genotypes" / "cohort.bed").exists()
+    genotypes = out / "genotypes" / ("cohort" if bed else "cohort.pgen")
+    return {
+        "simulate": False,
+        "genotypes": [str(genotypes)],
+        "samples": str(out / "samples.tsv"),
+        "phenotypes": str(out / "phenotypes.tsv"),
+        "scoring_file": str(out / "scores" / "PGS_sim.txt.gz"),
+    }
 
 
 def cohort_genotypes(output: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:

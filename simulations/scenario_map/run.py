@@ -253,15 +253,11 @@ def build_cohort(cohort: Cohort, spec: dict, simulator_path: Path | None) -> Coh
         command += ["--config", str(path)]
     if not (cohort.sim / "provenance.json").is_file():
         _call(command, logs / "simulate.log", _env(simulator_path))
+    from rvfedprs.simulate.cohort import as_pipeline_cohort
+
     prepare = {
         "pipeline": {
-            "cohort": {
-                "simulate": False,
-                "genotypes": [str(cohort.sim / "genotypes" / "cohort")],
-                "samples": str(cohort.sim / "samples.tsv"),
-                "phenotypes": str(cohort.sim / "phenotypes.tsv"),
-                "scoring_file": str(cohort.sim / "scores" / "PGS_sim.txt.gz"),
-            },
+            "cohort": as_pipeline_cohort(cohort.sim),
             "random_seed": cohort.seed,
         }
     }
