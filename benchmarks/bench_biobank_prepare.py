@@ -8,13 +8,17 @@ counts, their combination, score matching, per-site PRS and rare dosages). Every
 seconds, CPU seconds and peak RSS come from Snakemake's own benchmark files
 (``results/logs/benchmarks/``); the whole run is timed from outside.
 
-Beside every per-site genotype pass, plink2 does the same pass on the same site's samples
-(``--keep``), one thread, back to back after the workflow (not under its load):
+Beside every per-site genotype pass, plink2 does the same work on the same site's samples
+(``--keep``), one thread, back to back after the workflow (not under its load); a stage that
+is two plink2 runs is their summed time:
 
-- sample QC (call rate, heterozygosity) — ``plink2 --missing`` (its sample and variant missingness);
-- allele counts — ``plink2 --freq``;
-- PRS and rare dosages — ``plink2 --score`` on the matched weights (ours also writes the site's
-  rare-variant dosages in the same pass, which plink2's job does not).
+- sample QC (call rates over the site's samples) — ``plink2 --missing``;
+- allele counts over the QC-passing samples and genotype counts over those HWE is tested in
+  (the controls of a case/control trait) — ``plink2 --freq`` plus ``plink2 --hardy`` on the
+  controls;
+- the PRS and the rare-variant dosages of the QC-passing samples — ``plink2 --score`` on the
+  matched weights plus ``plink2 --extract <rare variants> --make-pgen`` (the carriers written
+  as plink2's own sparse fileset).
 
 The table gives, per stage, the median site's seconds and peak RSS for both tools and the median
 of the sites' ratios; peak RSS is per job (one site's process).
@@ -47,12 +51,8 @@ RESULTS = Path(__file__).parent / "results" / "biobank_prepare.json"
 #: the preparation's rules in the order they run
 STAGES = ("import_genotypes", "validate_inputs", "sample_qc", "client_counts", "combine_counts",
           "match_scores", "client_features", "summarize_clients")  # fmt: skip
-#: our per-site stage → the plink2 pass beside it
-PASSES = {
-    "sample_qc": ["--missing"],
-    "client_counts": ["--freq"],
-    "client_features": None,  # --score on the matched weights (built per cohort)
-}
+#: our per-site stages that plink2 runs beside
+PER_SITE = ("sample_qc", "client_counts", "client_features")
 
 
 def workflow_config(cohort: Path, phenotype: dict | None = None) -> dict:
@@ -121,10 +121,12 @@ def _individuals(prefix: Path) -> pd.DataFrame:
     return fam.iloc[:, :2].set_axis(["FID", "IID"], axis=1)
 
 
-def plink2_passes(cohort: Path, work: Path) -> pd.DataFrame:
-    """Each site's plink2 pass beside each of our per-site stages (module docstring)."""
-    samples = pd.read_csv(cohort / "samples.tsv", sep="\t", dtype=str)
+def plink2_passes(cohort: Path, work: Path, phenotype: dict | None = None) -> pd.DataFrame:
+    """Each site's plink2 runs beside each of our per-site stages (module docstring)."""
     weights = plink2_weights(work)
+    rare = work / "rare_ids.txt"
+    ids = pd.read_csv(work / "results" / "rare_variants.tsv", sep="\t", usecols=["id"])["id"]
+    rare.write_text("\n".join(ids.astype(str)) + "\n")
     prefix = cohort / "genotypes" / "cohort"
     source = (
         ["--pfile", str(prefix)]
@@ -132,19 +134,36 @@ def plink2_passes(cohort: Path, work: Path) -> pd.DataFrame:
         else ["--bfile", str(prefix)]
     )
     individuals = _individuals(prefix)
+    binary = (phenotype or {}).get("kind", "binary") == "binary"
     rows = []
-    for client, members in samples.groupby("client"):
-        keep = work / f"keep_{client}.txt"
-        ids = individuals[individuals["IID"].isin(set(members["sample_id"]))]
-        ids.to_csv(keep, sep="\t", index=False, header=False)
-        for stage, flags in PASSES.items():
-            if flags is None:
-                flags = ["--score", str(weights), "1", "2", "3", "header", "cols=+scoresums"]
-            cmd = ["plink2", *source, "--keep", str(keep), *flags, "--threads", "1",
-                   "--out", str(work / f"p2_{stage}_{client}")]  # fmt: skip
-            figures = measure(cmd)
-            rows.append({"rule": stage, "job": client, "s": figures["wall_s"],
-                         "max_rss_mib": figures["peak_rss_mib"]})  # fmt: skip
+    for qc_file in sorted((work / "results" / "prepare" / "sample_qc").glob("*.tsv")):
+        client = qc_file.stem
+        qc = pd.read_csv(qc_file, sep="\t", dtype={"sample_id": str, "phenotype": str})
+        kept = qc[~qc["excluded"].astype(bool)]
+        tested = kept[kept["phenotype"] == "0"] if binary else kept
+        keeps = {}
+        for name, members in (("all", qc), ("kept", kept), ("hwe", tested)):
+            keeps[name] = work / f"keep_{client}_{name}.txt"
+            individuals[individuals["IID"].isin(set(members["sample_id"]))].to_csv(
+                keeps[name], sep="\t", index=False, header=False)  # fmt: skip
+        runs = {
+            "sample_qc": [("all", ["--missing"])],
+            "client_counts": [("kept", ["--freq"]), ("hwe", ["--hardy"])],
+            "client_features": [
+                ("kept", ["--score", str(weights), "1", "2", "3", "header", "cols=+scoresums"]),
+                ("kept", ["--extract", str(rare), "--make-pgen"]),
+            ],
+        }
+        for stage in PER_SITE:
+            walls, peaks = [], []
+            for i, (keep, flags) in enumerate(runs[stage]):
+                cmd = ["plink2", *source, "--keep", str(keeps[keep]), *flags, "--threads", "1",
+                       "--out", str(work / f"p2_{stage}_{i}_{client}")]  # fmt: skip
+                figures = measure(cmd)
+                walls.append(figures["wall_s"])
+                peaks.append(figures["peak_rss_mib"])
+            rows.append({"rule": stage, "job": client, "s": round(sum(walls), 3),
+                         "runs_s": walls, "max_rss_mib": max(peaks)})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -168,12 +187,19 @@ def stage_table(ours: pd.DataFrame, plink2: pd.DataFrame) -> list[dict]:
     return out
 
 
-def measure_cohort(cohort: Path, work: Path, phenotype: dict | None = None) -> dict:
-    """The workflow's preparation of one cohort and plink2's passes beside it."""
+def measure_cohort(
+    cohort: Path, work: Path, phenotype: dict | None = None, before: dict | None = None
+) -> dict:
+    """The workflow's preparation of one cohort and plink2's passes beside it.
+
+    ``before``: this cohort's record from an earlier run whose work folder is still there; its
+    workflow figures are kept and only plink2's passes are run again.
+    """
     provenance = json.loads((cohort / "provenance.json").read_text())["extra"]
-    whole = run_workflow(cohort, work, phenotype)
+    reuse = before is not None and (work / "results" / "clients.tsv").is_file()
+    whole = before["workflow"] if reuse else run_workflow(cohort, work, phenotype)
     ours = job_benchmarks(work)
-    theirs = plink2_passes(cohort, work)
+    theirs = plink2_passes(cohort, work, phenotype)
     return {
         "cohort": str(cohort),
         "n_samples": provenance["n_samples"],
@@ -211,10 +237,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--phenotype", type=yaml.safe_load,
                         help="pipeline.phenotype as YAML (default: the workflow's)")  # fmt: skip
+    parser.add_argument("--plink2-only", action="store_true",
+                        help="keep the workflow's figures of a cohort already in --out (its "
+                        "work folder still there) and run plink2's passes again")  # fmt: skip
     args = parser.parse_args()
     records = json.loads(args.out.read_text()) if args.out.exists() else []
     for cohort in args.cohorts:
-        record = measure_cohort(cohort, args.work / cohort.name, args.phenotype)
+        before = next((r for r in records if Path(r["cohort"]) == cohort), None)
+        record = measure_cohort(cohort, args.work / cohort.name, args.phenotype,
+                                before if args.plink2_only else None)  # fmt: skip
         records = [r for r in records if r["n_samples"] != record["n_samples"]] + [record]
         records.sort(key=lambda r: r["n_samples"])
         args.out.parent.mkdir(parents=True, exist_ok=True)
