@@ -27,6 +27,7 @@ from _federation_fixtures import write_federation  # noqa: E402
 from rvfedprs.association.gene_tests import beta_weights  # noqa: E402
 from rvfedprs.association.runner import associate  # noqa: E402
 from rvfedprs.association.scores import EfficientScores  # noqa: E402
+from rvfedprs.association.sums import UnitLayout  # noqa: E402
 from rvfedprs.association.table import association_table  # noqa: E402
 from rvfedprs.burden import burden_from_config  # noqa: E402
 from rvfedprs.config import validate_config  # noqa: E402
@@ -233,6 +234,26 @@ def test_every_unit_gets_acat_o_and_the_file_has_every_column(clear_run):
     assert summary["lambda_gc"]["score"] > 0 and summary["units_tested"] == len(units)
     for name in ("qq", "manhattan"):
         assert clear_run.files[name].stat().st_size > 10_000
+
+
+def test_a_sites_unit_blocks_equal_the_dense_gram_of_each_unit():
+    """K_g = A_gᵀ W A_g from one person's carried pairs within a unit = the dense product.
+
+    Overlapping units (a variant in several), units of one variant, dosages 1 and 2, and
+    variants outside every unit.
+    """
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    dosages = sp.random(2000, 300, density=0.02, random_state=4, format="csr")
+    dosages.data = np.ceil(dosages.data * 2)
+    weight = rng.uniform(0.05, 0.25, 2000)
+    members = [rng.choice(250, size=size, replace=False) for size in rng.integers(1, 25, 50)]
+    layout = UnitLayout.from_members([f"u{g}" for g in range(50)], members)
+    gram = (dosages.T @ sp.diags(weight) @ dosages).toarray()
+    expected = np.concatenate([gram[np.ix_(m, m)].ravel() for m in layout.members])
+    np.testing.assert_allclose(layout.weighted_blocks(dosages, weight), expected, rtol=1e-12,
+                               atol=1e-12)  # fmt: skip
 
 
 def test_units_tested_in_batches_equal_each_unit_tested_alone(cohort, clear_run):

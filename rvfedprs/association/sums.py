@@ -96,16 +96,56 @@ class UnitLayout:
         return int(self.offsets[-1])
 
     @cached_property
-    def block_entries(self) -> tuple[np.ndarray, np.ndarray]:
-        """(row, column) of the variant pair each entry of the flattened blocks holds.
+    def _slots(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+        """(P, the unit of each slot, its position in the unit) over the members' slots.
 
-        Unit g's entries ``offsets[g]:offsets[g + 1]`` are (cols[a], cols[b]) for a, b in
-        row-major order: one gather from a p × p matrix fills every block at once.
+        A slot is one (unit, member) pair, the units' members laid end to end; P (variants ×
+        slots) has a 1 where a slot holds a variant, so A P is A with each unit's columns of
+        its own (a variant in two units is in two slots).
         """
-        empty = np.zeros(0, np.int64)
-        rows = [np.repeat(cols, cols.size) for cols in self.members]
-        columns = [np.tile(cols, cols.size) for cols in self.members]
-        return (np.concatenate([empty, *rows]), np.concatenate([empty, *columns]))
+        sizes = np.array([m.size for m in self.members], np.int64)
+        columns = np.concatenate([np.zeros(0, np.int64), *self.members])
+        unit = np.repeat(np.arange(len(self.members)), sizes)
+        position = np.arange(columns.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        n_variants = int(columns.max()) + 1 if columns.size else 0
+        slots = sp.csr_matrix((np.ones(columns.size), (columns, np.arange(columns.size))),
+                              shape=(n_variants, columns.size))  # fmt: skip
+        return slots, unit, position
+
+    def weighted_blocks(self, dosages: sp.spmatrix, weight: np.ndarray) -> np.ndarray:
+        """The flattened blocks K_g = A_gᵀ W A_g of every unit, from a site's dosages A.
+
+        Only the pairs of one person's carried variants within one unit are formed (Σ_i Σ_g
+        c_ig² products for c_ig variants of unit g carried by person i), not AᵀWA over every
+        pair of the p variants: at exome density a person carries ~100 rare variants spread
+        over hundreds of units, and AᵀWA's p² pairs were most of a site's time and memory.
+        """
+        slots, unit, position = self._slots
+        a = sp.csr_matrix(dosages, dtype=np.float64)
+        if a.shape[1] < slots.shape[0]:
+            raise ValueError(f"{a.shape[1]} dosage columns; the units name column "
+                             f"{slots.shape[0] - 1}")  # fmt: skip
+        expanded = (a[:, : slots.shape[0]] @ slots).tocoo()
+        person, slot, value = expanded.row, expanded.col, expanded.data
+        group = unit[slot]
+        order = np.lexsort((slot, group, person))
+        person, slot, value, group = person[order], slot[order], value[order], group[order]
+        # runs of one person's entries within one unit: every pair of a run is a block entry
+        new_run = np.ones(person.size, bool)
+        new_run[1:] = (person[1:] != person[:-1]) | (group[1:] != group[:-1])
+        starts = np.flatnonzero(new_run)
+        lengths = np.diff(np.append(starts, person.size))
+        run_start = np.repeat(starts, lengths)
+        run_length = np.repeat(lengths, lengths)
+        left = np.repeat(np.arange(person.size), run_length)
+        within = np.arange(left.size) - np.repeat(np.cumsum(run_length) - run_length, run_length)
+        right = np.repeat(run_start, run_length) + within
+        g = group[left]
+        sizes = np.diff(self.offsets)  # p_g²
+        p_g = np.sqrt(sizes).astype(np.int64)
+        flat = self.offsets[g] + position[slot[left]] * p_g[g] + position[slot[right]]
+        products = np.asarray(weight, np.float64)[person[left]] * value[left] * value[right]
+        return np.bincount(flat, weights=products, minlength=self.block_size)
 
     def subset_entries(
         self, units: Sequence[int], keeps: Sequence[np.ndarray]
@@ -186,9 +226,7 @@ def association_sums(
     out["assoc.score"][row], out["assoc.information"][row] = score, information
     out["assoc.cross"][row] = cross
     if layout.block_size:
-        gram = sp.csr_matrix(a.T @ sp.csr_matrix(a.multiply(weight[:, None])))  # sparse AᵀWA
-        rows, columns = layout.block_entries
-        out["assoc.blocks"][row] = np.asarray(gram[rows, columns], np.float64).reshape(-1)
+        out["assoc.blocks"][row] = layout.weighted_blocks(a, weight)
     out["assoc.mac"][row] = np.asarray(a.sum(axis=0)).reshape(-1)
     out["assoc.carriers"][row] = np.asarray((a > 0).sum(axis=0)).reshape(-1)
     out["assoc.samples"][row] = float(a.shape[0])
