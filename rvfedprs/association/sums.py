@@ -96,8 +96,8 @@ class UnitLayout:
         return int(self.offsets[-1])
 
     @cached_property
-    def _slots(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
-        """(P, the unit of each slot, its position in the unit) over the members' slots.
+    def _slots(self) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
+        """(P, the unit of each slot, its position in the unit, each unit's p_g).
 
         A slot is one (unit, member) pair, the units' members laid end to end; P (variants ×
         slots) has a 1 where a slot holds a variant, so A P is A with each unit's columns of
@@ -110,7 +110,7 @@ class UnitLayout:
         n_variants = int(columns.max()) + 1 if columns.size else 0
         slots = sp.csr_matrix((np.ones(columns.size), (columns, np.arange(columns.size))),
                               shape=(n_variants, columns.size))  # fmt: skip
-        return slots, unit, position
+        return slots, unit, position, sizes
 
     def weighted_blocks(self, dosages: sp.spmatrix, weight: np.ndarray) -> np.ndarray:
         """The flattened blocks K_g = A_gᵀ W A_g of every unit, from a site's dosages A.
@@ -120,7 +120,7 @@ class UnitLayout:
         pair of the p variants: at exome density a person carries ~100 rare variants spread
         over hundreds of units, and AᵀWA's p² pairs were most of a site's time and memory.
         """
-        slots, unit, position = self._slots
+        slots, unit, position, p_g = self._slots
         a = sp.csr_matrix(dosages, dtype=np.float64)
         if a.shape[1] < slots.shape[0]:
             raise ValueError(f"{a.shape[1]} dosage columns; the units name column "
@@ -141,8 +141,6 @@ class UnitLayout:
         within = np.arange(left.size) - np.repeat(np.cumsum(run_length) - run_length, run_length)
         right = np.repeat(run_start, run_length) + within
         g = group[left]
-        sizes = np.diff(self.offsets)  # p_g²
-        p_g = np.sqrt(sizes).astype(np.int64)
         flat = self.offsets[g] + position[slot[left]] * p_g[g] + position[slot[right]]
         products = np.asarray(weight, np.float64)[person[left]] * value[left] * value[right]
         return np.bincount(flat, weights=products, minlength=self.block_size)

@@ -501,9 +501,9 @@ class _PgenlibSource(GenotypeSource):
         chunk_size = check_chunk_size(chunk_size)
         if samples is not None and len(samples) == 0:
             return np.zeros(0, dtype=np.int64), len(self.variants)
-        subset, inverse = self._subset(samples)
+        inverse = self._subset(samples)[1]
         missing = np.zeros(len(sample_index(self.samples, samples, self.path)), dtype=np.int64)
-        index = np.flatnonzero(self._genotype_counts(self._keep, subset)[:, 3])
+        index = np.flatnonzero(self._missing_calls(np.arange(len(self.variants)), samples))
         for _, calls, _ in self._blocks(index, chunk_size, samples, np.int8):
             missing += (calls == PGENLIB_MISSING).sum(axis=0)
         return (missing if inverse is None else missing[inverse]), len(self.variants)

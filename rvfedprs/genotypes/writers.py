@@ -118,7 +118,47 @@ _VCF_GT = np.frombuffer(b"./.\t0/0\t0/1\t1/1\t", dtype=np.uint32)
 _VCF_GT_LAST = np.frombuffer(b"./.\n0/0\n0/1\n1/1\n", dtype=np.uint32)
 
 
-class VcfWriter:
+class _ChunkWriter:
+    """What the VCF, PLINK1 and PLINK2 writers share: :meth:`write` checks a chunk, appends it.
+
+    A subclass sets ``samples``, ``n_written`` and ``_genotype_file`` (the file named in
+    errors), says whether it is open (:meth:`_is_open`) and appends a checked, non-empty chunk
+    (:meth:`_append`, which checks the variants' order).
+    """
+
+    samples: list[str]
+    n_written: int
+    _genotype_file: str
+
+    def _is_open(self) -> bool:
+        raise NotImplementedError
+
+    def _append(self, variants: pd.DataFrame, genotypes: np.ndarray, chroms: np.ndarray,
+                positions: np.ndarray) -> None:  # fmt: skip
+        raise NotImplementedError
+
+    def write(self, variants: pd.DataFrame, genotypes: np.ndarray) -> None:
+        """Append one chunk.
+
+        Parameters
+        ----------
+        variants : DataFrame
+            Columns ``chrom, pos, id, ref, alt``; n_variants rows, sorted by position.
+        genotypes : ndarray of int8, shape (n_samples, n_variants)
+            ALT-allele counts, -1 = missing.
+        """
+        if not self._is_open():
+            raise RuntimeError(f"{type(self).__name__}.write called outside a 'with' block")
+        g = _check_chunk(variants, genotypes, len(self.samples), self._genotype_file)
+        if not len(variants):
+            return
+        chroms = variants["chrom"].astype(str).to_numpy()
+        positions = variants["pos"].to_numpy(dtype=np.int64)
+        self._append(variants, g, chroms, positions)
+        self.n_written += len(variants)
+
+
+class VcfWriter(_ChunkWriter):
     """Write a bgzipped VCF (GT only) and index it with ``tabix -p vcf`` on close.
 
     Parameters
@@ -159,6 +199,7 @@ class VcfWriter:
         self.source = source
         self.n_written = 0
         self._order = _OrderCheck(str(self.path))
+        self._genotype_file = str(self.path)
         self._proc: subprocess.Popen[bytes] | None = None
         self._out: IO[bytes] | None = None
 
@@ -190,26 +231,14 @@ class VcfWriter:
         assert self._proc is not None and self._proc.stdin is not None
         self._proc.stdin.write(data)
 
-    def write(self, variants: pd.DataFrame, genotypes: np.ndarray) -> None:
-        """Append one chunk.
+    def _is_open(self) -> bool:
+        return self._proc is not None
 
-        Parameters
-        ----------
-        variants : DataFrame
-            Columns ``chrom, pos, id, ref, alt``; n_variants rows, sorted by position.
-        genotypes : ndarray of int8, shape (n_samples, n_variants)
-            ALT-allele counts, -1 = missing.
-        """
-        if self._proc is None:
-            raise RuntimeError("VcfWriter.write called outside a 'with' block")
-        g = _check_chunk(variants, genotypes, len(self.samples), str(self.path))
-        if not len(variants):
-            return
-        chroms = variants["chrom"].astype(str).to_numpy()
+    def _append(self, variants, g, chroms, positions) -> None:
+        """The chunk's GT lines to ``bgzip`` (its chromosomes among the contigs)."""
         unknown = sorted(set(chroms) - set(self.contigs))
         if unknown:
             raise GenotypeFormatError(f"{self.path}: chromosome(s) {unknown} not among contigs")
-        positions = variants["pos"].to_numpy(dtype=np.int64)
         self._order(chroms, positions)
         index = np.ascontiguousarray(g.T) + np.int8(1)  # (n_variants, n_samples)
         calls = _VCF_GT[index]
@@ -223,7 +252,6 @@ class VcfWriter:
             lines.append((fixed + ("\t" if self.samples else "\n")).encode())
             lines.append(calls[j].tobytes())
         self._write(b"".join(lines))
-        self.n_written += len(variants)
 
     def close(self) -> None:
         """Finish compression and build the tabix index."""
@@ -268,48 +296,7 @@ _BED_CODE = np.array([1, 3, 2, 0], dtype=np.uint8)
 _BED_MAGIC = bytes([0x6C, 0x1B, 0x01])
 
 
-class _PlinkWriter:
-    """What the PLINK1 and PLINK2 writers share: :meth:`write` checks a chunk, then appends it.
-
-    A subclass sets ``prefix``, ``samples``, ``n_written``, ``_order`` and ``_genotype_file``
-    (the file named in errors), says whether it is open (:meth:`_is_open`) and appends a
-    checked, non-empty chunk (:meth:`_append`).
-    """
-
-    prefix: Path
-    samples: list[str]
-    n_written: int
-    _genotype_file: str
-
-    def _is_open(self) -> bool:
-        raise NotImplementedError
-
-    def _append(self, variants: pd.DataFrame, genotypes: np.ndarray, chroms: np.ndarray,
-                positions: np.ndarray) -> None:  # fmt: skip
-        raise NotImplementedError
-
-    def write(self, variants: pd.DataFrame, genotypes: np.ndarray) -> None:
-        """Append one chunk.
-
-        Parameters
-        ----------
-        variants : DataFrame
-            Columns ``chrom, pos, id, ref, alt``; n_variants rows, sorted by position.
-        genotypes : ndarray of int8, shape (n_samples, n_variants)
-            ALT-allele counts, -1 = missing.
-        """
-        if not self._is_open():
-            raise RuntimeError(f"{type(self).__name__}.write called outside a 'with' block")
-        g = _check_chunk(variants, genotypes, len(self.samples), self._genotype_file)
-        if not len(variants):
-            return
-        chroms = variants["chrom"].astype(str).to_numpy()
-        positions = variants["pos"].to_numpy(dtype=np.int64)
-        self._append(variants, g, chroms, positions)
-        self.n_written += len(variants)
-
-
-class BedWriter(_PlinkWriter):
+class BedWriter(_ChunkWriter):
     """Write PLINK1 binary files (SNP-major ``.bed``, ``.bim``, ``.fam``).
 
     The ``.bim`` holds A1 = ALT (column 5) and A2 = REF (column 6), so PLINK 1.9 counts and
@@ -386,7 +373,7 @@ class BedWriter(_PlinkWriter):
         self.close()
 
 
-class PgenWriter(_PlinkWriter):
+class PgenWriter(_ChunkWriter):
     """Write a PLINK2 fileset (``.pgen``, ``.pvar``, ``.psam``) through pgenlib.
 
     pgenlib stores a rare variant as the list of its carriers instead of a 2-bit code per
